@@ -1,0 +1,75 @@
+"""The configuration of one training run (one trial of a study).
+
+A frozen pydantic model validated at the boundary (CLI, study spec, Tune trial): an
+unknown key or a bad value is one error that names the field. Defaults are the papers' /
+nanoGPT's ``shakespeare_char`` recipe (AdamW betas 0.9/0.99, weight decay 0.1 on
+matrices, lr 1e-3, 100 warmup steps, cosine to 1e-4 at ``max_steps``, clip 1.0, batch 64,
+context 256, dropout 0.2, 5,000 steps, evaluation every 250 steps).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+
+
+class TrainConfig(BaseModel):
+    """Everything that determines one training run.
+
+    ``variant`` is a registry name (``harness.models.VARIANTS``) or, when any of
+    ``position``/``gate``/``scoring`` is given, the label of an inline combination of
+    those components (e.g. ``variant="rope-ega", position="rope", gate="ega"``).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # -- what is trained ---------------------------------------------------------
+    variant: str = "baseline"
+    position: str | None = None  # inline variant: positional-encoding component name
+    gate: str | None = None  # inline variant: key-gate component name ("none" for no gate)
+    scoring: str | None = None  # inline variant: scoring component name ("dot", "lagged")
+    tau_init: float | None = None  # EGA threshold initial value (None: the component's default)
+    dataset: str = "tinyshakespeare"
+    size: str = "nano"
+    context_length: PositiveInt = 256
+    seed: int = Field(default=0, ge=0)
+
+    # -- optimisation (nanoGPT shakespeare_char recipe) ---------------------------
+    max_steps: PositiveInt = 5000
+    batch_size: PositiveInt = 64
+    lr: PositiveFloat = 1e-3
+    min_lr: float = Field(default=1e-4, ge=0.0)
+    warmup_steps: int = Field(default=100, ge=0)
+    weight_decay: float = Field(default=0.1, ge=0.0)
+    beta1: float = Field(default=0.9, gt=0.0, lt=1.0)
+    beta2: float = Field(default=0.99, gt=0.0, lt=1.0)
+    grad_clip: float = Field(default=1.0, ge=0.0)  # 0 disables clipping
+    dropout: float = Field(default=0.2, ge=0.0, lt=1.0)
+
+    # -- evaluation ----------------------------------------------------------------
+    eval_every: PositiveInt = 250
+    eval_windows: PositiveInt | None = 256  # fixed evaluation windows per split (None: cover the split)
+    eval_batch_size: PositiveInt = 64
+
+    # -- hardware -------------------------------------------------------------------
+    accelerator: Literal["auto", "cpu", "gpu"] = "auto"
+    compile: bool | None = None  # None: on for GPU, off for CPU
+    num_threads: PositiveInt | None = None  # torch threads on CPU (None: the CPUs given to the process)
+
+    # -- bookkeeping -----------------------------------------------------------------
+    checkpoint_every: PositiveInt | None = None  # steps; None: at every evaluation
+    checkpoint_dir: str | None = None
+    tracking_uri: str | None = None  # None: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db
+    experiment: str = "harness"
+    data_dir: str | None = None
+
+    @model_validator(mode="after")
+    def _check_schedule(self) -> "TrainConfig":
+        if self.min_lr > self.lr:
+            raise ValueError(f"min_lr ({self.min_lr}) must not exceed lr ({self.lr})")
+        return self
+
+    @property
+    def is_inline_variant(self) -> bool:
+        return any(v is not None for v in (self.position, self.gate, self.scoring))
