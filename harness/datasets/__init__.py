@@ -1,0 +1,53 @@
+"""Corpora for the harness: registry, verified downloads, token caches, samplers,
+the synthetic salience corpus and corpus statistics.
+
+>>> from harness.datasets import load, sample_train_batch, eval_window_starts, window_batch
+>>> corpus = load("tinyshakespeare")                                   # doctest: +SKIP
+>>> x, y = sample_train_batch(corpus.train, block_size=256, batch_size=64, seed=0, step=0)  # doctest: +SKIP
+>>> starts = eval_window_starts(len(corpus.val), block_size=256, max_windows=256)           # doctest: +SKIP
+>>> xv, yv = window_batch(corpus.val, starts, block_size=256)          # doctest: +SKIP
+
+Importing this package reads no file and touches no network.
+"""
+
+from harness.datasets.cards import REGISTRY, Archive, DataFile, DatasetCard, SplitRule, get_card
+from harness.datasets.corpus import Corpus, load, load_card, ptb_char_compact
+from harness.datasets.fetch import ChecksumMismatch, FileCheck, Located, cache_root, fetch, locate
+from harness.datasets.sampling import eval_window_starts, sample_train_batch, window_batch
+from harness.datasets.stats import FUNCTION_WORDS, CorpusStats, corpus_stats, corpus_stats_for
+from harness.datasets.synthetic import (
+    SalienceParams,
+    SalienceText,
+    generate_salience_text,
+    make_salience_corpus,
+)
+
+__all__ = [
+    "REGISTRY",
+    "Archive",
+    "ChecksumMismatch",
+    "Corpus",
+    "CorpusStats",
+    "DataFile",
+    "DatasetCard",
+    "FUNCTION_WORDS",
+    "FileCheck",
+    "Located",
+    "SalienceParams",
+    "SalienceText",
+    "SplitRule",
+    "cache_root",
+    "corpus_stats",
+    "corpus_stats_for",
+    "eval_window_starts",
+    "fetch",
+    "generate_salience_text",
+    "get_card",
+    "load",
+    "load_card",
+    "locate",
+    "make_salience_corpus",
+    "ptb_char_compact",
+    "sample_train_batch",
+    "window_batch",
+]

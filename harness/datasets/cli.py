@@ -1,0 +1,216 @@
+"""``harness data list | fetch NAME | verify [NAME] | stats NAME`` and ``harness bench data-load``.
+
+Imports stay light (typer only); numpy and the datasets modules load inside the commands.
+Bad input (unknown name, missing files offline, a checksum mismatch) raises
+:class:`~harness.errors.InputError`, which ``harness`` turns into exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from harness.errors import InputError
+
+data_app = typer.Typer(
+    help="Corpora: list what is available, fetch and verify files, print corpus statistics.",
+    no_args_is_help=True,
+)
+
+_DATA_DIR_HELP = "Folder searched first (before $HARNESS_DATA_DIR and the cache)."
+
+
+def _human(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1000  # type: ignore[assignment]
+    return str(n)
+
+
+def _row(card, data_dir: Optional[str]) -> tuple[str, str, str, str]:
+    """``(name, size, where, verified)`` of one card, without downloading."""
+    from harness.datasets.fetch import ChecksumMismatch, locate
+
+    if card.synthetic:
+        return card.name, "generated", "generated on load", "n/a (generated)"
+    try:
+        found = locate(card, data_dir=data_dir)
+    except ChecksumMismatch as exc:
+        return card.name, "?", str(exc.path), "MISMATCH"
+    except InputError as exc:  # e.g. a file that is no archive
+        return card.name, "?", "unreadable", f"error: {str(exc).splitlines()[0]}"
+    if found is None:
+        return card.name, f"{_human(card.download_size)} (download)", "not found", "-"
+    paths = found.paths
+    if len(paths) == 1:
+        where = f"{found.where}: {paths[0]}"
+    else:
+        parent = paths[0].parent
+        same = all(p.parent == parent for p in paths)
+        where = f"{found.where}: {parent}/ ({len(paths)} files)" if same else f"{found.where}: " + ", ".join(map(str, paths))
+    return card.name, _human(found.size), where, found.status
+
+
+def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+@data_app.command("list")
+def list_command(
+    data_dir: Optional[str] = typer.Option(None, "--data-dir", help=_DATA_DIR_HELP),
+) -> None:
+    """Every registered corpus: size, where its files were found, and whether they verify."""
+    from harness.datasets.cards import REGISTRY
+
+    rows = [_row(card, data_dir) for card in REGISTRY.values()]
+    typer.echo(_table(rows, ("name", "size", "where found", "verified")))
+
+
+@data_app.command("info")
+def info_command(name: str = typer.Argument(..., help="Corpus name (see `harness data list`).")) -> None:
+    """The dataset card: source URLs, checksums, split rule, tokenisation, licence."""
+    from harness.datasets.cards import get_card
+    from harness.datasets.fetch import archive_candidates, file_candidates
+
+    card = get_card(name)
+    rows = [("name", card.name), ("description", card.description), ("tokenisation", f"{card.tokenizer} (bits per {card.unit})"),
+            ("split", card.split.describe()), ("licence", card.licence), ("checksum", card.checksum_kind)]
+    if card.archive is not None:
+        a = card.archive
+        rows += [("archive", a.filename), ("archive urls", " ".join(a.urls)),
+                 ("archive sha256", a.sha256 or "not published"), ("archive bytes", f"{a.size:,}" if a.size else "unknown"),
+                 ("archive looked for at", ", ".join(archive_candidates(card)))]
+    for f in card.files:
+        rows += [(f"{f.role} file", f"{f.filename}" + (f" (archive member {f.member})" if f.member else "")),
+                 (f"{f.role} sha256", f.sha256 or "not published"), (f"{f.role} bytes", f"{f.size:,}" if f.size else "unknown"),
+                 (f"{f.role} looked for at", ", ".join(file_candidates(card, f)))]
+        if f.urls:
+            rows.append((f"{f.role} urls", " ".join(f.urls)))
+    if card.notes:
+        rows.append(("notes", card.notes))
+    width = max(len(k) for k, _ in rows)
+    typer.echo("\n".join(f"{k:<{width}}  {v}" for k, v in rows))
+
+
+@data_app.command("fetch")
+def fetch_command(
+    name: str = typer.Argument(..., help="Corpus name (see `harness data list`)."),
+    data_dir: Optional[str] = typer.Option(None, "--data-dir", help=_DATA_DIR_HELP),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a download progress bar."),
+) -> None:
+    """Find or download a corpus (checksum-verified), then build its token cache."""
+    from harness.datasets.cards import get_card
+    from harness.datasets.corpus import load
+    from harness.datasets.fetch import fetch
+
+    card = get_card(name)
+    if not card.synthetic:
+        found = fetch(card, data_dir=data_dir, progress=progress)
+        typer.echo(f"{card.name}: {found.where}: {', '.join(str(p) for p in found.paths)} ({found.status})")
+    corpus = load(name, data_dir=data_dir, progress=progress)
+    sizes = ", ".join(f"{k} {len(v):,}" for k, v in corpus.splits.items())
+    typer.echo(f"{corpus.name}: {sizes} tokens, vocabulary {corpus.vocab_size}; token cache {corpus.cache_path}")
+
+
+@data_app.command("verify")
+def verify_command(
+    name: Optional[str] = typer.Argument(None, help="Corpus name; all corpora when omitted."),
+    data_dir: Optional[str] = typer.Option(None, "--data-dir", help=_DATA_DIR_HELP),
+) -> None:
+    """Check the files found (sha256, or byte size where none is published); never downloads.
+
+    Exit code 2 when a file does not match its card, or when the named corpus is missing.
+    """
+    from harness.datasets.cards import REGISTRY, get_card
+    from harness.datasets.fetch import where_to_put
+
+    cards = [get_card(name)] if name else list(REGISTRY.values())
+    rows = [_row(card, data_dir) for card in cards]
+    typer.echo(_table(rows, ("name", "size", "where found", "verified")))
+    bad = [r[0] for r in rows if r[3] == "MISMATCH" or r[3].startswith("error")]
+    if bad:
+        raise InputError(f"files do not match their dataset cards: {', '.join(bad)} (see above; replace or remove them)")
+    if name and rows[0][2] == "not found":
+        raise InputError(f"{name}: no copy found. Run `harness data fetch {name}`, or {where_to_put(cards[0], data_dir)}")
+
+
+@data_app.command("stats")
+def stats_command(
+    name: str = typer.Argument(..., help="Corpus name (see `harness data list`)."),
+    split: str = typer.Option("train", "--split", help="train, val or test."),
+    max_chars: Optional[int] = typer.Option(None, "--max-chars", min=1, help="Only the first N tokens of the split."),
+    data_dir: Optional[str] = typer.Option(None, "--data-dir", help=_DATA_DIR_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Content-letter fraction and mean word / clause / sentence lengths (characters)."""
+    from harness.datasets.corpus import load
+    from harness.datasets.stats import corpus_stats_for
+
+    corpus = load(name, data_dir=data_dir)
+    stats = corpus_stats_for(corpus, split=split, max_chars=max_chars)
+    if as_json:
+        typer.echo(json.dumps({"dataset": corpus.name, "split": split, **stats.as_dict()}, indent=2))
+        return
+    typer.echo(f"{corpus.name} ({split} split{'' if max_chars is None else f', first {max_chars:,} tokens'})")
+    typer.echo(stats.format())
+
+
+def bench_data_load(
+    names: str = typer.Option("tinyshakespeare,ptb-char", "--names", help="Comma-separated corpus names."),
+    repeats: int = typer.Option(5, "--repeats", min=1, help="Warm loads to time (best and mean reported)."),
+    out: Path = typer.Option(Path("benchmarks/results/data_load.json"), "--out", help="JSON results file."),
+) -> None:
+    """Time a cold load (encode + write the token cache, in a fresh temporary cache) and
+    warm loads (hash sources + memory-map the cache) of each corpus."""
+    import tempfile
+
+    from harness.datasets.corpus import load
+
+    results = []
+    with tempfile.TemporaryDirectory(prefix="harness-bench-cache-") as cache:
+        for name in [n.strip() for n in names.split(",") if n.strip()]:
+            t0 = time.perf_counter()
+            corpus = load(name, cache_dir=cache, progress=False)
+            cold = time.perf_counter() - t0
+            warm = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                load(name, cache_dir=cache, progress=False)
+                warm.append(time.perf_counter() - t0)
+            results.append(
+                {
+                    "dataset": name,
+                    "tokens": int(sum(len(v) for v in corpus.splits.values())),
+                    "first_load_s": cold,
+                    "second_load_s": warm[0],
+                    "warm_best_s": min(warm),
+                    "warm_mean_s": sum(warm) / len(warm),
+                    "memory_mapped": bool(all(hasattr(v, "filename") for v in corpus.splits.values())),
+                }
+            )
+    rows = [
+        (r["dataset"], f"{r['tokens']:,}", f"{r['first_load_s'] * 1e3:.1f}", f"{r['second_load_s'] * 1e3:.1f}",
+         f"{r['warm_best_s'] * 1e3:.1f}", str(r["memory_mapped"]))
+        for r in results
+    ]
+    typer.echo(_table(rows, ("dataset", "tokens", "first load ms", "second load ms", "warm best ms", "memmap")))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"benchmark": "data_load", "results": results}, indent=2) + "\n")
+    typer.echo(f"wrote {out}")
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    """Add ``harness data ...`` and ``harness bench data-load``."""
+    app.add_typer(data_app, name="data")
+    bench_app.command("data-load")(bench_data_load)
