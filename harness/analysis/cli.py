@@ -1,0 +1,121 @@
+"""``harness report STUDY``: recompute a study's analysis and log a fresh report.
+
+Imports nothing heavy at module level: the statistics, matplotlib and MLflow load
+inside the command.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+
+def _sqlite_file(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI (None for other stores)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return Path(uri[len("sqlite:///"):])
+
+
+def report(
+    study: Annotated[str, typer.Argument(help="Study name (the spec's name: tag harness.study of its MLflow parent run).")],
+    tracking_uri: Annotated[Optional[str], typer.Option(
+        "--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Directory for the report files (default: reports/STUDY).")] = None,
+    from_path: Annotated[Optional[Path], typer.Option(
+        "--from", help="Read the results from a results.parquet or a study's Tune storage directory instead of MLflow.")] = None,
+    log: Annotated[bool, typer.Option("--log/--no-log", help="Log the report to the study's MLflow parent run.")] = True,
+    windows: Annotated[bool, typer.Option(
+        "--windows/--no-windows", help="Multi-bootstrap over evaluation windows (downloads each trial's window losses).")] = True,
+) -> None:
+    """Recompute a study's statistics (from MLflow, or --from a results table), write the
+    report (HTML with embedded plots, PNGs, markdown, parquet tables) and log it to the
+    study's parent run. Prints the verdicts."""
+    import yaml
+
+    from harness.analysis.corpus import corpus_info_for
+    from harness.analysis.report import build_report, log_report
+    from harness.analysis.results import (
+        find_study_run,
+        mlflow_results_frame,
+        mope_sigma_frame,
+        results_frame,
+        tracking_uri_or_default,
+        window_losses_frame,
+    )
+    from harness.analysis.results_types import AnalysisSettings
+    from harness.errors import InputError
+
+    uri = tracking_uri_or_default(tracking_uri)
+    db = _sqlite_file(uri)
+    store_exists = db is None or db.exists()  # never create an empty mlflow.db by looking
+    parent = None
+    if from_path is not None:
+        df = results_frame(from_path, study=study)
+        if store_exists:
+            try:
+                parent = find_study_run(uri, study)
+            except InputError:
+                parent = None
+    else:
+        if not store_exists:
+            raise InputError(f"no MLflow database at {db} (tracking URI {uri}): pass --tracking-uri, "
+                             "or --from a results.parquet / study directory")
+        df = mlflow_results_frame(uri, study)
+        parent = find_study_run(uri, study)
+
+    settings = AnalysisSettings()
+    window_df = sigma_df = None
+    if parent is not None:
+        from mlflow import MlflowClient
+
+        client = MlflowClient(tracking_uri=uri)
+        try:
+            import tempfile
+
+            with tempfile.TemporaryDirectory() as tmp:
+                spec_path = client.download_artifacts(parent.info.run_id, "spec.yaml", tmp)
+                spec = yaml.safe_load(Path(spec_path).read_text()) or {}
+            settings = AnalysisSettings.from_mapping(spec.get("analysis"))
+        except InputError as exc:
+            typer.secho(f"warning: the spec's analysis settings were not usable ({exc}); using defaults",
+                        fg=typer.colors.YELLOW, err=True)
+        except Exception:  # noqa: BLE001 - no spec.yaml artifact: the defaults apply
+            pass
+        if from_path is None:
+            if windows:
+                window_df = window_losses_frame(uri, study)
+            sigma_df = mope_sigma_frame(uri, study)
+    if from_path is not None and windows:  # a study directory keeps the window losses beside the results
+        folder = from_path if from_path.is_dir() else from_path.parent
+        if (folder / "window_losses.parquet").is_file():
+            import polars as pl
+
+            window_df = pl.read_parquet(folder / "window_losses.parquet")
+            if "split" in window_df.columns:
+                window_df = window_df.filter(pl.col("split") == "val")
+    datasets = df.get_column("dataset").drop_nulls().unique().to_list() if "dataset" in df.columns else []
+    corpus_info = corpus_info_for(datasets)
+    out_dir = out or Path("reports") / study
+    rep = build_report(df, settings=settings, out_dir=out_dir, window_losses=window_df, mope_sigmas=sigma_df,
+                       corpus_info=corpus_info, title=study)
+    typer.echo(rep.verdict_table)
+    for note in rep.notes:
+        typer.echo(f"note: {note}")
+    typer.echo(f"Report: {rep.html_path}")
+    if parent is None:
+        typer.echo(f"(no MLflow parent run of study {study!r} at {uri}: the report was not logged)")
+    elif log:
+        log_report(rep, run_id=parent.info.run_id, tracking_uri=uri)
+        typer.echo(f"MLflow: logged report/ and {len(rep.headline_metrics)} metrics to parent run "
+                   f"{parent.info.run_id} (experiment {parent.info.experiment_id}, {uri})")
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    """Add ``harness report``."""
+    app.command("report")(report)
+
+
+__all__ = ["register", "report"]

@@ -1,0 +1,764 @@
+"""Paired-seed contrasts with confidence intervals: main effects, the 2x2 interaction,
+a multi-bootstrap over seeds and evaluation windows, a table over all cells with Holm
+correction, trends against model size and context length, and the seeds a study needs.
+
+Pairing. Trials that share a cell (dataset, size, context length) and a seed form a
+*seed block*: the same data order and evaluation windows for every variant, so a
+contrast is computed within each block and only its seed-to-seed spread matters. A
+block with a missing, diverged or failed trial (``status`` not ``finished``, or no value)
+is dropped whole and counted (``n_dropped``): a contrast from an incomplete block would
+mix seeds. When a table holds several cells, a contrast is averaged over the cells
+within each seed (seeds complete in every cell), so it is the study's average effect;
+:func:`effects_table` gives each cell separately.
+
+Signs. Lower loss is better. ``main_effect`` = L_control - L_treatment (positive: the
+treatment helps); ``interaction_contrast`` = L_a + L_b - L_base - L_ab (positive:
+superadditive, the combination gains more than the sum of the two single changes).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import polars as pl
+from scipy import stats
+
+from harness.analysis.results import (
+    cell_columns,
+    numeric_column,
+    require_columns,
+    require_table,
+    require_variants,
+    unfinished_mask,
+)
+from harness.analysis.results_types import (
+    NEEDS_TWO_SEEDS,
+    AnalysisSettings,
+    ConfidenceInterval,
+    ContrastResult,
+    SeedsNeededResult,
+    TrendResult,
+    _readonly,
+    has_spread,
+)
+from harness.errors import InputError
+
+Alternative = Literal["two-sided", "less", "greater"]
+BCA_MIN_SEEDS = 10  # below this the BCa acceleration (a jackknife over seeds) is too noisy: percentile
+
+
+# ----------------------------------------------------------------------------- blocks
+@dataclass(frozen=True)
+class _Blocks:
+    """Complete seed blocks of some variants: ``values[i, j]`` = metric of variant j in block i."""
+
+    cells: tuple[str, ...]  # cell column names
+    keys: list[tuple[tuple, Any]]  # (cell values, seed) of each complete block
+    values: np.ndarray  # (n_blocks, n_variants)
+    variants: tuple[str, ...]
+    dropped: list[tuple[tuple, Any]]  # (cell values, seed) of incomplete blocks
+    all_cells: list[tuple]  # every cell seen for these variants
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise InputError(f"confidence must lie in (0, 1), got {confidence}")
+
+
+def _check_alternative(alternative: str) -> None:
+    if alternative not in ("two-sided", "less", "greater"):
+        raise InputError(f"alternative must be 'two-sided', 'less' or 'greater', got {alternative!r}")
+
+
+def _seed_blocks(
+    df: pl.DataFrame, variants: Sequence[str], metric: str, by: Sequence[str] | None
+) -> _Blocks:
+    """Group the rows of ``variants`` into seed blocks, keeping only complete ones."""
+    df = require_table(df)
+    require_columns(df, ("variant", "seed", metric))
+    numeric_column(df, metric)
+    require_variants(df, variants)
+    cells = cell_columns(df, by)
+    rows = df.filter(pl.col("variant").is_in(list(variants)))
+    value = pl.col(metric).cast(pl.Float64)
+    rows = rows.with_columns(
+        (~unfinished_mask(rows) & value.is_not_null() & value.is_finite().fill_null(False)).alias("__ok"),
+    )
+    key_cols = [*cells, "seed", "variant"]
+    dup = rows.group_by(key_cols).len().filter(pl.col("len") > 1)
+    if dup.height:
+        first = dup.row(0, named=True)
+        block = ", ".join(f"{k}={first[k]!r}" for k in key_cols)
+        design = ("study", "tau_init", "position", "gate", "scoring", "dataset", "size", "context_length")
+        same = rows.filter(*(pl.col(k) == first[k] for k in key_cols))
+        varying = [c for c in design if c in rows.columns and c not in key_cols and same.get_column(c).n_unique() > 1]
+        hint = f" (they differ in {', '.join(varying)}: filter the table or pass by=[...] to split cells)" if varying else ""
+        raise InputError(f"{dup.height} duplicate trial(s) for one variant and seed in a cell, e.g. {block}{hint}")
+    index = {v: j for j, v in enumerate(variants)}
+    table: dict[tuple[tuple, Any], list[float | None]] = {}
+    for rec in rows.select([*cells, "seed", "variant", metric, "__ok"]).iter_rows(named=True):
+        key = (tuple(rec[c] for c in cells), rec["seed"])
+        slot = table.setdefault(key, [None] * len(variants))
+        slot[index[rec["variant"]]] = float(rec[metric]) if rec["__ok"] else None
+    keys, values, dropped = [], [], []
+    for key in sorted(table, key=_sort_key):
+        slot = table[key]
+        if any(v is None for v in slot) or key[1] is None:
+            dropped.append(key)
+        else:
+            keys.append(key)
+            values.append(slot)
+    all_cells = sorted({k[0] for k in table}, key=_sort_key)
+    arr = np.array(values, dtype=float).reshape(len(values), len(variants))  # (n_blocks, n_variants)
+    return _Blocks(cells, keys, arr, tuple(variants), dropped, all_cells)
+
+
+def _sort_key(item: Any) -> Any:
+    """Sort mixed/None values deterministically."""
+    if isinstance(item, tuple):
+        return tuple(_sort_key(x) for x in item)
+    return (item is None, str(type(item)), item if item is not None else 0)
+
+
+def _per_seed(blocks: _Blocks, weights: np.ndarray) -> tuple[np.ndarray, tuple, tuple, int]:
+    """Per-seed contrast (mean over the cells of the seed), the seeds, the dropped seeds
+    and the number of cells. A seed counts only when complete in every cell."""
+    contrast = blocks.values @ weights if len(blocks.keys) else np.zeros(0)  # (n_blocks,)
+    by_seed: dict[Any, dict[tuple, float]] = {}
+    for (cell, seed), c in zip(blocks.keys, contrast):
+        by_seed.setdefault(seed, {})[cell] = float(c)
+    n_cells = len(blocks.all_cells)
+    dropped_seeds = {seed for _, seed in blocks.dropped}
+    seeds, values = [], []
+    for seed in sorted(by_seed, key=_sort_key):
+        if seed in dropped_seeds or len(by_seed[seed]) < n_cells:
+            dropped_seeds.add(seed)
+            continue
+        seeds.append(seed)
+        values.append(float(np.mean([by_seed[seed][c] for c in blocks.all_cells])))
+    return (np.array(values, dtype=float), tuple(seeds),
+            tuple(sorted((s for s in dropped_seeds if s is not None), key=_sort_key)), max(n_cells, 1))
+
+
+# ----------------------------------------------------------------------------- statistics
+def _t_interval(values: np.ndarray, confidence: float, alternative: str, popmean: float = 0.0):
+    res = stats.ttest_1samp(values, popmean, alternative=alternative)
+    ci = res.confidence_interval(confidence_level=confidence)
+    return ConfidenceInterval(float(ci.low), float(ci.high)), float(res.pvalue)
+
+
+def _bootstrap_interval(values: np.ndarray, confidence: float, n_resamples: int, rng: np.random.Generator):
+    method = "BCa" if len(values) >= BCA_MIN_SEEDS else "percentile"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # degenerate resamples: handled below
+        res = stats.bootstrap((values,), np.mean, n_resamples=n_resamples, confidence_level=confidence,
+                              method=method, rng=rng)
+        ci = res.confidence_interval
+        if method == "BCa" and not (np.isfinite(ci.low) and np.isfinite(ci.high)):
+            method = "percentile"
+            res = stats.bootstrap((values,), np.mean, n_resamples=n_resamples, confidence_level=confidence,
+                                  method=method, rng=rng)
+            ci = res.confidence_interval
+    return ConfidenceInterval(float(ci.low), float(ci.high)), method
+
+
+def _sign_flip_pvalue(values: np.ndarray, alternative: str, n_resamples: int, rng: np.random.Generator) -> float:
+    """Paired permutation test: under H0 each seed's contrast is as likely to have either
+    sign. Exact (all 2^n sign patterns) when 2^n <= n_resamples, else random flips."""
+    res = stats.permutation_test(
+        (values,), lambda x, axis: np.mean(x, axis=axis), permutation_type="samples", vectorized=True,
+        n_resamples=n_resamples, alternative=alternative, rng=rng,
+    )
+    return float(res.pvalue)
+
+
+def _summarise(
+    values: np.ndarray,
+    *,
+    confidence: float,
+    alternative: str,
+    n_resamples: int,
+    rng: np.random.Generator,
+) -> dict[str, Any]:
+    """Estimate, t-interval, bootstrap interval and sign-flip p-value of per-seed values."""
+    n = len(values)
+    out: dict[str, Any] = dict(estimate=math.nan, confidence_interval=None, pvalue=None,
+                               bootstrap_interval=None, bootstrap_method=None, permutation_pvalue=None,
+                               sd=None, message="")
+    if n == 0:
+        out["message"] = "no complete seed block: every seed lacks a finished trial of some variant"
+        return out
+    out["estimate"] = float(np.mean(values))
+    if n < 2:
+        out["message"] = f"1 seed: {NEEDS_TWO_SEEDS}"
+        return out
+    sd = float(np.std(values, ddof=1))
+    out["sd"] = sd
+    if not has_spread(values):
+        est = out["estimate"]
+        out["confidence_interval"] = ConfidenceInterval(est, est)
+        out["message"] = "every seed gives the same contrast (zero spread): no test is possible"
+        return out
+    out["confidence_interval"], out["pvalue"] = _t_interval(values, confidence, alternative)
+    out["bootstrap_interval"], out["bootstrap_method"] = _bootstrap_interval(values, confidence, n_resamples, rng)
+    out["permutation_pvalue"] = _sign_flip_pvalue(values, alternative, n_resamples, rng)
+    if n < 6 and alternative == "two-sided":
+        out["message"] = f"{n} seeds: the smallest possible sign-flip p-value is {2 / 2 ** n:.3g}"
+    return out
+
+
+def _contrast(
+    df: pl.DataFrame,
+    weights: Mapping[str, float],
+    *,
+    name: str,
+    kind: str,
+    metric: str,
+    confidence: float,
+    rng: Any,
+    by: Sequence[str] | None,
+    alternative: str,
+    n_resamples: int,
+) -> ContrastResult:
+    _check_confidence(confidence)
+    _check_alternative(alternative)
+    if n_resamples < 1:
+        raise InputError(f"n_resamples must be >= 1, got {n_resamples}")
+    rng = np.random.default_rng(rng)
+    variants = tuple(weights)
+    blocks = _seed_blocks(df, variants, metric, by)
+    w = np.array([weights[v] for v in variants], dtype=float)
+    values, seeds, dropped, n_cells = _per_seed(blocks, w)
+    summary = _summarise(values, confidence=confidence, alternative=alternative, n_resamples=n_resamples, rng=rng)
+    notes = [summary.pop("message")]
+    if dropped:
+        notes.append(f"dropped {len(dropped)} incomplete seed block(s) (seeds {', '.join(map(str, dropped))})")
+    if n_cells > 1:
+        notes.append(f"averaged over {n_cells} cells ({', '.join(blocks.cells)})")
+    cell = dict(zip(blocks.cells, blocks.all_cells[0])) if len(blocks.all_cells) == 1 else {}
+    method = f"paired t over seeds ({alternative}); bootstrap over seeds; sign-flip permutation"
+    return ContrastResult(
+        name=name, kind=kind, metric=metric, n_seeds=len(values), per_seed=_readonly(values), seeds=seeds,
+        method=method, n_dropped=len(dropped), dropped_seeds=dropped, confidence=confidence, n_cells=n_cells,
+        cell=cell, message="; ".join(m for m in notes if m), **summary,
+    )
+
+
+def interaction_weights(base: str = "baseline", a: str = "ega", b: str = "mope", ab: str = "ega-mope") -> dict[str, float]:
+    """I = L_a + L_b - L_base - L_ab (positive = superadditive)."""
+    return {base: -1.0, a: 1.0, b: 1.0, ab: -1.0}
+
+
+def interaction_contrast(
+    df: pl.DataFrame,
+    *,
+    base: str = "baseline",
+    a: str = "ega",
+    b: str = "mope",
+    ab: str = "ega-mope",
+    metric: str = "val_loss",
+    confidence: float = 0.95,
+    rng: Any = None,
+    by: Sequence[str] | None = None,
+    alternative: Alternative = "two-sided",
+    n_resamples: int = 9999,
+) -> ContrastResult:
+    """The 2x2 interaction contrast with paired seeds.
+
+    Per seed s, ``I_s = L_a + L_b - L_base - L_ab``: the combination's gain over the
+    base, ``L_base - L_ab``, minus the sum of the single gains, ``(L_base - L_a) +
+    (L_base - L_b)``. Positive = superadditive. The mean over seeds gets a t-interval
+    (``scipy.stats.ttest_1samp``), a bootstrap interval over seeds (BCa; percentile with
+    fewer than 10 seeds) and a sign-flip permutation p-value (exact for <= 13 seeds).
+
+    Parameters
+    ----------
+    df : polars.DataFrame
+        Needs ``variant``, ``seed`` and ``metric``; uses ``status`` and the cell columns
+        (dataset, size, context_length) when present.
+    base, a, b, ab : str
+        The factorial's variants: ``a`` and ``b`` each change one component of ``base``,
+        ``ab`` changes both.
+    rng : None, int or numpy.random.Generator
+        Randomness of the bootstrap and the (non-exact) permutation test.
+    by : sequence of str, optional
+        Cell columns (default: those of dataset, size, context_length present).
+
+    Returns
+    -------
+    ContrastResult
+        With one seed the estimate and the message "needs at least 2 seeds", no interval.
+
+    Examples
+    --------
+    The papers' single-seed TinyShakespeare losses:
+
+    >>> import polars as pl
+    >>> df = pl.DataFrame({"variant": ["baseline", "ega", "mope", "ega-mope"], "seed": [0] * 4,
+    ...                    "val_loss": [1.4742, 1.3821, 1.5060, 1.3550]})
+    >>> res = interaction_contrast(df)
+    >>> round(res.estimate, 4), res.confidence_interval, res.verdict
+    (0.0589, None, 'too few seeds')
+    """
+    names = (base, a, b, ab)
+    if len(set(names)) != 4:
+        raise InputError(f"interaction_contrast: base, a, b, ab must be four different variants, got {names}")
+    return _contrast(df, interaction_weights(base, a, b, ab), name=f"interaction {a} x {b}", kind="interaction",
+                     metric=metric, confidence=confidence, rng=rng, by=by, alternative=alternative,
+                     n_resamples=n_resamples)
+
+
+def main_effect(
+    df: pl.DataFrame,
+    treatment: str,
+    control: str = "baseline",
+    *,
+    metric: str = "val_loss",
+    confidence: float = 0.95,
+    rng: Any = None,
+    by: Sequence[str] | None = None,
+    alternative: Alternative = "two-sided",
+    n_resamples: int = 9999,
+) -> ContrastResult:
+    """The gain of ``treatment`` over ``control`` with paired seeds:
+    ``gain_s = L_control - L_treatment`` (positive = the treatment lowers the loss).
+    Same intervals and tests as :func:`interaction_contrast`."""
+    if treatment == control:
+        raise InputError(f"main_effect: treatment and control are the same variant {treatment!r}")
+    return _contrast(df, {control: 1.0, treatment: -1.0}, name=f"{treatment} vs {control}", kind="main_effect",
+                     metric=metric, confidence=confidence, rng=rng, by=by, alternative=alternative,
+                     n_resamples=n_resamples)
+
+
+def linear_contrast(
+    df: pl.DataFrame,
+    weights: Mapping[str, float],
+    *,
+    name: str = "contrast",
+    metric: str = "val_loss",
+    confidence: float = 0.95,
+    rng: Any = None,
+    by: Sequence[str] | None = None,
+    alternative: Alternative = "two-sided",
+    n_resamples: int = 9999,
+) -> ContrastResult:
+    """Any paired contrast ``sum_v weights[v] * L_v`` per seed (e.g. an ablation against
+    the combined model). Main effect and interaction are special cases."""
+    if not weights:
+        raise InputError("linear_contrast: weights is empty")
+    return _contrast(df, dict(weights), name=name, kind="contrast", metric=metric, confidence=confidence,
+                     rng=rng, by=by, alternative=alternative, n_resamples=n_resamples)
+
+
+# ----------------------------------------------------------------------------- multi-bootstrap
+def multi_bootstrap(
+    windows: pl.DataFrame,
+    *,
+    treatment: str | None = None,
+    control: str = "baseline",
+    base: str = "baseline",
+    a: str = "ega",
+    b: str = "mope",
+    ab: str = "ega-mope",
+    loss: str = "loss",
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    rng: Any = None,
+) -> ContrastResult:
+    """A contrast's interval from resampling seeds *and* evaluation windows.
+
+    The per-seed t-interval treats the evaluation set as fixed; the multi-bootstrap
+    (Sellam et al., 2022, "The MultiBERTs") also resamples it. With D[s, w] the contrast
+    on window w of seed s (windows are the same for every variant and seed, so the
+    contrast is paired in both), each replicate draws seeds and windows with replacement
+    (counts c_s, c_w) and computes ``sum_sw c_s D[s,w] c_w / (n_s n_w)``; the interval is
+    the percentile interval of the replicates.
+
+    ``windows`` is long: ``variant, seed, window`` and ``loss`` (one cell: filter first);
+    ``treatment`` given: the main effect ``L_control - L_treatment``, else the
+    interaction ``L_a + L_b - L_base - L_ab``.
+    """
+    _check_confidence(confidence)
+    windows = require_table(windows, "window-loss table")
+    require_columns(windows, ("variant", "seed", "window", loss), "window-loss table")
+    cells = cell_columns(windows)
+    if cells and windows.select(cells).unique().height > 1:
+        raise InputError(f"multi_bootstrap works on one cell; the window-loss table has several ({', '.join(cells)}): "
+                         "filter it to one")
+    if treatment is None:
+        weights, name, kind = interaction_weights(base, a, b, ab), f"interaction {a} x {b}", "interaction"
+    else:
+        weights, name, kind = {control: 1.0, treatment: -1.0}, f"{treatment} vs {control}", "main_effect"
+    variants = tuple(weights)
+    require_variants(windows, variants, "window-loss table")
+    rows = windows.filter(pl.col("variant").is_in(list(variants)))
+    if "status" in rows.columns:
+        rows = rows.filter(~unfinished_mask(rows))
+    rows = rows.filter(pl.col(loss).is_not_null() & pl.col(loss).is_finite())
+    all_seeds = sorted(set(windows.filter(pl.col("variant").is_in(list(variants))).get_column("seed").to_list()),
+                       key=_sort_key)
+    # windows common to every (variant, seed) of a complete seed
+    per_seed: dict[Any, dict[str, dict[int, float]]] = {}
+    for rec in rows.select("variant", "seed", "window", loss).iter_rows():
+        per_seed.setdefault(rec[1], {}).setdefault(rec[0], {})[int(rec[2])] = float(rec[3])
+    seeds = [s for s in all_seeds if s in per_seed and all(v in per_seed[s] for v in variants)]
+    dropped = tuple(s for s in all_seeds if s not in seeds)
+    common = sorted(set.intersection(*(set(per_seed[s][v]) for s in seeds for v in variants))) if seeds else []
+    rng = np.random.default_rng(rng)
+    w = np.array([weights[v] for v in variants])
+    if not seeds or not common:
+        d = np.zeros((len(seeds), 0))
+    else:
+        losses = np.array([[[per_seed[s][v][k] for k in common] for s in seeds] for v in variants])  # (V, S, W)
+        d = np.tensordot(w, losses, axes=1)  # (S, W): the contrast per seed and window
+    n_s, n_w = d.shape
+    seed_values = d.mean(axis=1) if n_w else np.zeros(0)
+    estimate = float(d.mean()) if d.size else math.nan
+    notes = []
+    ci = None
+    if n_s < 2:
+        notes.append(f"{n_s} seed(s): {NEEDS_TWO_SEEDS}")
+    elif n_w == 0:
+        notes.append("no evaluation window common to every variant and seed")
+    else:
+        # counts of each seed / window in every replicate: (B, S) and (B, W)
+        seed_counts = rng.multinomial(n_s, np.full(n_s, 1.0 / n_s), size=n_resamples)
+        window_counts = rng.multinomial(n_w, np.full(n_w, 1.0 / n_w), size=n_resamples)
+        replicates = np.einsum("bs,sw,bw->b", seed_counts, d, window_counts) / (n_s * n_w)  # (B,)
+        alpha = 1.0 - confidence
+        low, high = np.quantile(replicates, [alpha / 2, 1 - alpha / 2])
+        ci = ConfidenceInterval(float(low), float(high))
+    if dropped:
+        notes.append(f"dropped {len(dropped)} incomplete seed block(s) (seeds {', '.join(map(str, dropped))})")
+    return ContrastResult(
+        name=name, kind=kind, metric=f"{loss} (per window)", estimate=estimate, confidence_interval=ci, pvalue=None,
+        n_seeds=n_s, per_seed=_readonly(seed_values), seeds=tuple(seeds),
+        method=f"multi-bootstrap over {n_s} seeds x {n_w} windows, percentile, {n_resamples} replicates",
+        n_dropped=len(dropped), dropped_seeds=dropped,
+        sd=float(np.std(seed_values, ddof=1)) if n_s >= 2 else None, confidence=confidence,
+        message="; ".join(notes),
+    )
+
+
+# ----------------------------------------------------------------------------- effects table
+def effects_table(
+    df: pl.DataFrame,
+    by: Sequence[str] | None = None,
+    *,
+    control: str | None = None,
+    treatments: Sequence[str] | None = None,
+    settings: AnalysisSettings | None = None,
+    metric: str | None = None,
+    confidence: float | None = None,
+    rng: Any = None,
+    holm_family: Literal["table", "effect"] = "table",
+    n_resamples: int | None = None,
+) -> pl.DataFrame:
+    """Every effect in every cell, with Holm-adjusted p-values.
+
+    Per cell (``by``; default: dataset, size, context_length present): the main effect
+    of each treatment against ``control`` (default ``settings.base``; treatments
+    default: every other variant in the table) and, where the cell holds the four
+    factorial variants of ``settings``, the interaction contrast. The t-test p-values
+    are adjusted with Holm's step-down method (``statsmodels.stats.multitest.multipletests``)
+    across the whole table (``holm_family="table"``) or across cells for each effect
+    (``"effect"``).
+
+    Returns a polars table: the cell columns, ``treatment, control`` and the fields of
+    :meth:`ContrastResult.to_row`, plus ``pvalue_holm`` and ``reject_holm``; a verdict
+    whose interval excludes 0 but whose Holm-adjusted p does not reject says so.
+    """
+    from statsmodels.stats.multitest import multipletests
+
+    settings = settings or AnalysisSettings()
+    metric = metric or settings.metric
+    confidence = confidence if confidence is not None else settings.confidence
+    n_resamples = n_resamples if n_resamples is not None else settings.n_resamples
+    control = control or settings.base
+    if holm_family not in ("table", "effect"):
+        raise InputError(f"holm_family must be 'table' or 'effect', got {holm_family!r}")
+    df = require_table(df)
+    require_columns(df, ("variant", "seed", metric))
+    cells = cell_columns(df, by)
+    present = [v for v in dict.fromkeys(df.get_column("variant").drop_nulls().to_list())]
+    if treatments is None:
+        require_variants(df, [control])
+        order = [settings.a, settings.b, settings.ab]
+        treatments = [v for v in order if v in present] + sorted(v for v in present if v not in order and v != control)
+    else:
+        require_variants(df, [control, *treatments])
+    rng = np.random.default_rng(rng if rng is not None else settings.seed)
+    factorial = (settings.base, settings.a, settings.b, settings.ab)
+    groups = df.partition_by(list(cells), as_dict=True, maintain_order=True) if cells else {(): df}
+    rows = []
+    for key, cell_df in sorted(groups.items(), key=lambda kv: _sort_key(kv[0])):
+        cell = dict(zip(cells, key))
+        in_cell = set(cell_df.get_column("variant").to_list())
+        common = dict(metric=metric, confidence=confidence, rng=rng, by=cells, n_resamples=n_resamples)
+        if control in in_cell:
+            for treatment in treatments:
+                if treatment in in_cell and treatment != control:
+                    res = main_effect(cell_df, treatment, control, **common)
+                    rows.append({**cell, "treatment": treatment, "control": control, **res.to_row()})
+        if all(v in in_cell for v in factorial):
+            res = interaction_contrast(cell_df, base=settings.base, a=settings.a, b=settings.b, ab=settings.ab,
+                                       **common)
+            rows.append({**cell, "treatment": settings.ab, "control": settings.base, **res.to_row()})
+    if not rows:
+        raise InputError(f"no cell holds {control!r} and a treatment: nothing to compare")
+    table = pl.DataFrame(rows, infer_schema_length=None)
+    pvals = table.get_column("pvalue").cast(pl.Float64).to_numpy()
+    adjusted = np.full(len(pvals), np.nan)
+    reject = np.zeros(len(pvals), dtype=bool)
+    families = (np.zeros(len(pvals), dtype=int) if holm_family == "table"
+                else np.unique(table.get_column("effect").to_numpy(), return_inverse=True)[1])
+    for fam in np.unique(families):
+        idx = np.flatnonzero((families == fam) & np.isfinite(pvals))
+        if len(idx):
+            rej, adj, _, _ = multipletests(pvals[idx], alpha=1.0 - confidence, method="holm")
+            adjusted[idx], reject[idx] = adj, rej
+    # an interval that excludes 0 in one cell of many may not survive the correction: say so
+    verdicts = [
+        f"{v} — not significant after Holm" if "excludes 0" in v and np.isfinite(p) and not r else v
+        for v, p, r in zip(table.get_column("verdict").to_list(), adjusted, reject)
+    ]
+    return table.with_columns(
+        pl.Series("pvalue_holm", adjusted).fill_nan(None),
+        pl.Series("reject_holm", reject),
+        pl.Series("verdict", verdicts, dtype=pl.String),
+    )
+
+
+# ----------------------------------------------------------------------------- trends
+def effect_trend(
+    df: pl.DataFrame,
+    *,
+    against: str = "context_length",
+    treatment: str | None = None,
+    control: str = "baseline",
+    base: str = "baseline",
+    a: str = "ega",
+    b: str = "mope",
+    ab: str = "ega-mope",
+    metric: str = "val_loss",
+    confidence: float = 0.95,
+    by: Sequence[str] | None = None,
+    method: Literal["per-seed", "cluster"] = "per-seed",
+) -> TrendResult:
+    """Does an effect grow or shrink with model size or context length? The slope of the
+    per-cell effect against ``log(x)`` (``against``: ``"params"`` or ``"context_length"``),
+    with its interval.
+
+    ``treatment`` given: the main effect ``L_control - L_treatment``; else the
+    interaction ``L_a + L_b - L_base - L_ab``. The x of a cell for ``params`` is the
+    mean parameter count of ``control`` (or ``base``) there. Other cell columns that
+    vary (e.g. dataset) enter as fixed effects (one intercept per level).
+
+    Method. ``"per-seed"`` (default): a slope is fitted by least squares within each
+    seed across its complete cells, and the slopes get a t-interval over seeds. Cells of
+    one seed share its data order (and, at one size, its initial weights), so they are
+    correlated, while seeds are independent: one slope per seed is the unit of
+    replication, the interval has n_seeds - 1 degrees of freedom and needs no model of
+    the within-seed correlation; with a balanced design the mean slope equals the pooled
+    OLS slope. ``"cluster"``: pooled OLS over (cell, seed) points with seed-clustered
+    standard errors (statsmodels, t with n_seeds - 1 df), a cross-check; cluster-robust
+    errors are biased low with the handful of seeds a study has, hence not the default.
+    """
+    _check_confidence(confidence)
+    if against not in ("params", "context_length") and against not in getattr(df, "columns", ()):
+        raise InputError(f"effect_trend: against must be 'params', 'context_length' or a numeric column, got {against!r}")
+    if method not in ("per-seed", "cluster"):
+        raise InputError(f"effect_trend: method must be 'per-seed' or 'cluster', got {method!r}")
+    if treatment is None:
+        weights, name = interaction_weights(base, a, b, ab), f"interaction {a} x {b}"
+        reference = base
+    else:
+        weights, name = {control: 1.0, treatment: -1.0}, f"{treatment} vs {control}"
+        reference = control
+    df = require_table(df)
+    require_columns(df, (against,))
+    numeric_column(df, against)
+    cells = cell_columns(df, by)
+    if against != "params" and against not in cells:
+        cells = (*cells, against)
+    if against == "params" and not cells:
+        raise InputError("effect_trend against params needs cell columns (e.g. size) to group trials")
+    blocks = _seed_blocks(df, tuple(weights), metric, cells)
+    w = np.array([weights[v] for v in blocks.variants])
+    contrast = blocks.values @ w if len(blocks.keys) else np.zeros(0)  # (n_blocks,)
+    # x of each cell
+    if against == "params":
+        ref = df.filter(pl.col("variant") == reference)
+        xs = {tuple(k): float(np.nanmean(g.get_column("params").cast(pl.Float64).to_numpy()))
+              for k, g in (ref.partition_by(list(cells), as_dict=True).items())}
+    else:
+        xs = {cell: float(cell[cells.index(against)]) for cell in blocks.all_cells}
+    if any(not (x > 0) for c, x in xs.items() if c in blocks.all_cells):
+        raise InputError(f"effect_trend: {against} must be positive in every cell to take its log")
+    controls = [c for c in cells if c != against and not (against == "params" and c == "size")]
+    points = []  # (seed, log x, y, control levels)
+    for (cell, seed), y in zip(blocks.keys, contrast):
+        cd = dict(zip(cells, cell))
+        points.append((seed, math.log(xs[cell]), float(y), tuple(cd[c] for c in controls)))
+    distinct_x = sorted({p[1] for p in points})
+    if len(distinct_x) < 2:
+        raise InputError(f"effect_trend: need at least 2 distinct values of {against} among complete cells, "
+                         f"got {len(distinct_x)}")
+    levels = sorted({p[3] for p in points}, key=_sort_key)
+
+    def design(pts) -> np.ndarray:
+        cols = [np.ones(len(pts)), np.array([p[1] for p in pts])]
+        for lev in levels[1:]:  # fixed effects of the other cell columns
+            cols.append(np.array([1.0 if p[3] == lev else 0.0 for p in pts]))
+        return np.column_stack(cols)  # (n_points, 2 + n_levels - 1)
+
+    seeds_all = sorted({p[0] for p in points}, key=_sort_key)
+    slopes, intercepts, used = [], [], []
+    for seed in seeds_all:
+        pts = [p for p in points if p[0] == seed]
+        X = design(pts)
+        y = np.array([p[2] for p in pts])
+        if np.linalg.matrix_rank(X) < X.shape[1]:
+            continue  # this seed lacks the cells to separate the slope from the fixed effects
+        coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+        slopes.append(coef[1])
+        intercepts.append(coef[0])
+        used.append(seed)
+    slopes_arr = np.array(slopes, dtype=float)
+    cell_x = np.exp(np.array(distinct_x))
+    cell_est = np.array([np.mean([p[2] for p in points if p[1] == lx]) for lx in distinct_x])
+    notes = []
+    if blocks.dropped:
+        notes.append(f"dropped {len(blocks.dropped)} incomplete (cell, seed) block(s)")
+    if len(used) < len(seeds_all):
+        notes.append(f"{len(seeds_all) - len(used)} seed(s) lack the cells for a slope")
+    ci = pvalue = None
+    if method == "cluster":
+        import statsmodels.api as sm
+
+        X = design(points)
+        y = np.array([p[2] for p in points])
+        groups = np.unique(np.array([str(p[0]) for p in points]), return_inverse=True)[1]
+        if len(np.unique(groups)) < 2:
+            notes.append(NEEDS_TWO_SEEDS)
+            fit = sm.OLS(y, X).fit()
+            estimate = float(fit.params[1])
+        else:
+            fit = sm.OLS(y, X).fit(cov_type="cluster", cov_kwds={"groups": groups}, use_t=True)
+            low, high = fit.conf_int(alpha=1 - confidence)[1]
+            ci, pvalue = ConfidenceInterval(float(low), float(high)), float(fit.pvalues[1])
+            estimate = float(fit.params[1])
+        intercept = float(fit.params[0])
+        label = f"pooled OLS of the effect on log({against}), seed-clustered SE (t, {len(np.unique(groups)) - 1} df)"
+    else:
+        estimate = float(np.mean(slopes_arr)) if len(slopes_arr) else math.nan
+        intercept = float(np.mean(intercepts)) if intercepts else math.nan
+        if len(slopes_arr) < 2:
+            notes.append(f"{len(slopes_arr)} seed slope(s): {NEEDS_TWO_SEEDS}")
+        elif not has_spread(slopes_arr):
+            ci = ConfidenceInterval(estimate, estimate)
+            notes.append("every seed gives the same slope (zero spread)")
+        else:
+            ci, pvalue = _t_interval(slopes_arr, confidence, "two-sided")
+        label = f"per-seed OLS slope on log({against}), t-interval over seeds"
+    if controls and len(levels) > 1:
+        label += f", fixed effects for {', '.join(controls)}"
+    return TrendResult(
+        effect=name, against=against, metric=metric, estimate=estimate, confidence_interval=ci, pvalue=pvalue,
+        n_seeds=len(used) if method == "per-seed" else len(seeds_all), per_seed=_readonly(slopes_arr),
+        seeds=tuple(used), method=label, intercept=intercept, x_values=_readonly(cell_x),
+        cell_estimates=_readonly(cell_est), n_dropped=len(blocks.dropped), confidence=confidence,
+        message="; ".join(notes),
+    )
+
+
+# ----------------------------------------------------------------------------- power
+def seeds_needed(
+    result: ContrastResult | None = None,
+    *,
+    effect: float | None = None,
+    sd: float | None = None,
+    power: float = 0.8,
+    alpha: float | None = None,
+    alternative: Literal["two-sided", "larger", "smaller"] = "two-sided",
+    max_seeds: int = 10_000,
+) -> SeedsNeededResult:
+    """How many seeds a paired study needs to detect ``effect`` with probability
+    ``power`` at level ``alpha``.
+
+    The per-seed contrast has seed-to-seed standard deviation ``sd`` (default: the
+    observed one of ``result``); a one-sample t-test on n per-seed contrasts has power
+    ``P(|T| > t_{1-alpha/2, n-1})`` with T noncentral t(n-1, d sqrt(n)), d = effect / sd
+    (``statsmodels.stats.power.TTestPower``). The answer is the smallest integer n >= 2
+    reaching ``power``. ``effect`` defaults to the observed estimate. The observed sd
+    from a few seeds is itself uncertain: read the answer as an order of magnitude.
+    """
+    from statsmodels.stats.power import TTestPower
+
+    if not 0.0 < power < 1.0:
+        raise InputError(f"seeds_needed: power must lie in (0, 1), got {power}")
+    if alpha is None:
+        alpha = 1.0 - result.confidence if result is not None else 0.05
+    if not 0.0 < alpha < 1.0:
+        raise InputError(f"seeds_needed: alpha must lie in (0, 1), got {alpha}")
+    if alternative not in ("two-sided", "larger", "smaller"):
+        raise InputError(f"seeds_needed: alternative must be 'two-sided', 'larger' or 'smaller', got {alternative!r}")
+    if effect is None:
+        if result is None:
+            raise InputError("seeds_needed: give a ContrastResult or effect=")
+        effect = result.estimate
+    if sd is None:
+        if result is None or result.sd is None:
+            raise InputError("seeds_needed: the seed-to-seed sd is unknown (needs a result with >= 2 seeds, or sd=)")
+        sd = result.sd
+    effect, sd = float(effect), float(sd)
+    if not math.isfinite(effect) or not math.isfinite(sd) or sd < 0:
+        raise InputError(f"seeds_needed: effect and sd must be finite and sd >= 0, got effect={effect}, sd={sd}")
+    method = "one-sample t-test power on per-seed contrasts (statsmodels TTestPower)"
+    common = dict(effect=effect, sd=sd, power=power, alpha=alpha, alternative=alternative, method=method)
+    if effect == 0.0:
+        return SeedsNeededResult(n_seeds=None, effect_size=0.0, message="an effect of 0 cannot be detected", **common)
+    if sd == 0.0:
+        return SeedsNeededResult(n_seeds=2, effect_size=math.inf, message="zero seed-to-seed spread", **common)
+    d = effect / sd
+    if alternative == "two-sided":
+        d = abs(d)
+    elif (alternative == "larger") != (d > 0):
+        return SeedsNeededResult(n_seeds=None, effect_size=d,
+                                 message=f"a one-sided '{alternative}' test cannot detect an effect of sign {effect:+g}",
+                                 **common)
+    analysis = TTestPower()
+
+    def power_at(n: int) -> float:
+        return float(analysis.power(effect_size=d, nobs=n, alpha=alpha, alternative=alternative))
+
+    lo = 2
+    if power_at(lo) >= power:
+        return SeedsNeededResult(n_seeds=2, effect_size=d, **common)
+    hi = 4
+    while power_at(hi) < power:  # exponential search, then bisection on integers
+        if hi >= max_seeds:
+            return SeedsNeededResult(n_seeds=None, effect_size=d,
+                                     message=f"more than {max_seeds} seeds needed", **common)
+        lo, hi = hi, min(2 * hi, max_seeds)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if power_at(mid) < power else (lo, mid)
+    return SeedsNeededResult(n_seeds=hi, effect_size=d, **common)
+
+
+__all__ = [
+    "effect_trend",
+    "effects_table",
+    "interaction_contrast",
+    "interaction_weights",
+    "linear_contrast",
+    "main_effect",
+    "multi_bootstrap",
+    "seeds_needed",
+]

@@ -1,0 +1,861 @@
+"""The study report: verdicts with intervals, plots, tables; rendered stand-alone and
+logged to the study's MLflow parent run.
+
+:func:`build_report` computes every section the table allows (a section whose columns
+or variants are missing is skipped with a note), then writes, all at once at the end:
+
+- ``report.html``: one self-contained page (CSS inline, plots as ``data:`` URIs: MLflow's
+  artifact viewer shows HTML in a sandboxed iframe that cannot load sibling files);
+- the plots as PNG: ``forest.png`` (effects with intervals per cell), ``interaction.png``,
+  ``effects_vs_size.png``, ``effects_vs_context.png``, ``tau.png`` (tau across runs with
+  the reference band), ``open_fraction.png`` (open fraction against 1 - Phi(tau)),
+  ``mope_scales.png``;
+- ``summary.md`` and parquet tables (``effects``, ``trends``, ``verdicts``, ``tau_runs``...).
+
+:func:`log_report` logs those files under ``report/`` and the headline numbers as
+metrics (``superadditivity/estimate`` ...). Plots use ``matplotlib.figure.Figure``
+directly: no pyplot, no global backend state.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import os
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from harness.analysis.contrasts import (
+    _seed_blocks,
+    effect_trend,
+    effects_table,
+    interaction_contrast,
+    main_effect,
+    multi_bootstrap,
+    seeds_needed,
+)
+from harness.analysis.results import cell_columns, require_columns, require_table, unfinished_mask
+from harness.analysis.results_types import (
+    AnalysisSettings,
+    ConfidenceInterval,
+    ContrastResult,
+    TauStabilityResult,
+    TrendResult,
+    format_interval,
+    format_pvalue,
+)
+from harness.analysis.tau import tau_runs, tau_stability
+from harness.errors import InputError
+
+_MAX_FOREST_ROWS = 60
+
+
+# ----------------------------------------------------------------------------- result
+@dataclass(frozen=True)
+class Verdict:
+    """One line of the verdict table."""
+
+    effect: str
+    estimate: float | None
+    confidence_interval: ConfidenceInterval | None
+    pvalue: float | None
+    n_seeds: int | None
+    verdict: str
+    signed: bool = True
+
+    def to_row(self) -> dict[str, Any]:
+        ci = self.confidence_interval
+        return {"effect": self.effect, "estimate": self.estimate,
+                "ci_low": None if ci is None else ci.low, "ci_high": None if ci is None else ci.high,
+                "pvalue": self.pvalue, "n_seeds": self.n_seeds, "verdict": self.verdict}
+
+
+@dataclass(frozen=True)
+class Report:
+    """What :func:`build_report` wrote: paths, the markdown text, the headline metrics
+    and the verdicts (``verdict_table`` is the terminal version)."""
+
+    out_dir: Path
+    html_path: Path
+    markdown_path: Path
+    markdown: str
+    png_paths: Mapping[str, Path]
+    table_paths: Mapping[str, Path]
+    headline_metrics: Mapping[str, float]
+    verdicts: tuple[Verdict, ...]
+    verdict_table: str
+    notes: tuple[str, ...] = ()
+    results: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def files(self) -> list[Path]:
+        """Every file of the report (what :func:`log_report` uploads)."""
+        return [self.html_path, self.markdown_path, *self.png_paths.values(), *self.table_paths.values()]
+
+
+# ----------------------------------------------------------------------------- helpers
+def _cell_label(cell: Mapping[str, Any]) -> str:
+    parts = []
+    for key, value in cell.items():
+        parts.append(f"T={value}" if key == "context_length" else str(value))
+    return "/".join(parts) or "all"
+
+
+def _finite(x: Any) -> bool:
+    return x is not None and isinstance(x, (int, float, np.floating, np.integer)) and math.isfinite(float(x))
+
+
+def _metric_key(key: str) -> str:
+    # MLflow allows alphanumerics, _ - . / and spaces in metric names
+    return re.sub(r"[^A-Za-z0-9_\-./ ]", "_", key)
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _figure(width: float, height: float):
+    from matplotlib.figure import Figure  # Agg canvas via savefig; no pyplot state
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    return fig
+
+
+def _contrast_headline(prefix: str, res: ContrastResult) -> dict[str, float]:
+    out = {f"{prefix}/estimate": res.estimate, f"{prefix}/n_seeds": float(res.n_seeds),
+           f"{prefix}/n_dropped": float(res.n_dropped)}
+    if res.confidence_interval is not None:
+        out[f"{prefix}/ci_low"], out[f"{prefix}/ci_high"] = res.confidence_interval
+    if res.pvalue is not None:
+        out[f"{prefix}/pvalue"] = res.pvalue
+    if res.permutation_pvalue is not None:
+        out[f"{prefix}/perm_pvalue"] = res.permutation_pvalue
+    if res.bootstrap_interval is not None:
+        out[f"{prefix}/boot_low"], out[f"{prefix}/boot_high"] = res.bootstrap_interval
+    if res.sd is not None:
+        out[f"{prefix}/seed_sd"] = res.sd
+    return out
+
+
+def _verdict_of(label: str, res: ContrastResult) -> Verdict:
+    return Verdict(label, res.estimate, res.confidence_interval, res.pvalue, res.n_seeds, res.verdict)
+
+
+def format_verdict_table(verdicts: Sequence[Verdict], *, confidence: float = 0.95, title: str = "") -> str:
+    """A short fixed-width table for the terminal:
+    ``effect | estimate | CI | p | seeds | verdict``."""
+    head = ("effect", "estimate", f"{confidence:.0%} CI", "p", "seeds", "verdict")
+    rows = [head]
+    for v in verdicts:
+        est = "n/a" if not _finite(v.estimate) else (f"{v.estimate:+.4f}" if v.signed else f"{v.estimate:.4f}")
+        rows.append((v.effect, est, format_interval(v.confidence_interval, v.signed, 4), format_pvalue(v.pvalue),
+                     "" if v.n_seeds is None else str(v.n_seeds), v.verdict))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
+    lines = [title] if title else []
+    for r in rows:
+        lines.append(" " + "  ".join(c.ljust(w) for c, w in zip(r[:-1], widths)) + "  " + r[-1])
+    return "\n".join(lines)
+
+
+def _df_to_html(df: pl.DataFrame, max_rows: int = 200) -> str:
+    cols = df.columns
+    out = ["<table><thead><tr>", *(f"<th>{html.escape(c)}</th>" for c in cols), "</tr></thead><tbody>"]
+    for row in df.head(max_rows).iter_rows():
+        out.append("<tr>" + "".join(f"<td>{html.escape(_cell_text(v))}</td>" for v in row) + "</tr>")
+    out.append("</tbody></table>")
+    if df.height > max_rows:
+        out.append(f"<p class='note'>{df.height - max_rows} more rows in the parquet table.</p>")
+    return "".join(out)
+
+
+def _df_to_markdown(df: pl.DataFrame, max_rows: int = 50) -> str:
+    cols = df.columns
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in df.head(max_rows).iter_rows():
+        lines.append("| " + " | ".join(_cell_text(v).replace("|", "\\|") for v in row) + " |")
+    return "\n".join(lines)
+
+
+def _cell_text(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "n/a"
+        return f"{v:.3g}" if abs(v) < 1e-3 and v != 0 else f"{v:.4f}"
+    return str(v)
+
+
+# ----------------------------------------------------------------------------- plots
+def _forest_plot(effects: pl.DataFrame, cells: Sequence[str], confidence: float) -> bytes:
+    rows = effects.head(_MAX_FOREST_ROWS)
+    n = rows.height
+    fig = _figure(7.5, 1.2 + 0.32 * n)
+    ax = fig.subplots()
+    colors = {"interaction": "tab:red", "main_effect": "tab:blue"}
+    labels = []
+    for i, r in enumerate(rows.iter_rows(named=True)):
+        y = n - 1 - i
+        cell = _cell_label({c: r[c] for c in cells})
+        labels.append(f"{r['effect']}  [{cell}]" if cells else r["effect"])
+        color = colors.get(r["kind"], "tab:gray")
+        if r["ci_low"] is not None and r["ci_high"] is not None:
+            ax.plot([r["ci_low"], r["ci_high"]], [y, y], color=color, lw=2)
+        ax.plot([r["estimate"]], [y], "o", color=color, ms=5)
+        if r["boot_low"] is not None and r["boot_high"] is not None:
+            ax.plot([r["boot_low"], r["boot_high"]], [y - 0.18, y - 0.18], color=color, lw=1, alpha=0.5)
+    ax.axvline(0.0, color="black", lw=0.8, ls="--")
+    ax.set_yticks(range(n))
+    ax.set_yticklabels(labels[::-1], fontsize=8)
+    ax.set_xlabel(f"gain in {effects.get_column('metric')[0]} (positive = better / superadditive); "
+                  f"thick: {confidence:.0%} t-interval, thin: bootstrap")
+    ax.set_title("Effects per cell (paired seeds)")
+    return _png(fig)
+
+
+def _interaction_plot(df: pl.DataFrame, settings: AnalysisSettings) -> bytes:
+    variants = (settings.base, settings.a, settings.b, settings.ab)
+    blocks = _seed_blocks(df, variants, settings.metric, None)
+    cells = blocks.all_cells[:6]
+    fig = _figure(4.2 * min(len(cells), 3), 3.4 * math.ceil(len(cells) / 3))
+    axes = np.atleast_1d(fig.subplots(math.ceil(len(cells) / 3), min(len(cells), 3), squeeze=False)).ravel()
+    from scipy import stats
+
+    for ax, cell in zip(axes, cells):
+        idx = [i for i, k in enumerate(blocks.keys) if k[0] == cell]
+        vals = blocks.values[idx]  # (n_seeds, 4): base, a, b, ab
+        for (j0, j1), label, color in (((0, 1), f"without {settings.b}", "tab:blue"),
+                                       ((2, 3), f"with {settings.b}", "tab:orange")):
+            means = vals[:, [j0, j1]].mean(axis=0) if len(vals) else np.full(2, np.nan)
+            if len(vals) >= 2:
+                half = stats.t.ppf(0.5 + settings.confidence / 2, len(vals) - 1) * vals[:, [j0, j1]].std(
+                    axis=0, ddof=1) / math.sqrt(len(vals))
+            else:
+                half = np.zeros(2)
+            ax.errorbar([0, 1], means, yerr=half, marker="o", capsize=4, color=color, label=label)
+            for seed_row in vals[:, [j0, j1]]:
+                ax.plot([0, 1], seed_row, color=color, alpha=0.15, lw=0.8)
+        ax.set_xticks([0, 1])
+        ax.set_xticklabels([f"without {settings.a}", f"with {settings.a}"])
+        ax.set_ylabel(settings.metric)
+        ax.set_title(f"{_cell_label(dict(zip(blocks.cells, cell)))} ({len(vals)} seeds)", fontsize=9)
+        ax.legend(fontsize=8)
+    for ax in axes[len(cells):]:
+        ax.set_visible(False)
+    fig.suptitle(f"Interaction plot: parallel lines = additive (means, {settings.confidence:.0%} t-intervals)")
+    return _png(fig)
+
+
+def _trend_plot(effects: pl.DataFrame, trends: Sequence[TrendResult], x_by_cell: Mapping[tuple, float],
+                cells: Sequence[str], xlabel: str, title: str) -> bytes:
+    fig = _figure(6.5, 4.6)
+    ax = fig.subplots()
+    palette = ["tab:red", "tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown"]
+    for k, trend in enumerate(trends):
+        color = palette[k % len(palette)]
+        sub = effects.filter(pl.col("effect") == trend.effect)
+        xs, ys, lo, hi = [], [], [], []
+        for r in sub.iter_rows(named=True):
+            x = x_by_cell.get(tuple(r[c] for c in cells))
+            if x is None:
+                continue
+            xs.append(x)
+            ys.append(r["estimate"])
+            lo.append(r["estimate"] - r["ci_low"] if r["ci_low"] is not None else 0.0)
+            hi.append(r["ci_high"] - r["estimate"] if r["ci_high"] is not None else 0.0)
+        ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, color=color, alpha=0.8,
+                    label=f"{trend.effect}: slope {trend.estimate:+.3g} {format_interval(trend.confidence_interval)}")
+        lx = np.log(trend.x_values)
+        if len(lx) >= 2 and _finite(trend.estimate):
+            grid = np.linspace(lx.min(), lx.max(), 50)
+            centre = float(np.mean(trend.cell_estimates))
+            ax.plot(np.exp(grid), centre + trend.estimate * (grid - lx.mean()), color=color, lw=1.2)
+    ax.axhline(0.0, color="black", lw=0.8, ls="--")
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("effect (gain, positive = better)")
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.18), ncol=1, frameon=False)
+    return _png(fig)
+
+
+def _tau_plot(runs: pl.DataFrame, tau: TauStabilityResult, column: str) -> bytes:
+    fig = _figure(7.0, 3.8)
+    ax = fig.subplots()
+    groups = ["variant"] + [c for c in ("dataset", "size", "context_length") if c in runs.columns]
+    groups = [g for g in groups if g in runs.columns]
+    keys = runs.select(groups).unique(maintain_order=True).rows() if groups else [()]
+    rng = np.random.default_rng(0)  # jitter only
+    for i, key in enumerate(keys):
+        sub = runs.filter(*(pl.col(g) == v for g, v in zip(groups, key))) if groups else runs
+        y = sub.get_column(column).to_numpy()
+        x = i + rng.uniform(-0.15, 0.15, len(y))
+        if "tau_head_min" in sub.columns and sub.get_column("tau_head_min").drop_nulls().len() == len(y):
+            ax.vlines(x, sub.get_column("tau_head_min").to_numpy(), sub.get_column("tau_head_max").to_numpy(),
+                      color="gray", alpha=0.4, lw=1)
+        ax.plot(x, y, "o", ms=4, color="tab:blue")
+    ax.axhspan(tau.reference - tau.margin, tau.reference + tau.margin, color="tab:green", alpha=0.15,
+               label=f"reference {tau.reference:g} ± {tau.margin:g}")
+    ax.axhline(tau.reference, color="tab:green", lw=1)
+    if tau.confidence_interval is not None:
+        ax.axhspan(tau.confidence_interval.low, tau.confidence_interval.high, color="tab:red", alpha=0.15,
+                   label=f"mean {tau.estimate:.3f}, {tau.confidence:.0%} CI")
+    ax.axhline(tau.estimate, color="tab:red", lw=1, ls="--")
+    ax.set_xticks(range(len(keys)))
+    ax.set_xticklabels(["/".join(map(str, k)) for k in keys], rotation=20, fontsize=8, ha="right")
+    ax.set_ylabel("learned tau (head mean; bar: range)")
+    ax.set_title(f"tau across runs: {tau.verdict}", fontsize=9)
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def _open_fraction_plot(runs: pl.DataFrame, tau: TauStabilityResult, column: str) -> bytes:
+    from scipy import stats
+
+    fig = _figure(6.0, 4.0)
+    ax = fig.subplots()
+    t = runs.get_column(column).to_numpy()
+    o = runs.get_column("open_fraction").cast(pl.Float64).to_numpy()
+    lo, hi = min(np.nanmin(t), tau.reference) - 0.3, max(np.nanmax(t), tau.reference) + 0.3
+    grid = np.linspace(lo, hi, 200)
+    ax.plot(grid, stats.norm.sf(grid), color="black", lw=1.2, label="1 - Phi(tau) (Gaussian tail)")
+    ax.plot(t, o, "o", color="tab:blue", ms=5, label="measured open fraction (runs)")
+    of = tau.open_fraction
+    if of is not None and of.content_fraction is not None:
+        ax.axhline(of.content_fraction, color="tab:orange", ls="--", label=f"content-word fraction {of.content_fraction:.3f}")
+    if of is not None and of.ground_truth is not None:
+        ax.axhline(of.ground_truth, color="tab:purple", ls=":", label=f"synthetic ground truth {of.ground_truth:.3f}")
+    ax.axvline(tau.reference, color="tab:green", lw=0.8, ls="--")
+    ax.set_xlabel("learned tau")
+    ax.set_ylabel("fraction of open gates (g > 1/2)")
+    ax.set_title("Open fraction against the Gaussian tail" + (f"\n{of.verdict}" if of is not None else ""), fontsize=9)
+    ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def _mope_plot(sigmas: np.ndarray, scales) -> bytes:
+    fig = _figure(6.0, 3.6)
+    ax = fig.subplots()
+    ax.hist(np.log10(sigmas), bins=min(40, max(10, len(sigmas) // 3)), color="tab:blue", alpha=0.7)
+    for c in scales.centres:
+        ax.axvline(np.log10(c), color="tab:red", lw=1.5)
+    for name, length in scales.corpus_lengths.items():
+        ax.axvline(np.log10(length), color="tab:green", ls="--", lw=1)
+        ax.text(np.log10(length), ax.get_ylim()[1] * 0.9, name, rotation=90, fontsize=8, color="tab:green")
+    ax.set_xlabel("log10 sigma (characters); red: cluster centres, green: corpus scales")
+    ax.set_ylabel("count")
+    ax.set_title(f"MOPE widths: k={scales.k} clusters ({scales.criterion.upper()})")
+    return _png(fig)
+
+
+# ----------------------------------------------------------------------------- report
+def _to_numpy_sigmas(mope_sigmas: Any) -> np.ndarray | None:
+    if mope_sigmas is None:
+        return None
+    if isinstance(mope_sigmas, pl.DataFrame):
+        if "sigma" not in mope_sigmas.columns or mope_sigmas.height == 0:
+            return None
+        return mope_sigmas.get_column("sigma").drop_nulls().cast(pl.Float64).to_numpy()
+    arr = np.asarray(mope_sigmas, dtype=float).ravel()
+    return arr if arr.size else None
+
+
+def build_report(
+    df: pl.DataFrame,
+    *,
+    settings: AnalysisSettings | None = None,
+    out_dir: str | os.PathLike,
+    window_losses: pl.DataFrame | None = None,
+    mope_sigmas: Any = None,
+    corpus_info: Mapping[str, Mapping[str, float]] | None = None,
+    title: str | None = None,
+) -> Report:
+    """Analyse a results table and write the report to ``out_dir``.
+
+    Parameters
+    ----------
+    df : polars.DataFrame
+        The results table (one row per trial); needs ``variant`` and ``settings.metric``;
+        every other column is optional and its section is skipped with a note when absent.
+    settings : AnalysisSettings
+        Factorial variant names, tau reference and margin, confidence, resampling seed.
+    out_dir : path
+        Created if needed; the report's files are (over)written there.
+    window_losses : polars.DataFrame, optional
+        Per-window losses (``variant, seed, window, loss`` + cells) for the multi-bootstrap.
+    mope_sigmas : array-like or polars.DataFrame with ``sigma``, optional
+        Learned MOPE widths to cluster.
+    corpus_info : mapping dataset -> {"content_fraction", "salient_fraction",
+        "mean_word_length", "mean_clause_length", "mean_sentence_length"}, optional
+        Corpus numbers set beside the open fraction and the MOPE scales.
+    """
+    settings = settings or AnalysisSettings()
+    df = require_table(df)
+    require_columns(df, ("variant", settings.metric))
+    out_dir = Path(out_dir)
+    corpus_info = dict(corpus_info or {})
+    notes: list[str] = []
+    sections: list[tuple[str, list[str], list[str]]] = []  # (title, html parts, markdown parts)
+    pngs: dict[str, bytes] = {}
+    tables: dict[str, pl.DataFrame] = {}
+    headline: dict[str, float] = {}
+    verdicts: list[Verdict] = []
+    results: dict[str, Any] = {}
+
+    study = title
+    if study is None and "study" in df.columns:
+        study = ", ".join(map(str, df.get_column("study").drop_nulls().unique().sort().to_list())) or None
+    study = study or "study"
+    cells = cell_columns(df)
+    n_unfinished = int(unfinished_mask(df).sum())
+    variants = list(dict.fromkeys(df.get_column("variant").drop_nulls().to_list()))
+    seeds = sorted(set(df.get_column("seed").drop_nulls().to_list())) if "seed" in df.columns else []
+    cell_keys = df.select(cells).unique(maintain_order=True).rows() if cells else []
+    cell_text = ", ".join(_cell_label(dict(zip(cells, k))) for k in cell_keys[:20])
+    if len(cell_keys) > 20:
+        cell_text += f", ... ({len(cell_keys)} cells)"
+    overview = [
+        f"{df.height} trials, {len(variants)} variants ({', '.join(map(str, variants))}), {len(seeds)} seeds",
+        f"cells ({', '.join(cells) or 'none'}): {cell_text or 'one'}",
+    ]
+    if "status" in df.columns:
+        counts = df.group_by("status").len().sort("status")
+        overview.append("status: " + ", ".join(f"{s}={n}" for s, n in counts.iter_rows()))
+    if n_unfinished:
+        overview.append(f"{n_unfinished} trial(s) did not finish: their seed blocks are dropped from paired contrasts")
+    headline["trials/total"] = float(df.height)
+    headline["trials/unfinished"] = float(n_unfinished)
+    sections.append(("Study", [f"<ul>{''.join(f'<li>{html.escape(o)}</li>' for o in overview)}</ul>"],
+                     [f"- {o}" for o in overview]))
+
+    common = dict(metric=settings.metric, confidence=settings.confidence, n_resamples=settings.n_resamples)
+    rng = np.random.default_rng(settings.seed)
+    factorial = (settings.base, settings.a, settings.b, settings.ab)
+    has_factorial = all(v in variants for v in factorial)
+    has_base = settings.base in variants
+    contrast_results: dict[str, ContrastResult] = {}
+
+    # -- main effects and the interaction (averaged over cells) --------------------
+    h, m = [], []
+    if not has_base:
+        note = f"effects skipped: the control variant {settings.base!r} is not in the table"
+        notes.append(note)
+        h.append(f"<p class='note'>{html.escape(note)}</p>")
+        m.append(f"> {note}")
+    else:
+        for name in (settings.a, settings.b, settings.ab):
+            if name in variants:
+                try:
+                    res = main_effect(df, name, settings.base, rng=rng, **common)
+                except InputError as exc:
+                    notes.append(f"{name} gain: {exc}")
+                    continue
+                contrast_results[name] = res
+                headline.update(_contrast_headline(f"{name}/gain", res))
+                verdicts.append(_verdict_of(f"{name} gain", res))
+        if has_factorial:
+            try:
+                res = interaction_contrast(df, base=settings.base, a=settings.a, b=settings.b, ab=settings.ab,
+                                           rng=rng, **common)
+            except InputError as exc:
+                notes.append(f"interaction: {exc}")
+            else:
+                contrast_results["interaction"] = res
+                headline.update(_contrast_headline("superadditivity", res))
+                verdicts.append(_verdict_of("interaction (superadd.)", res))
+        else:
+            missing = [v for v in factorial if v not in variants]
+            note = f"interaction skipped: factorial variant(s) {', '.join(missing)} not in the table"
+            notes.append(note)
+            h.append(f"<p class='note'>{html.escape(note)}</p>")
+            m.append(f"> {note}")
+        if contrast_results:
+            summary = pl.DataFrame([r.to_row() for r in contrast_results.values()], infer_schema_length=None)
+            tables["contrasts"] = summary
+            shown = summary.select("effect", "estimate", "ci_low", "ci_high", "pvalue", "boot_low", "boot_high",
+                                   "permutation_pvalue", "n_seeds", "n_dropped", "verdict", "message")
+            h.append(_df_to_html(shown))
+            m.append(_df_to_markdown(shown))
+            h.append("<p>Gain = L<sub>control</sub> − L<sub>treatment</sub> per seed (positive: lower loss); "
+                     "interaction I = L<sub>a</sub> + L<sub>b</sub> − L<sub>base</sub> − L<sub>ab</sub> "
+                     "(positive: superadditive). t-interval and t-test p over seeds; bootstrap over seeds "
+                     "(BCa from 10 seeds, percentile below); sign-flip permutation p. With several cells, each "
+                     "seed's contrast is averaged over the cells first.</p>")
+    sections.append(("Effects (paired seeds)", h, m))
+
+    # -- per cell, Holm -------------------------------------------------------------
+    effects = None
+    if has_base and "seed" in df.columns and len(variants) > 1:
+        try:
+            effects = effects_table(df, settings=settings, rng=rng)
+        except InputError as exc:
+            notes.append(f"effects table: {exc}")
+    if effects is not None:
+        tables["effects"] = effects
+        pngs["forest"] = _forest_plot(effects, cells, settings.confidence)
+        shown = effects.select(*cells, "effect", "estimate", "ci_low", "ci_high", "pvalue", "pvalue_holm",
+                               "n_seeds", "n_dropped", "verdict")
+        h = [_df_to_html(shown), "<p>p-values adjusted with Holm's method across the table.</p>"]
+        if effects.height > _MAX_FOREST_ROWS:
+            h.append(f"<p class='note'>The forest plot shows the first {_MAX_FOREST_ROWS} rows.</p>")
+        sections.append(("Effects per cell (Holm-adjusted)", h, [_df_to_markdown(shown), "", "![forest](forest.png)"]))
+        results["effects"] = effects
+    if has_factorial and "seed" in df.columns and "interaction" in contrast_results:
+        try:
+            pngs["interaction"] = _interaction_plot(df, settings)
+            sections.append(("Interaction plot", [], ["![interaction](interaction.png)"]))
+        except InputError as exc:
+            notes.append(f"interaction plot: {exc}")
+
+    # -- multi-bootstrap over seeds and windows --------------------------------------
+    if window_losses is not None and window_losses.height and has_factorial:
+        rows = []
+        wcells = cell_columns(window_losses)
+        groups = window_losses.partition_by(list(wcells), as_dict=True) if wcells else {(): window_losses}
+        for key, wdf in groups.items():
+            try:
+                res = multi_bootstrap(wdf, base=settings.base, a=settings.a, b=settings.b, ab=settings.ab,
+                                      confidence=settings.confidence, rng=rng)
+            except InputError as exc:
+                notes.append(f"multi-bootstrap {_cell_label(dict(zip(wcells, key)))}: {exc}")
+                continue
+            rows.append({**dict(zip(wcells, key)), **res.to_row()})
+        if rows:
+            mb = pl.DataFrame(rows, infer_schema_length=None)
+            tables["multi_bootstrap"] = mb
+            shown = mb.select(*wcells, "effect", "estimate", "ci_low", "ci_high", "n_seeds", "method", "message")
+            sections.append(("Multi-bootstrap (seeds × evaluation windows)",
+                             [_df_to_html(shown), "<p>Resamples seeds and evaluation windows together, so the "
+                              "interval also carries the uncertainty of the finite evaluation set.</p>"],
+                             [_df_to_markdown(shown)]))
+            if len(rows) == 1 and rows[0]["ci_low"] is not None:
+                headline["superadditivity/multiboot_low"] = rows[0]["ci_low"]
+                headline["superadditivity/multiboot_high"] = rows[0]["ci_high"]
+
+    # -- trends against size and context -------------------------------------------
+    trend_rows = []
+    for against, png_name, xlabel, label in (
+        ("params", "effects_vs_size", "parameters (log scale)", "size"),
+        ("context_length", "effects_vs_context", "context length (log scale)", "context"),
+    ):
+        if against not in df.columns or effects is None or "seed" not in df.columns:
+            continue
+        if df.filter(pl.col("variant") == settings.base).get_column(against).drop_nulls().n_unique() < 2:
+            continue
+        trends: list[TrendResult] = []
+        specs = [(None, "interaction")] if has_factorial else []
+        specs += [(v, f"{v} gain") for v in (settings.a, settings.b, settings.ab) if v in variants]
+        for treatment, short in specs:
+            try:
+                tr = effect_trend(df, against=against, treatment=treatment, control=settings.base, base=settings.base,
+                                  a=settings.a, b=settings.b, ab=settings.ab, metric=settings.metric,
+                                  confidence=settings.confidence)
+            except InputError as exc:
+                notes.append(f"trend of {short} against {label}: {exc}")
+                continue
+            trends.append(tr)
+            trend_rows.append(tr.to_row())
+            key = "superadditivity" if treatment is None else f"{treatment}/gain"
+            headline[f"{key}/slope_log_{label}"] = tr.estimate
+            if tr.confidence_interval is not None:
+                headline[f"{key}/slope_log_{label}_ci_low"], headline[f"{key}/slope_log_{label}_ci_high"] = \
+                    tr.confidence_interval
+            if treatment in (None, settings.a):  # the terminal table stays short; the rest is in trends.parquet
+                verdicts.append(Verdict(f"{short} vs log {label}", tr.estimate, tr.confidence_interval, tr.pvalue,
+                                        tr.n_seeds, tr.verdict))
+        if trends:
+            if against == "params":
+                ref = df.filter(pl.col("variant") == settings.base)
+                x_by_cell = {tuple(k): float(g.get_column("params").cast(pl.Float64).mean())
+                             for k, g in ref.partition_by(list(cells), as_dict=True).items()}
+            else:
+                x_by_cell = {tuple(k): float(k[cells.index(against)])
+                             for k in df.select(cells).unique().rows()}
+            pngs[png_name] = _trend_plot(effects, trends, x_by_cell, cells, xlabel, f"Effects against {label}")
+    if trend_rows:
+        trend_df = pl.DataFrame(trend_rows, infer_schema_length=None)
+        tables["trends"] = trend_df
+        sections.append(("Trends with size and context", [
+            _df_to_html(trend_df.drop("metric", "method")),
+            "<p>Slope of the effect per e-fold increase of the parameter count or the context length: fitted within "
+            "each seed across its cells, t-interval over seeds (cells of one seed are correlated; seeds are the "
+            "independent replicates). Other cell columns that vary enter as fixed effects.</p>"],
+            [_df_to_markdown(trend_df.drop("metric", "method")), "",
+             *(f"![{n}]({n}.png)" for n in ("effects_vs_size", "effects_vs_context") if n in pngs)]))
+
+    # -- seeds needed ------------------------------------------------------------------
+    power_rows = []
+    for key, res in contrast_results.items():
+        if res.sd is None:
+            continue
+        need = seeds_needed(res, power=settings.power)
+        power_rows.append({"effect": res.name, "observed_effect": res.estimate, "seed_sd": res.sd,
+                           "power": settings.power, "alpha": need.alpha, "seeds_needed": need.n_seeds,
+                           "seeds_now": res.n_seeds, "message": need.message})
+        if need.n_seeds is not None:
+            headline[("superadditivity" if key == "interaction" else f"{key}/gain") + "/seeds_needed"] = \
+                float(need.n_seeds)
+    if power_rows:
+        power_df = pl.DataFrame(power_rows, infer_schema_length=None)
+        tables["seeds_needed"] = power_df
+        sections.append(("Seeds needed", [
+            _df_to_html(power_df),
+            f"<p>Seeds for a paired t-test to detect the observed effect with power {settings.power:.0%}, from the "
+            "observed seed-to-seed spread (itself uncertain with few seeds: an order of magnitude).</p>"],
+            [_df_to_markdown(power_df)]))
+
+    # -- tau -----------------------------------------------------------------------------
+    tau_column = "tau_mean"
+    has_tau = tau_column in df.columns and df.get_column(tau_column).drop_nulls().len() > 0
+    if not has_tau:
+        notes.append("tau section skipped: no learned tau in the table (no gated variant, or no tau_mean column)")
+    else:
+        content = {d: v["content_fraction"] for d, v in corpus_info.items() if "content_fraction" in v} or None
+        truth = {d: v["salient_fraction"] for d, v in corpus_info.items() if "salient_fraction" in v} or None
+        try:
+            tau = tau_stability(df, reference=settings.tau_reference, margin=settings.tau_margin,
+                                confidence=settings.confidence, content_fraction=content, ground_truth=truth)
+        except InputError as exc:
+            notes.append(f"tau: {exc}")
+            tau = None
+        if tau is not None:
+            results["tau"] = tau
+            headline["tau/mean"] = tau.estimate
+            headline["tau/n_seeds"] = float(tau.n_seeds)
+            if tau.confidence_interval is not None:
+                headline["tau/ci_low"], headline["tau/ci_high"] = tau.confidence_interval
+            if tau.tost_pvalue is not None:
+                headline["tau/tost_pvalue"] = tau.tost_pvalue
+                headline["tau/equivalent"] = float(tau.equivalent)
+            if tau.pvalue is not None:
+                headline["tau/pvalue"] = tau.pvalue
+            if tau.head_spread is not None:
+                headline["tau/head_sd"] = tau.head_spread
+            verdicts.append(Verdict("tau", tau.estimate, tau.confidence_interval, tau.tost_pvalue, tau.n_seeds,
+                                    tau.verdict, signed=False))
+            runs = tau_runs(df)
+            tables["tau_runs"] = runs
+            pngs["tau"] = _tau_plot(runs, tau, tau_column)
+            h = [f"<p><b>{html.escape(tau.verdict)}</b>: mean {tau.estimate:.4f}, {tau.confidence:.0%} CI "
+                 f"{html.escape(format_interval(tau.confidence_interval, False, 4))} over {tau.n_seeds} seeds "
+                 f"({tau.n_runs} runs); t-test vs {tau.reference:g}: p={format_pvalue(tau.pvalue)}."
+                 + (f" Spread over heads (mean sd): {tau.head_spread:.3f}." if tau.head_spread is not None else "")
+                 + (f" {html.escape(tau.message)}" if tau.message else "") + "</p>"]
+            m = [f"**{tau.verdict}**: mean {tau.estimate:.4f}, CI {format_interval(tau.confidence_interval, False, 4)}"
+                 f" over {tau.n_seeds} seeds ({tau.n_runs} runs)."]
+            if tau.heterogeneity:
+                het = pl.DataFrame([{"factor": r.factor, "levels": ", ".join(map(str, r.levels)),
+                                     "means": ", ".join(f"{x:.3f}" for x in r.group_means),
+                                     "anova_p": r.anova_pvalue, "kruskal_p": r.kruskal_pvalue,
+                                     "verdict": r.verdict} for r in tau.heterogeneity], infer_schema_length=None)
+                tables["tau_heterogeneity"] = het
+                h.append("<p>Heterogeneity of tau across groups (does it converge to one value whatever the size, "
+                         "context, corpus and initial value?):</p>" + _df_to_html(het))
+                m += ["", _df_to_markdown(het)]
+            of = tau.open_fraction
+            if of is not None:
+                pngs["open_fraction"] = _open_fraction_plot(runs, tau, tau_column)
+                headline["open_fraction/mean"] = of.estimate
+                headline["open_fraction/gaussian_tail"] = of.gaussian_tail
+                headline["open_fraction/minus_tail"] = of.difference
+                if of.difference_interval is not None:
+                    headline["open_fraction/minus_tail_ci_low"], headline["open_fraction/minus_tail_ci_high"] = \
+                        of.difference_interval
+                if of.content_fraction is not None:
+                    headline["open_fraction/content_fraction"] = of.content_fraction
+                verdicts.append(Verdict("open fraction", of.estimate, of.confidence_interval, of.difference_pvalue,
+                                        None, _open_verdict_short(of), signed=False))
+                letters = [v["content_letter_fraction"] for v in corpus_info.values()
+                           if _finite(v.get("content_letter_fraction"))]
+                text = _open_fraction_discussion(of, tau, float(np.mean(letters)) if letters else None)
+                h.append(f"<p>{html.escape(text)}</p>")
+                m += ["", text]
+            sections.append(("tau: the learned EGA threshold", h, [*m, "", "![tau](tau.png)",
+                                                                   *(["![open](open_fraction.png)"] if of else [])]))
+
+    # -- MOPE scales ----------------------------------------------------------------------
+    sigmas = _to_numpy_sigmas(mope_sigmas)
+    if sigmas is not None and sigmas.size >= 2:
+        from harness.analysis.mope import mope_scales
+
+        lengths = _corpus_lengths(corpus_info)
+        try:
+            scales = mope_scales(sigmas, corpus_lengths=lengths, rng=settings.seed)
+        except InputError as exc:
+            notes.append(f"MOPE scales: {exc}")
+        else:
+            results["mope_scales"] = scales
+            headline["mope/n_clusters"] = float(scales.k)
+            tab = pl.DataFrame({"centre_sigma": scales.centres.tolist(), "weight": scales.weights.tolist(),
+                                "nearest_scale": list(scales.nearest_scale) or [None] * scales.k})
+            tables["mope_scales"] = tab
+            pngs["mope_scales"] = _mope_plot(sigmas, scales)
+            sections.append(("MOPE scales", [f"<p>{html.escape(scales.method)}: k = {scales.k}. "
+                                             f"{html.escape(scales.message)}</p>", _df_to_html(tab)],
+                             [f"{scales.method}: k = {scales.k}.", "", _df_to_markdown(tab),
+                              "", "![mope](mope_scales.png)"]))
+
+    # -- assemble ---------------------------------------------------------------------------
+    n_seeds_note = ""
+    if seeds and len(seeds) < 5:
+        n_seeds_note = f" — {len(seeds)} seeds: too few for narrow intervals"
+    table_title = f"Report ({study}{n_seeds_note}):"
+    verdict_table = format_verdict_table(verdicts, confidence=settings.confidence, title=table_title)
+    tables["verdicts"] = pl.DataFrame([v.to_row() for v in verdicts], infer_schema_length=None,
+                                      schema_overrides={"estimate": pl.Float64, "ci_low": pl.Float64,
+                                                        "ci_high": pl.Float64, "pvalue": pl.Float64,
+                                                        "n_seeds": pl.Int64}) \
+        if verdicts else pl.DataFrame(schema={"effect": pl.String, "verdict": pl.String})
+    tables["results"] = df
+    headline = {_metric_key(k): float(v) for k, v in headline.items() if _finite(v)}
+    doc_title = f"Study report: {study}"
+    markdown = _markdown(doc_title, verdict_table, sections, notes)
+    page = _html(doc_title, verdict_table, sections, notes, pngs)
+    # everything computed: now write, each file via a temporary name
+    out_dir.mkdir(parents=True, exist_ok=True)
+    html_path = _write(out_dir / "report.html", page.encode("utf-8"))
+    md_path = _write(out_dir / "summary.md", markdown.encode("utf-8"))
+    png_paths = {name: _write(out_dir / f"{name}.png", data) for name, data in pngs.items()}
+    table_paths = {}
+    for name, table in tables.items():
+        buf = io.BytesIO()
+        _parquet_safe(table).write_parquet(buf)
+        table_paths[name] = _write(out_dir / f"{name}.parquet", buf.getvalue())
+    results.update(contrast_results)
+    return Report(out_dir=out_dir, html_path=html_path, markdown_path=md_path, markdown=markdown,
+                  png_paths=png_paths, table_paths=table_paths, headline_metrics=headline,
+                  verdicts=tuple(verdicts), verdict_table=verdict_table, notes=tuple(notes), results=results)
+
+
+def _parquet_safe(df: pl.DataFrame) -> pl.DataFrame:
+    """Object columns cannot go to parquet: write them as text."""
+    casts = [pl.col(c).map_elements(str, return_dtype=pl.String) for c, t in df.schema.items() if t == pl.Object]
+    return df.with_columns(casts) if casts else df
+
+
+def _write(path: Path, data: bytes) -> Path:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return path
+
+
+def _corpus_lengths(corpus_info: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    keys = {"word": "mean_word_length", "clause": "mean_clause_length", "sentence": "mean_sentence_length"}
+    out = {"character": 1.0}
+    for name, key in keys.items():
+        vals = [v[key] for v in corpus_info.values() if key in v and _finite(v[key])]
+        if vals:
+            out[name] = float(np.mean(vals))
+    return out if len(out) > 1 else {}
+
+
+def _open_verdict_short(of) -> str:
+    if of.difference_interval is None:
+        return "too few seeds to compare with 1-Phi(tau)"
+    if of.difference_interval.excludes(0.0):
+        return f"differs from 1-Phi(tau)={of.gaussian_tail:.3f} by {of.difference:+.3f} (CI excludes 0)"
+    return f"matches 1-Phi(tau)={of.gaussian_tail:.3f} (Gaussian tail suffices)"
+
+
+def _open_fraction_discussion(of, tau: TauStabilityResult, letter_fraction: float | None = None) -> str:
+    ci = format_interval(of.confidence_interval, False, 3)
+    text = (f"Measured open fraction {of.estimate:.3f} {ci} over {of.n_runs} runs. If the z-normalised energies "
+            f"were standard normal, a gate would open for a fraction 1 - Phi(tau) = {of.gaussian_tail:.3f} of keys "
+            f"whatever the text (1 - Phi(0.35) = 0.363). Difference open - tail: {of.difference:+.3f} "
+            f"{format_interval(of.difference_interval)}; ")
+    if of.difference_interval is None:
+        text += "too few seeds to tell. "
+    elif of.difference_interval.excludes(0.0):
+        text += "the tail alone does not explain the measured fraction. "
+    else:
+        text += "the Gaussian tail alone explains it: the fraction need not say anything about the text. "
+    if of.content_fraction is not None:
+        text += (f"The corpus's content-word fraction is {of.content_fraction:.3f} "
+                 f"({'close to' if abs(of.content_fraction - of.estimate) < 0.03 else 'away from'} the measured "
+                 "fraction); ")
+        if abs(of.content_fraction - of.gaussian_tail) < 0.03:
+            text += "it is also close to the tail, so this corpus cannot separate the two explanations. "
+    if letter_fraction is not None:
+        text += f"Letters inside content words make up {letter_fraction:.3f} of the letters. "
+    if of.ground_truth is not None:
+        text += (f"On the synthetic corpus the true salient fraction is {of.ground_truth:.3f}: a gate that tracks "
+                 f"content would open for about that fraction, the Gaussian tail predicts {of.gaussian_tail:.3f}.")
+    return text.strip()
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;
+color:#222;line-height:1.45}
+h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
+pre{background:#f6f8fa;padding:.8em;overflow-x:auto;font-size:.85em}
+table{border-collapse:collapse;font-size:.82em;margin:.6em 0}th,td{border:1px solid #ddd;padding:.25em .5em;
+text-align:left}th{background:#f0f0f0}img{max-width:100%;margin:.6em 0}.note{color:#8a5a00}
+"""
+
+
+def _html(title: str, verdict_table: str, sections, notes, pngs: Mapping[str, bytes]) -> str:
+    def img(name: str) -> str:
+        data = base64.b64encode(pngs[name]).decode("ascii")
+        return f"<img alt='{html.escape(name)}' src='data:image/png;base64,{data}'>"
+
+    placement = {"Effects per cell (Holm-adjusted)": ["forest"], "Interaction plot": ["interaction"],
+                 "Trends with size and context": ["effects_vs_size", "effects_vs_context"],
+                 "tau: the learned EGA threshold": ["tau", "open_fraction"], "MOPE scales": ["mope_scales"]}
+    parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+             f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
+             f"<h1>{html.escape(title)}</h1>",
+             f"<p>Generated {time.strftime('%Y-%m-%d %H:%M:%S')} by harness.analysis.</p>",
+             "<h2>Verdicts</h2>", f"<pre>{html.escape(verdict_table)}</pre>"]
+    for sec_title, body, _ in sections:
+        parts.append(f"<h2>{html.escape(sec_title)}</h2>")
+        parts.extend(body)
+        parts.extend(img(n) for n in placement.get(sec_title, []) if n in pngs)
+    if notes:
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li class='note'>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _markdown(title: str, verdict_table: str, sections, notes) -> str:
+    lines = [f"# {title}", "", "## Verdicts", "", "```", verdict_table, "```", ""]
+    for sec_title, _, md in sections:
+        lines += [f"## {sec_title}", "", *md, ""]
+    if notes:
+        lines += ["## Notes", "", *(f"- {n}" for n in notes), ""]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- MLflow
+def log_report(report: Report, *, run_id: str, tracking_uri: str, artifact_path: str = "report") -> None:
+    """Log the report's files under ``artifact_path`` and its headline metrics to the
+    MLflow run ``run_id`` (the study's parent run)."""
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric
+    from mlflow.exceptions import MlflowException
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    try:
+        client.get_run(run_id)
+    except MlflowException as exc:
+        raise InputError(f"no MLflow run {run_id!r} at {tracking_uri}: {exc.message}") from exc
+    for path in report.files:
+        client.log_artifact(run_id, str(path), artifact_path)
+    now = int(time.time() * 1000)
+    metrics = [Metric(key, float(value), now, 0) for key, value in report.headline_metrics.items()]
+    for start in range(0, len(metrics), 1000):  # MLflow's batch limit
+        client.log_batch(run_id, metrics=metrics[start:start + 1000])
+
+
+__all__ = ["Report", "Verdict", "build_report", "format_verdict_table", "log_report"]

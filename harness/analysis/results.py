@@ -1,0 +1,404 @@
+"""The results table: one row per trial, from a parquet file, a study's Tune storage
+directory, or the study's MLflow record; plus the shared input checks of the analysis.
+
+Columns (CONTRACTS.md): ``study, trial_id, dataset, size, params, context_length,
+variant, position, gate, scoring, seed, tau_init, val_loss, test_loss, train_loss,
+best_val_loss, gen_gap, tau_mean, open_fraction, tokens_per_s, steps, status``. Every
+analysis function needs only the columns it uses: a table with ``variant``, ``seed`` and
+``val_loss`` is enough for a contrast.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from harness.errors import InputError
+
+#: The cell of a study: trials that differ only in variant and seed.
+CELL_COLUMNS: tuple[str, ...] = ("dataset", "size", "context_length")
+
+RESULT_SCHEMA: dict[str, Any] = {
+    "study": pl.String,
+    "trial_id": pl.String,
+    "dataset": pl.String,
+    "size": pl.String,
+    "params": pl.Int64,
+    "context_length": pl.Int64,
+    "variant": pl.String,
+    "position": pl.String,
+    "gate": pl.String,
+    "scoring": pl.String,
+    "seed": pl.Int64,
+    "tau_init": pl.Float64,
+    "val_loss": pl.Float64,
+    "test_loss": pl.Float64,
+    "train_loss": pl.Float64,
+    "best_val_loss": pl.Float64,
+    "gen_gap": pl.Float64,
+    "tau_mean": pl.Float64,
+    "open_fraction": pl.Float64,
+    "tokens_per_s": pl.Float64,
+    "steps": pl.Int64,
+    "status": pl.String,
+}
+RESULT_COLUMNS: tuple[str, ...] = tuple(RESULT_SCHEMA)
+
+# final MLflow metric of a child run -> results-table column
+_METRIC_COLUMNS = {
+    "final/val_loss": "val_loss",
+    "final/test_loss": "test_loss",
+    "final/train_loss": "train_loss",
+    "best/val_loss": "best_val_loss",
+    "final/gen_gap": "gen_gap",
+    "final/tau_mean": "tau_mean",
+    "final/open_fraction": "open_fraction",
+    "final/tokens_per_s": "tokens_per_s",
+    "num_parameters": "params",
+}
+_TAG_COLUMNS = ("variant", "position", "gate", "scoring", "dataset", "size", "context_length", "seed", "status")
+_HEAD_TAU = re.compile(r"^gate/tau/l(\d+)h(\d+)$")
+FINISHED = "finished"
+
+
+# ----------------------------------------------------------------------------- checks
+def require_table(df: Any, what: str = "results table") -> pl.DataFrame:
+    """``df`` as a non-empty polars DataFrame, else :class:`InputError`."""
+    if isinstance(df, pl.LazyFrame):
+        df = df.collect()
+    if not isinstance(df, pl.DataFrame):
+        try:  # a pandas frame or a dict of columns
+            df = pl.DataFrame(df)
+        except Exception as exc:  # noqa: BLE001 - anything unconvertible is bad input
+            raise InputError(f"{what}: expected a polars DataFrame, got {type(df).__name__}") from exc
+    if df.height == 0:
+        raise InputError(f"{what} is empty: no trials to analyse (did the study run? is the filter right?)")
+    return df
+
+
+def require_columns(df: pl.DataFrame, columns: Iterable[str], what: str = "results table") -> None:
+    """:class:`InputError` naming each missing column and listing those present."""
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise InputError(
+            f"{what} has no column {', '.join(map(repr, missing))}; columns present: {', '.join(df.columns)}"
+        )
+
+
+def require_variants(df: pl.DataFrame, variants: Iterable[str], what: str = "results table") -> None:
+    """:class:`InputError` naming each variant absent from the ``variant`` column."""
+    present = set(df.get_column("variant").drop_nulls().to_list())
+    missing = [v for v in variants if v not in present]
+    if missing:
+        raise InputError(
+            f"variant {', '.join(map(repr, missing))} not in the {what}; variants present: "
+            f"{', '.join(sorted(map(str, present))) or '(none)'}"
+        )
+
+
+def cell_columns(df: pl.DataFrame, by: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The columns that define a cell: ``by`` if given (checked), else those of
+    :data:`CELL_COLUMNS` present in ``df``."""
+    if by is None:
+        return tuple(c for c in CELL_COLUMNS if c in df.columns)
+    by = (by,) if isinstance(by, str) else tuple(by)
+    require_columns(df, by)
+    return by
+
+
+def unfinished_mask(df: pl.DataFrame) -> pl.Series:
+    """True for rows whose ``status`` says the trial did not finish (diverged, failed,
+    running...). A table without ``status`` (or a null status) counts as finished."""
+    if "status" not in df.columns:
+        return pl.Series([False] * df.height)
+    status = df.get_column("status").cast(pl.String)
+    return status.is_not_null() & (status.str.to_lowercase() != FINISHED)
+
+
+def finished(df: pl.DataFrame) -> pl.DataFrame:
+    """Only the rows of trials that finished."""
+    return df.filter(~unfinished_mask(df))
+
+
+def numeric_column(df: pl.DataFrame, column: str) -> None:
+    """:class:`InputError` when ``column`` is not numeric."""
+    dtype = df.schema[column]
+    if not dtype.is_numeric():
+        raise InputError(f"column {column!r} must be numeric, got {dtype}")
+
+
+# ----------------------------------------------------------------------------- frames
+def normalise(df: pl.DataFrame) -> pl.DataFrame:
+    """Cast the known columns to the results schema (unknown columns are kept as they are)."""
+    casts = []
+    for name, dtype in RESULT_SCHEMA.items():
+        if name in df.columns and df.schema[name] != dtype:
+            casts.append(pl.col(name).cast(dtype, strict=False))
+    return df.with_columns(casts) if casts else df
+
+
+def results_frame(source: Any, study: str | None = None, *, tracking_uri: str | None = None) -> pl.DataFrame:
+    """The results table of a study, one row per trial.
+
+    Parameters
+    ----------
+    source
+        A ``.parquet`` file; a directory holding ``results.parquet`` (a study's Tune
+        storage directory); an MLflow tracking URI with ``study`` given; or a tuple
+        ``(tracking_uri, study)``. A polars DataFrame is validated and returned.
+    study
+        The study name: selects the study's parent run in MLflow (tags
+        ``harness.role=study``, ``harness.study``), and filters a file holding several
+        studies (``study`` column).
+
+    Examples
+    --------
+    >>> df = results_frame("runs/smoke/results.parquet")          # doctest: +SKIP
+    >>> df = results_frame("sqlite:///mlflow.db", study="smoke")  # doctest: +SKIP
+    """
+    if isinstance(source, tuple):
+        if len(source) != 2:
+            raise InputError("results_frame: a tuple source must be (tracking_uri, study)")
+        tracking_uri, study = source
+        return mlflow_results_frame(tracking_uri, study)
+    if isinstance(source, (pl.DataFrame, pl.LazyFrame)):
+        return normalise(require_table(source))
+    if source is None and tracking_uri is not None:
+        source = tracking_uri
+    text = str(source)
+    if study is not None and _looks_like_uri(text):
+        return mlflow_results_frame(text, study)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        candidates = [path / "results.parquet", *sorted(path.glob("*/results.parquet"))]
+        found = next((p for p in candidates if p.is_file()), None)
+        if found is None:
+            raise InputError(f"{path} is a directory without results.parquet (expected a study's Tune storage directory)")
+        path = found
+    if not path.is_file():
+        hint = " (for MLflow pass study=NAME)" if _looks_like_uri(text) else ""
+        raise InputError(f"results source {text!r} is neither a parquet file nor a study directory{hint}")
+    try:
+        df = pl.read_parquet(path)
+    except Exception as exc:  # noqa: BLE001 - corrupt or non-parquet file is bad input
+        raise InputError(f"cannot read {path} as parquet: {exc}") from exc
+    df = normalise(df)
+    if study is not None and "study" in df.columns:
+        studies = sorted(set(df.get_column("study").drop_nulls().to_list()))
+        if study not in studies:
+            raise InputError(f"study {study!r} not in {path}; studies there: {', '.join(studies) or '(none)'}")
+        df = df.filter(pl.col("study") == study)
+    return require_table(df, f"results table {path}")
+
+
+def _looks_like_uri(text: str) -> bool:
+    return "://" in text or text.startswith(("sqlite:", "databricks"))
+
+
+# ----------------------------------------------------------------------------- MLflow
+def _client(tracking_uri: str):
+    from mlflow import MlflowClient  # heavy: only when MLflow is asked for
+
+    return MlflowClient(tracking_uri=tracking_uri)
+
+
+def _search_all(client, experiment_ids: list[str], filter_string: str, order_by: list[str] | None = None) -> list:
+    runs, token = [], None
+    while True:
+        page = client.search_runs(experiment_ids, filter_string=filter_string, max_results=1000,
+                                  order_by=order_by, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def _experiment_ids(client) -> list[str]:
+    ids, token = [], None
+    while True:
+        page = client.search_experiments(max_results=1000, page_token=token)
+        ids.extend(e.experiment_id for e in page)
+        token = page.token
+        if not token:
+            return ids
+
+
+def find_study_run(tracking_uri: str, study: str):
+    """The study's parent run (tags ``harness.role=study``, ``harness.study=study``); the
+    most recent when there are several. :class:`InputError` listing the known studies
+    when none matches."""
+    client = _client(tracking_uri)
+    ids = _experiment_ids(client)
+    runs = _search_all(
+        client, ids,
+        f"tags.`harness.role` = 'study' AND tags.`harness.study` = '{_quote(study)}'",
+        order_by=["attributes.start_time DESC"],
+    ) if ids else []
+    if not runs:
+        known = sorted({r.data.tags.get("harness.study", "?") for r in
+                        (_search_all(client, ids, "tags.`harness.role` = 'study'") if ids else [])})
+        raise InputError(
+            f"no study named {study!r} in MLflow at {tracking_uri}; studies there: {', '.join(known) or '(none)'} "
+            "(pass --tracking-uri, or --from a results.parquet / study directory)"
+        )
+    return runs[0]
+
+
+def _quote(text: str) -> str:
+    return text.replace("'", "\\'")
+
+
+def _trial_runs(client, parent) -> list:
+    return _search_all(
+        client, [parent.info.experiment_id],
+        f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'",
+        order_by=["attributes.start_time ASC"],
+    )
+
+
+def _to_number(text: Any) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value
+
+
+def _trial_row(run, study: str) -> dict[str, Any]:
+    tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
+    row: dict[str, Any] = {name: None for name in RESULT_COLUMNS}
+    row["study"] = tags.get("harness.study", study)
+    row["trial_id"] = tags.get("harness.trial_id", run.info.run_id)
+    for name in _TAG_COLUMNS:
+        row[name] = tags.get(name, params.get(name))
+    if row["status"] is None:  # no status tag: MLflow's run status says whether it finished
+        row["status"] = {"FINISHED": FINISHED, "FAILED": "failed", "KILLED": "failed"}.get(run.info.status, "running")
+    row["tau_init"] = _to_number(tags.get("tau_init", params.get("tau_init")))
+    for key, column in _METRIC_COLUMNS.items():
+        if key in metrics:
+            row[column] = metrics[key]
+    steps = metrics.get("steps", metrics.get("trainer/global_step"))
+    row["steps"] = None if steps is None else int(steps)
+    if row["steps"] is None and _to_number(params.get("max_steps")) is not None and row["status"] == FINISHED:
+        row["steps"] = int(float(params["max_steps"]))
+    # the per-head spread of tau: the mean over heads is tau_mean
+    head_taus = [v for k, v in metrics.items() if _HEAD_TAU.match(k)]
+    if head_taus:
+        mean = sum(head_taus) / len(head_taus)
+        row["tau_head_sd"] = math.sqrt(sum((t - mean) ** 2 for t in head_taus) / max(len(head_taus) - 1, 1))
+        row["tau_head_min"], row["tau_head_max"] = min(head_taus), max(head_taus)
+        if row["tau_mean"] is None:
+            row["tau_mean"] = mean
+    row["mlflow_run_id"] = run.info.run_id
+    return row
+
+
+def mlflow_results_frame(tracking_uri: str, study: str) -> pl.DataFrame:
+    """The results table from MLflow: one row per child (trial) run of the study's parent
+    run, from the child's tags (variant, cell, seed, status), params (``tau_init``) and
+    final metrics (``final/val_loss`` ...). Adds ``tau_head_sd/min/max`` (spread of the
+    learned tau over layers and heads) when ``gate/tau/l*h*`` metrics exist, and
+    ``mlflow_run_id``. Falls back to the parent's ``results.parquet`` artifact when the
+    parent has no child runs."""
+    client = _client(tracking_uri)
+    parent = find_study_run(tracking_uri, study)
+    children = [r for r in _trial_runs(client, parent) if r.data.tags.get("harness.role", "trial") == "trial"]
+    if not children:
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = client.download_artifacts(parent.info.run_id, "results.parquet", tmp)
+                return results_frame(path, study=None)
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - no artifact: say what is missing
+            raise InputError(
+                f"study {study!r} (run {parent.info.run_id}) has no trial runs and no results.parquet artifact"
+            ) from exc
+    rows = [_trial_row(run, study) for run in children]
+    extra = sorted({k for r in rows for k in r} - set(RESULT_COLUMNS))
+    # build with strings for the tag-derived columns (MLflow tags are text), then cast
+    text_columns = {"study", "trial_id", *_TAG_COLUMNS, "mlflow_run_id"}
+    build_schema = {k: (pl.String if k in text_columns else pl.Float64) for k in (*RESULT_COLUMNS, *extra)}
+    table = pl.DataFrame(
+        [{k: (None if r.get(k) is None else (str(r[k]) if k in text_columns else float(r[k]))) for k in build_schema}
+         for r in rows],
+        schema=build_schema,
+    )
+    return _cast_to_schema(table)
+
+
+def _cast_to_schema(df: pl.DataFrame) -> pl.DataFrame:
+    cols = []
+    for name in df.columns:
+        dtype = RESULT_SCHEMA.get(name)
+        if dtype == pl.Int64:  # "128" or "128.0" -> 128
+            cols.append(pl.col(name).cast(pl.String).cast(pl.Float64, strict=False).cast(pl.Int64, strict=False))
+        elif dtype is not None:
+            cols.append(pl.col(name).cast(dtype, strict=False))
+        else:
+            cols.append(pl.col(name))
+    return df.select(cols)
+
+
+def window_losses_frame(tracking_uri: str, study: str, *, split: str | None = "val") -> pl.DataFrame | None:
+    """Per-window losses of every finished trial, for the multi-bootstrap: columns
+    ``variant, seed`` (+ cell columns), ``split, window, loss``, read from each child
+    run's ``window_losses.parquet`` artifact. ``None`` when no trial has one."""
+    client = _client(tracking_uri)
+    parent = find_study_run(tracking_uri, study)
+    frames = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in _trial_runs(client, parent):
+            tags = run.data.tags
+            if tags.get("status", FINISHED) != FINISHED:
+                continue
+            names = {f.path for f in client.list_artifacts(run.info.run_id)}
+            if "window_losses.parquet" not in names:
+                continue
+            dst = Path(tmp) / run.info.run_id
+            dst.mkdir()
+            local = client.download_artifacts(run.info.run_id, "window_losses.parquet", str(dst))
+            frame = pl.read_parquet(local)
+            if split is not None and "split" in frame.columns:
+                frame = frame.filter(pl.col("split") == split)
+            keys = {c: tags.get(c) for c in ("variant", "seed", *CELL_COLUMNS) if tags.get(c) is not None}
+            frame = frame.with_columns([pl.lit(v).alias(k) for k, v in keys.items()])
+            frames.append(frame)
+    if not frames:
+        return None
+    out = pl.concat(frames, how="diagonal_relaxed")
+    return normalise(out.with_columns(pl.col("loss").cast(pl.Float64), pl.col("window").cast(pl.Int64)))
+
+
+def mope_sigma_frame(tracking_uri: str, study: str) -> pl.DataFrame | None:
+    """Learned MOPE widths of every finished trial: columns ``variant, seed`` (+ cells),
+    ``key, sigma``, from the final values of each child run's metrics whose name starts
+    with ``mope/sigma`` (``mope/log_sigma...`` are exponentiated). ``None`` when absent."""
+    client = _client(tracking_uri)
+    parent = find_study_run(tracking_uri, study)
+    rows = []
+    for run in _trial_runs(client, parent):
+        tags = run.data.tags
+        if tags.get("status", FINISHED) != FINISHED:
+            continue
+        for key, value in run.data.metrics.items():
+            if key.startswith("mope/sigma") or key.startswith("mope/log_sigma"):
+                sigma = math.exp(value) if "log_sigma" in key else value
+                rows.append({"variant": tags.get("variant"), "seed": tags.get("seed"),
+                             **{c: tags.get(c) for c in CELL_COLUMNS}, "key": key, "sigma": sigma})
+    return normalise(pl.DataFrame(rows)) if rows else None
+
+
+def tracking_uri_or_default(tracking_uri: str | None) -> str:
+    """``tracking_uri``, else ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db``
+    (MLflow's own default: the file store is refused by MLflow 3)."""
+    return tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"

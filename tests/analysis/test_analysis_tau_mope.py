@@ -1,0 +1,127 @@
+"""tau's equivalence test against a hand computation, heterogeneity against scipy, the
+open fraction against 1 - Phi(tau), and the clustering of MOPE widths."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+from numpy.testing import assert_allclose
+from scipy import stats
+
+from harness.analysis import mope_scales, open_fraction_analysis, tau_heterogeneity, tau_stability, tost_pvalue
+from harness.errors import InputError
+
+
+def test_tost_equals_hand_computation() -> None:
+    x = np.array([0.31, 0.36, 0.34, 0.38, 0.33, 0.35, 0.37])
+    n, m, se = len(x), x.mean(), x.std(ddof=1) / math.sqrt(len(x))
+    p_low = stats.t.sf((m - 0.30) / se, n - 1)  # H0: mean <= 0.30
+    p_high = stats.t.cdf((m - 0.40) / se, n - 1)  # H0: mean >= 0.40
+    assert tost_pvalue(x, 0.30, 0.40) == pytest.approx(max(p_low, p_high), rel=1e-12)
+    df = pl.DataFrame({"seed": list(range(n)), "tau_mean": x})
+    res = tau_stability(df, reference=0.35, margin=0.05)
+    assert res.tost_pvalue == pytest.approx(max(p_low, p_high), rel=1e-12)
+    half = stats.t.ppf(0.975, n - 1) * se
+    assert_allclose(res.confidence_interval, [m - half, m + half], rtol=1e-12)
+    assert res.equivalent and res.verdict.startswith("equivalent to 0.35 ± 0.05 (TOST p=")
+
+
+def test_tau_far_from_reference_is_not_equivalent(make_study) -> None:
+    df = make_study(seeds=6, tau_mean=0.12, tau_sd=0.03)
+    res = tau_stability(df)
+    assert not res.equivalent and res.verdict.startswith("not equivalent")
+    assert res.tost_pvalue > 0.5 and res.pvalue < 1e-3
+    # seeds are the units: 6 seeds, 12 gated runs (ega and ega-mope)
+    assert res.n_seeds == 6 and res.n_runs == 12
+    expected = df.filter(pl.col("tau_mean").is_not_null()).group_by("seed").agg(pl.col("tau_mean").mean()).sort("seed")
+    assert_allclose(res.per_seed, expected["tau_mean"].to_numpy())
+
+
+def test_one_seed_gives_a_message_and_wide_margin_is_needed() -> None:
+    res = tau_stability(pl.DataFrame({"seed": [0], "tau_mean": [0.35]}))
+    assert res.confidence_interval is None and res.tost_pvalue is None and not res.equivalent
+    assert "needs at least 2 seeds" in res.message and res.verdict == "too few seeds"
+
+
+def test_unfinished_gated_runs_are_dropped(make_study) -> None:
+    df = make_study(seeds=4).with_columns(
+        pl.when((pl.col("variant") == "ega") & (pl.col("seed") == 0)).then(pl.lit("diverged"))
+        .otherwise(pl.col("status")).alias("status"))
+    res = tau_stability(df)
+    assert res.n_dropped == 1 and res.n_runs == 7
+
+
+def test_heterogeneity_matches_scipy_and_detects_dependence_on_init() -> None:
+    gen = np.random.default_rng(3)
+    rows = [{"seed": s, "tau_init": init, "variant": "ega", "tau_mean": 0.35 + 0.2 * init + gen.normal(0, 0.02)}
+            for init in (0.0, 0.5, 1.0) for s in range(5)]
+    df = pl.DataFrame(rows)
+    res = tau_heterogeneity(df, "tau_init")
+    groups = [df.filter(pl.col("tau_init") == i)["tau_mean"].to_numpy() for i in (0.0, 0.5, 1.0)]
+    assert res.levels == ("0.0", "0.5", "1.0")
+    assert res.anova_pvalue == pytest.approx(stats.f_oneway(*groups).pvalue)
+    assert res.kruskal_pvalue == pytest.approx(stats.kruskal(*groups).pvalue)
+    assert res.anova_pvalue < 1e-4 and res.verdict.startswith("differs across tau_init")
+    stab = tau_stability(df)
+    assert [h.factor for h in stab.heterogeneity] == ["tau_init"]
+
+
+def test_open_fraction_against_gaussian_tail_and_content_fraction(make_study) -> None:
+    df = make_study(seeds=8, rng=4)  # open fraction = 1 - Phi(tau) + zero-mean noise
+    res = open_fraction_analysis(df, content_fraction={"tinyshakespeare": 0.41})
+    tails = stats.norm.sf(df.filter(pl.col("tau_mean").is_not_null())["tau_mean"].to_numpy())
+    assert res.gaussian_tail == pytest.approx(tails.mean())
+    assert res.difference_interval.low < 0 < res.difference_interval.high
+    assert res.content_fraction == pytest.approx(0.41)
+    assert "consistent with the Gaussian tail" in res.verdict
+    # a gate that tracks content (open = 0.45 whatever tau) is told apart from the tail
+    content = df.with_columns(pl.when(pl.col("tau_mean").is_not_null()).then(0.45).alias("open_fraction"),
+                              pl.lit(0.45).alias("salient_fraction"))
+    res2 = tau_stability(content).open_fraction
+    assert res2.difference_interval.low > 0 and res2.ground_truth == pytest.approx(0.45)
+    assert "differs from the Gaussian tail" in res2.verdict
+
+
+def test_tau_bad_input() -> None:
+    with pytest.raises(InputError, match="tau_mean"):
+        tau_stability(pl.DataFrame({"seed": [0, 1], "val_loss": [1.0, 1.1]}))
+    with pytest.raises(InputError, match="no finished run has a learned tau"):
+        tau_stability(pl.DataFrame({"seed": [0, 1], "tau_mean": [None, None]}, schema={"seed": pl.Int64,
+                                                                                    "tau_mean": pl.Float64}))
+    with pytest.raises(InputError, match="empty"):
+        tau_stability(pl.DataFrame(schema={"tau_mean": pl.Float64}))
+    with pytest.raises(InputError, match="margin"):
+        tau_stability(pl.DataFrame({"tau_mean": [0.3, 0.4]}), margin=0.0)
+
+
+def test_mope_scales_finds_the_planted_clusters() -> None:
+    gen = np.random.default_rng(0)
+    true_centres = np.array([1.0, 5.0, 40.0, 120.0])
+    log_sigma = np.concatenate([gen.normal(np.log(c), 0.12, 40) for c in true_centres])
+    res = mope_scales(np.exp(log_sigma), rng=0,
+                      corpus_lengths={"character": 1, "word": 5.5, "clause": 35, "sentence": 110})
+    assert res.k == 4 and res.criterion == "bic"
+    assert_allclose(np.log(res.centres), np.log(true_centres), atol=0.1)
+    assert res.nearest_scale == ("character", "word", "clause", "sentence")
+    assert min(res.scores, key=res.scores.get) == 4
+    one = mope_scales(pl.DataFrame({"sigma": np.exp(gen.normal(2.0, 0.1, 60))}), rng=0)
+    assert one.k == 1
+    with pytest.raises(InputError, match="positive"):
+        mope_scales([1.0, -2.0])
+    with pytest.raises(InputError, match="empty"):
+        mope_scales([])
+
+
+def test_corpus_info_from_the_shared_corpora(shared_data_dir) -> None:
+    pytest.importorskip("harness.datasets")
+    from harness.analysis import corpus_info_for
+    from harness.datasets import corpus_stats_for
+
+    info = corpus_info_for(["tinyshakespeare", "no-such-corpus"], data_dir=str(shared_data_dir))
+    assert set(info) == {"tinyshakespeare"}  # an unreadable corpus is left out, not fatal
+    expected = corpus_stats_for("tinyshakespeare", split="val", data_dir=str(shared_data_dir), download=False)
+    assert info["tinyshakespeare"]["content_fraction"] == pytest.approx(expected.content_word_fraction)
+    assert info["tinyshakespeare"]["mean_word_length"] == pytest.approx(expected.mean_word_length)
