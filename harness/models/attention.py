@@ -1,0 +1,214 @@
+"""One causal self-attention that composes the three slots around ONE fused SDPA call.
+
+    x (B, T, d) --qkv--> q, k, v (B, H, T, hd)
+    log g = gate(x, k)                      key gate: per-key logit bias (B, H, T), or none
+    q, k  = position.rotate(q, k)           RoPE (identity otherwise)
+    k     = scoring(k)                      lagged keys (identity for dot)
+    y     = softmax(q.k^T scale + log g_j [+ ALiBi bias], causal) v     one SDPA call
+    y     = y * output_gate(x)              head-wise output gate (gated-output only)
+    out   = proj(y)
+
+The per-key bias is folded into the dot product (:func:`key_biased_attention`), so a gate
+never builds a T x T tensor and SDPA keeps its flash kernel. Inside the layer the fold
+avoids copies: q and v are projected straight into the folded width (weights padded with
+zero rows, q's constant column from the projection bias), only k is concatenated with
+its bias column, and the output projection reads the folded width (weight padded with
+zero columns), so a gated layer holds about the tensors of a plain one, (hd + 1) / hd
+times wider, plus the gate's O(B H T) statistics.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from harness.models.gates import KeyGate, OutputGate
+from harness.models.positional import PositionalEncoding
+
+FOLD_CONSTANT = 1.0
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+def fold_width(head_dim: int, device_type: str) -> int:
+    """Last dimension of the folded q, k, v: head_dim + 1, rounded up to a multiple of 8 on
+    CUDA (its fused kernels want multiples of 8). On CPU the flash kernel only needs q, k
+    and v to share their last dimension; rounding 33 up to 40 there cost about 20 % more
+    attention memory and time in our measurements (``harness bench attention``), so CPU uses
+    head_dim + 1."""
+    return _round_up(head_dim + 1, 8 if device_type == "cuda" else 1)
+
+
+def key_biased_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    key_bias: Tensor | None = None,
+    *,
+    attn_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    scale: float | None = None,
+) -> Tensor:
+    """Causal attention with an additive per-key logit bias, in one fused SDPA call.
+
+        out_i = sum_{j<=i} softmax_j(q_i.k_j scale + key_bias_j [+ attn_mask_ij]) v_j
+
+    q, k, v: (B, H, T, hd); key_bias: (B, H, T) (or broadcastable to it), e.g. log g_j;
+    attn_mask: optional additive (..., T, T) float mask that already contains causality
+    (ALiBi); without it SDPA runs with ``is_causal=True``.
+
+    The bias is folded into the dot product: with a constant c,
+
+        q'_i = [q_i, c, 0..0],  k'_j = [k_j, key_bias_j / (c scale), 0..0],  v'_j = [v_j, 0..0]
+
+    gives q'_i.k'_j scale = q_i.k_j scale + key_bias_j. q', k' and v' share one last
+    dimension (:func:`fold_width`): the fused kernels need equal last dimensions for q, k
+    and v (on CPU, SDPA otherwise silently takes its slow math path, which builds T x T
+    weights). Each is built by one ``cat`` in the (B, T, H, .) layout the projections
+    produce; v's padding is sliced off the output. Extra cost: one more column in the dot
+    products and O(B H T hd) copies; no T x T tensor. key_bias is cast to k's dtype (exact
+    in fp32; in bf16 it carries bf16's ~3 significant digits).
+    """
+    hd = q.size(-1)
+    scale = 1.0 / math.sqrt(hd) if scale is None else scale
+    is_causal = attn_mask is None
+    if key_bias is None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
+    width = fold_width(hd, q.device.type)
+    B, H, T, _ = q.shape
+    pad = width - hd - 1
+    bias = (key_bias / (FOLD_CONSTANT * scale)).to(k.dtype).expand(B, H, T).transpose(1, 2).unsqueeze(-1)  # (B, T, H, 1)
+    const = q.new_full((1, 1, 1, 1), FOLD_CONSTANT).expand(B, T, H, 1)
+    zeros = q.new_zeros((1, 1, 1, pad + 1)).expand(B, T, H, pad + 1)
+    # cat in (B, T, H, .) layout (a free view of the qkv projection), then back to (B, H, T, width).
+    q2 = torch.cat([q.transpose(1, 2), const, zeros[..., :pad]], dim=-1).transpose(1, 2)  # (B, H, T, width)
+    k2 = torch.cat([k.transpose(1, 2), bias, zeros[..., :pad]], dim=-1).transpose(1, 2)  # (B, H, T, width)
+    v2 = torch.cat([v.transpose(1, 2), zeros], dim=-1).transpose(1, 2)  # (B, H, T, width)
+    y = F.scaled_dot_product_attention(q2, k2, v2, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
+    return y[..., :hd]
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention with a key-gate, scoring and output-gate slot.
+
+    The position component is passed to :meth:`forward` (it is owned by the model and
+    shared by every layer), together with its precomputed attention bias (ALiBi) if any.
+    Without a key gate this is standard attention (qkv projection, one SDPA call at the
+    head dimension, output projection); with one, the folded path of :meth:`_gated`.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_head: int,
+        *,
+        gate: KeyGate | None,
+        scoring: nn.Module,
+        output_gate: OutputGate | None = None,
+        dropout: float = 0.0,
+        attention_dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.n_head = n_head
+        self.head_dim = d_model // n_head
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.gate = gate
+        self.scoring = scoring
+        self.output_gate = output_gate
+        self.attention_dropout = attention_dropout
+        self.resid_dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, position: PositionalEncoding, attn_bias: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """x: (B, T, d) normalised layer input -> (output (B, T, d), log g (B, H, T) or None)."""
+        if self.gate is None:
+            return self._plain(x, position, attn_bias), None
+        return self._gated(x, position, attn_bias)
+
+    def _finish(self, y: Tensor, x: Tensor, proj_weight: Tensor) -> Tensor:
+        """Output gate, merge heads and project: y (B, H, T, w) -> (B, T, d)."""
+        if self.output_gate is not None:
+            y = y * self.output_gate(x)
+        B, H, T, w = y.shape
+        y = y.transpose(1, 2).reshape(B, T, H * w)  # (B, T, H w); free when SDPA's output is (B, T, H, w)-major
+        return self.resid_dropout(F.linear(y, proj_weight, self.proj.bias))
+
+    def _plain(self, x: Tensor, position: PositionalEncoding, attn_bias: Tensor | None) -> Tensor:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q = q.view(B, T, self.n_head, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
+        k = k.view(B, T, self.n_head, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
+        v = v.view(B, T, self.n_head, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
+        q, k = position.rotate(q, k)
+        k = self.scoring(k)
+        dropout_p = self.attention_dropout if self.training else 0.0
+        y = key_biased_attention(q, k, v, attn_mask=attn_bias, dropout_p=dropout_p)  # (B, H, T, hd)
+        return self._finish(y, x, self.proj.weight)
+
+    def _gated(self, x: Tensor, position: PositionalEncoding, attn_bias: Tensor | None) -> tuple[Tensor, Tensor]:
+        """The folded form of :func:`key_biased_attention` with as few copies as possible.
+
+        q and v are projected straight into the folded width (projection weights padded
+        with zero rows; q's extra column gets the constant c through the projection bias),
+        so they need no copy; k is projected plainly and folded with one ``cat`` (its extra
+        column depends on x through the gate); q too when RoPE rotates it. Everything is
+        kept in the (B, T, H, .) layout of the projections, so that SDPA's output is too
+        and merging the heads for the output projection is free. Nothing is modified in place.
+        """
+        B, T, C = x.shape
+        H, hd = self.n_head, self.head_dim
+        width = fold_width(hd, x.device.type)
+        scale = 1.0 / math.sqrt(hd)
+        fold_q = not position.transforms_qk
+        w = self.qkv.weight.view(3, H, hd, C)
+        b = self.qkv.bias.view(3, H, hd)
+
+        def project(i: int, padded: bool, constant: float = 0.0) -> Tensor:
+            """Projection i (0 = q, 1 = k, 2 = v) -> (B, H, T, width if padded else hd), a (B, T, H, .) view."""
+            wi, bi = w[i], b[i]  # (H, hd, C), (H, hd)
+            if padded:
+                wi = F.pad(wi, (0, 0, 0, width - hd))  # (H, width, C): zero rows for columns hd..
+                bi = F.pad(bi, (0, width - hd))  # (H, width)
+                if constant:
+                    bi = bi + _constant_column(bi, hd, constant)  # column hd = 0 . x + c
+            return F.linear(x, wi.reshape(-1, C), bi.reshape(-1)).view(B, T, H, -1).transpose(1, 2)
+
+        q_full = project(0, padded=fold_q, constant=FOLD_CONSTANT)
+        k = project(1, padded=False)
+        v2 = project(2, padded=True)
+        q = q_full[..., :hd]
+
+        log_g = self.gate(x, k)  # (B, H, T)
+        q, k = position.rotate(q, k)
+        k = self.scoring(k)
+        key_bias = (log_g / (FOLD_CONSTANT * scale)).to(k.dtype)  # (B, H, T)
+        k2 = _fold_column(k, key_bias, width)  # [k, log g / (c scale), 0..]
+        q2 = q_full if fold_q else _fold_column(q, torch.full_like(key_bias, FOLD_CONSTANT), width)  # [q, c, 0..]
+
+        dropout_p = self.attention_dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q2, k2, v2, attn_mask=attn_bias, dropout_p=dropout_p,
+                                           is_causal=attn_bias is None, scale=scale)  # (B, H, T, width)
+        # Output projection over the folded width: zero weight columns for v's padding.
+        proj_weight = F.pad(self.proj.weight.view(C, H, hd), (0, width - hd)).view(C, H * width)
+        return self._finish(y, x, proj_weight), log_g
+
+
+def _constant_column(like: Tensor, column: int, value: float) -> Tensor:
+    """Zeros shaped like ``like`` (H, width) with ``value`` in ``column``."""
+    const = torch.zeros_like(like)
+    const[:, column] = value
+    return const
+
+
+def _fold_column(t: Tensor, column: Tensor, width: int) -> Tensor:
+    """[t, column, 0..] along the last dim: (B, H, T, hd), (B, H, T) -> (B, H, T, width),
+    concatenated in the (B, T, H, .) layout (SDPA's output then has it too)."""
+    B, H, T, hd = t.shape
+    zeros = t.new_zeros((1, 1, 1, width - hd - 1)).expand(B, T, H, width - hd - 1)
+    parts = [t.transpose(1, 2), column.transpose(1, 2).unsqueeze(-1).to(t.dtype), zeros]
+    return torch.cat(parts, dim=-1).transpose(1, 2)  # (B, H, T, width)

@@ -1,0 +1,331 @@
+"""Key gates: the *gate* slot of the attention (Energy-Gated Attention and its ablations).
+
+Every key gate computes, per head h and key position j, a causal scalar signal s_j
+(an "energy"), normalises it causally and turns it into a gate in (0, 1):
+
+    s~_j = (s_j - mean_{i<=j} s_i) / sqrt(var_{i<=j} s_i + eps)      (prefix statistics)
+    g_j  = sigmoid(alpha_h (s~_j - tau_h))                           (tau, alpha learned per head)
+
+The attention weights of key j are multiplied by g_j and renormalised, which is exactly a
+per-key additive logit bias:
+
+    a_ij = w_ij g_j / sum_j' w_ij' g_j' = softmax_j(q_i.k_j scale + log g_j)
+
+so a gate returns ``log g`` (``logsigmoid``, stable for closed gates), shape (B, H, T), and
+the attention folds it into one fused SDPA call (see :mod:`harness.models.attention`).
+Every signal uses positions <= j only; all gates are O(T) work per head.
+
+Families (``GATES`` below): ``ega`` / ``ega-2`` / ``ega-4`` (:class:`EnergyGate`),
+``db2`` / ``db4`` / ``morlet-fixed`` / ``morlet-param`` (:class:`WaveletEnergyGate`),
+``flux`` (:class:`FluxGate`), ``phase`` (:class:`PhaseCoherenceGate`); plus the output
+gate of the prior-art comparator (:class:`OutputGate`), which is not a key gate.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from harness.errors import InputError
+
+DEFAULT_TAU_INIT = 0.0
+DEFAULT_ALPHA_INIT = 1.0
+ZNORM_EPS = 1e-5
+
+
+def causal_znorm(s: Tensor, eps: float = ZNORM_EPS) -> Tensor:
+    """Causal z-normalisation along the last axis, in fp32, O(T) via cumulative sums.
+
+        s~_j = (s_j - m_j) / sqrt(v_j + eps),  m_j = mean(s_0..s_j),  v_j = mean(s_0^2..s_j^2) - m_j^2
+
+    The signal is shifted by its first value before the sums (mean and variance do not
+    change; the shift avoids cancellation in the variance when |mean| >> std). The first
+    position has v_0 = 0 and s~_0 = 0.
+    """
+    s = s.float()
+    d = s - s[..., :1].detach()
+    n = torch.arange(1, s.size(-1) + 1, device=s.device, dtype=torch.float32)
+    mean = torch.cumsum(d, dim=-1) / n
+    var = (torch.cumsum(d * d, dim=-1) / n - mean * mean).clamp_min(0.0)
+    return (d - mean) * torch.rsqrt(var + eps)
+
+
+def causal_moving_average(p: Tensor, window: int) -> Tensor:
+    """Mean of p over the last ``window`` positions <= j along dim -2 (fewer at the start).
+
+    A sum of ``window`` shifted copies (O(T window), exact; the windows here are <= 8),
+    rather than a difference of cumulative sums, which loses precision at long T.
+    """
+    if window == 1:
+        return p
+    T = p.size(-2)
+    total = p
+    for lag in range(1, min(window, T)):
+        total = total + F.pad(p[..., : T - lag, :], (0, 0, lag, 0))  # p_{j-lag}, zero before the start
+    count = torch.arange(1, T + 1, device=p.device, dtype=p.dtype).clamp_max(window)
+    return total / count[:, None]
+
+
+class KeyGate(nn.Module):
+    """Base class: ``log g = logsigmoid(alpha (causal_znorm(signal) - tau))``, (B, H, T).
+
+    Subclasses implement :meth:`signal` -> (B, H, T) or (B, 1, T) (shared by the heads).
+    tau and alpha are per-head parameters (2 H per layer).
+    """
+
+    name: ClassVar[str] = ""
+    # Recompute the signal in the backward pass instead of keeping its intermediates
+    # (gates whose signal has (B, d, T)- or (B, H, T, hd)-sized intermediates).
+    recompute_signal: ClassVar[bool] = False
+
+    def __init__(self, n_head: int, *, tau_init: float = DEFAULT_TAU_INIT, alpha_init: float = DEFAULT_ALPHA_INIT) -> None:
+        super().__init__()
+        self.n_head = n_head
+        self.tau = nn.Parameter(torch.full((n_head,), float(tau_init)))
+        self.alpha = nn.Parameter(torch.full((n_head,), float(alpha_init)))
+
+    def signal(self, x: Tensor, k: Tensor | None) -> Tensor:
+        """Causal per-key signal from the layer's normalised input x (B, T, d) and keys k (B, H, T, hd)
+        (k may be None for gates that do not read the keys)."""
+        raise NotImplementedError
+
+    def forward(self, x: Tensor, k: Tensor | None) -> Tensor:
+        """log g (B, H, T) in fp32, also under autocast (the gate is cheap; its statistics need the precision)."""
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            x, k = x.float(), (k.float() if k is not None else None)
+            if self.recompute_signal and torch.is_grad_enabled():
+                s = checkpoint(self.signal, x, k, use_reentrant=False)
+            else:
+                s = self.signal(x, k)
+            z = causal_znorm(s)  # (B, H or 1, T)
+            return F.logsigmoid(self.alpha[:, None] * (z - self.tau[:, None]))  # (B, H, T)
+
+
+class EnergyGate(KeyGate):
+    """EGA: energy from K learned linear projections of the layer input (EGA-1, -2, -4).
+
+        e_j = b + sum_{k<K} w_k . xbar^(k)_j,   xbar^(k)_j = mean(x_{j-2^k+1} .. x_j)
+
+    per head: K = 1 is EGA-1 (e_j = w.x_j + b, the paper's main method); K = 2, 4 average
+    the input causally over windows 1, 2 (, 4, 8) before projecting ("projection scales"),
+    the simplest causal reading of the paper's multi-scale variants. Since a projection is
+    linear, w_k.xbar^(k) is computed as the moving average of w_k.x (O(T) per head).
+    x_j is the layer's normalised input at key j. (b cancels under the z-normalisation;
+    it is kept for the paper's parameter count.) H (K d + 1) + 2 H parameters per layer.
+    """
+
+    name = "ega"
+
+    def __init__(self, d_model: int, n_head: int, *, projections: int = 1, **gate_init: float) -> None:
+        super().__init__(n_head, **gate_init)
+        self.projections = projections
+        self.weight = nn.Parameter(torch.empty(projections * n_head, d_model))
+        self.bias = nn.Parameter(torch.zeros(n_head))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def energy(self, x: Tensor) -> Tensor:
+        B, T, _ = x.shape
+        p = F.linear(x.float(), self.weight.float()).view(B, T, self.projections, self.n_head)  # (B, T, K, H)
+        e = sum(causal_moving_average(p[:, :, i, :], 2**i) for i in range(self.projections))  # (B, T, H)
+        return (e + self.bias).transpose(1, 2)  # (B, H, T)
+
+    def signal(self, x: Tensor, k: Tensor) -> Tensor:
+        return self.energy(x)
+
+
+class FluxGate(EnergyGate):
+    """Spectral-flux gate: the EGA-1 energy's rate of change drives the gate.
+
+        s_j = |e_j - e_{j-1}|,  e_j = w.x_j + b  (s_0 = 0)
+
+    The paper's "spectral flux" ablation read as the absolute first difference of the
+    per-head energy along time (causal: j and j-1). H (d + 1) + 2 H parameters per layer.
+    """
+
+    name = "flux"
+
+    def __init__(self, d_model: int, n_head: int, **gate_init: float) -> None:
+        super().__init__(d_model, n_head, projections=1, **gate_init)
+
+    def signal(self, x: Tensor, k: Tensor) -> Tensor:
+        e = self.energy(x)  # (B, H, T)
+        previous = torch.cat([e[..., :1], e[..., :-1]], dim=-1)  # e_{j-1}, with e_{-1} = e_0
+        return torch.abs(e - previous)
+
+
+class PhaseCoherenceGate(KeyGate):
+    """Phase-coherence gate: how well key j keeps the phase of key j-1.
+
+        z_j = k_j[0::2] + i k_j[1::2]   (head dims read as hd/2 complex numbers)
+        s_j = mean_i Re(z_{j,i} conj(z_{j-1,i})) / (|z_{j,i}| |z_{j-1,i}| + eps)
+            = mean_i cos(phase difference of pair i)
+
+    with z_{-1} = z_0 (s_0 = 1). Reads the keys after projection, before RoPE or lagging.
+    The simplest causal reading of the paper's "phase coherence information"; only tau and
+    alpha are learned (2 H parameters per layer). O(T hd) per head; the intermediates are
+    recomputed in the backward pass rather than kept.
+    """
+
+    name = "phase"
+    recompute_signal = True
+
+    def __init__(self, n_head: int, *, eps: float = 1e-6, **gate_init: float) -> None:
+        super().__init__(n_head, **gate_init)
+        self.eps = eps
+
+    def signal(self, x: Tensor, k: Tensor) -> Tensor:
+        k = k.float()
+        prev = torch.cat([k[..., :1, :], k[..., :-1, :]], dim=-2)  # k_{j-1}, (B, H, T, hd)
+        kr, ki, pr, pi = k[..., 0::2], k[..., 1::2], prev[..., 0::2], prev[..., 1::2]
+        real = kr * pr + ki * pi  # Re(z conj(z_prev)), (B, H, T, hd/2)
+        magnitude = torch.sqrt((kr * kr + ki * ki) * (pr * pr + pi * pi) + self.eps**2)
+        return (real / magnitude).mean(dim=-1)  # (B, H, T)
+
+
+def daubechies_lowpass(name: str) -> Tensor:
+    """Scaling (low-pass) filter of Daubechies db2 (4 taps) or db4 (8 taps), reconstruction
+    order h_0..h_{M-1} (sum = sqrt 2, unit norm)."""
+    if name == "db2":
+        r3, norm = math.sqrt(3.0), 4.0 * math.sqrt(2.0)
+        taps = [(1 + r3) / norm, (3 + r3) / norm, (3 - r3) / norm, (1 - r3) / norm]
+    elif name == "db4":
+        taps = [
+            0.23037781330885523, 0.7148465705525415, 0.6308807679295904, -0.02798376941698385,
+            -0.18703481171888114, 0.030841381835986965, 0.032883011666982945, -0.010597401784997278,
+        ]
+    else:
+        raise InputError(f"unknown Daubechies filter {name!r}; known: db2, db4")
+    return torch.tensor(taps, dtype=torch.float64)
+
+
+def daubechies_highpass(name: str) -> Tensor:
+    """Wavelet (high-pass) filter g_k = (-1)^k h_{M-1-k} (quadrature mirror of the scaling filter)."""
+    h = daubechies_lowpass(name)
+    signs = torch.tensor([(-1.0) ** k for k in range(len(h))], dtype=torch.float64)
+    return signs * h.flip(0)
+
+
+MORLET_TAPS = 16
+MORLET_OMEGA_INIT = math.pi / 3  # period 6 characters: about one English word and its space
+MORLET_SIGMA_INIT = 2.0
+
+
+def morlet_filter(omega: Tensor, sigma: Tensor, taps: int = MORLET_TAPS) -> tuple[Tensor, Tensor]:
+    """Real and imaginary parts of an admissible (zero-mean) Morlet filter over ``taps`` lags,
+    centred on the middle of the window c = (taps-1)/2:
+
+        psi_m = env_m (exp(i omega (m - c)) - kappa),  env_m = exp(-(m - c)^2 / (2 sigma^2)),
+        kappa = sum_m env_m exp(i omega (m - c)) / sum_m env_m   (so that sum_m psi_m = 0)
+    """
+    t = torch.arange(taps, dtype=torch.float32, device=omega.device) - (taps - 1) / 2
+    env = torch.exp(-(t**2) / (2 * sigma**2))
+    cos, sin = torch.cos(omega * t), torch.sin(omega * t)
+    kappa_re, kappa_im = (env * cos).sum() / env.sum(), (env * sin).sum() / env.sum()
+    return env * (cos - kappa_re), env * (sin - kappa_im)
+
+
+class WaveletEnergyGate(KeyGate):
+    """Wavelet-energy gate (EGA-DB2, EGA-DB4, EGA-M-F, EGA-M-P).
+
+        r_{j,c} = sum_{m<M} psi_m x_{j-(M-1)+m, c}      (causal FIR along time, channel c)
+        s_j     = mean_c |r_{j,c}|^2                    (mean squared response)
+
+    x is the layer's normalised input (zero before the start). psi is the Daubechies
+    wavelet (high-pass) filter ``db2`` (M = 4) or ``db4`` (M = 8), real; or a complex
+    Morlet filter (M = 16 taps, :func:`morlet_filter`, |r|^2 = Re^2 + Im^2) with omega =
+    pi/3, sigma = 2 fixed (``morlet-fixed``) or learned per layer (``morlet-param``; sigma =
+    exp(log_sigma), truncated to the 16-tap window). The energy is shared by the heads
+    (the paper: "mean squared response"); each head has its own tau and alpha, so these
+    gates cost 2 H parameters per layer (+2 for morlet-param). O(T d M) per layer; the
+    (B, d, T) responses are recomputed in the backward pass rather than kept.
+    """
+
+    name = "wavelet"
+    recompute_signal = True
+
+    def __init__(self, d_model: int, n_head: int, *, kind: str, **gate_init: float) -> None:
+        super().__init__(n_head, **gate_init)
+        self.kind = kind
+        self.d_model = d_model
+        if kind in ("db2", "db4"):
+            self.register_buffer("filter", daubechies_highpass(kind).float(), persistent=False)
+        elif kind == "morlet-fixed":
+            re, im = morlet_filter(torch.tensor(MORLET_OMEGA_INIT), torch.tensor(MORLET_SIGMA_INIT))
+            self.register_buffer("filter", torch.stack([re, im]), persistent=False)  # (2, M)
+        elif kind == "morlet-param":
+            self.omega = nn.Parameter(torch.tensor(MORLET_OMEGA_INIT))
+            self.log_sigma = nn.Parameter(torch.tensor(math.log(MORLET_SIGMA_INIT)))
+        else:
+            raise InputError(f"unknown wavelet gate {kind!r}; known: db2, db4, morlet-fixed, morlet-param")
+
+    def _filters(self) -> Tensor:
+        if self.kind == "morlet-param":
+            return torch.stack(morlet_filter(self.omega, torch.exp(self.log_sigma)))  # (2, M)
+        return self.filter.view(-1, self.filter.size(-1))  # (1 or 2, M)
+
+    def signal(self, x: Tensor, k: Tensor) -> Tensor:
+        psi = self._filters().float()  # (n_out, M): n_out = 1 (real) or 2 (Re, Im)
+        n_out, taps = psi.shape
+        xt = F.pad(x.float().transpose(1, 2), (taps - 1, 0))  # (B, d, T + M - 1), zeros before the start
+        # conv1d cross-correlates: out[j] = sum_m w[m] xt[j + m] = sum_m w[m] x[j - (M-1) + m].
+        weight = psi.repeat(self.d_model, 1).unsqueeze(1)  # (d * n_out, 1, M)
+        r = F.conv1d(xt, weight, groups=self.d_model)  # (B, d * n_out, T)
+        return r.pow(2).mean(dim=1, keepdim=True) * n_out  # (B, 1, T): mean_c |r_c|^2
+
+    def wavelet_parameters(self) -> dict[str, Tensor]:
+        if self.kind != "morlet-param":
+            return {}
+        return {"omega": self.omega.detach(), "sigma": torch.exp(self.log_sigma.detach())}
+
+
+class OutputGate(nn.Module):
+    """Head-wise sigmoid gate on the attention output (Qiu et al. 2025, "Gated Attention for LLMs").
+
+        y_{i,h} <- y_{i,h} sigmoid(w_h . x_i + b_h)
+
+    for query position i (causal: x_i only), applied to each head's SDPA output before the
+    output projection. Not a key gate (it does not change the attention weights). H (d + 1)
+    parameters per layer; b = 0 at initialisation (gates start at about 1/2).
+    """
+
+    def __init__(self, d_model: int, n_head: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(d_model, n_head)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.sigmoid(self.proj(x)).transpose(1, 2).unsqueeze(-1)  # (B, H, T, 1)
+
+
+GATES: dict[str, str] = {
+    "ega": "EnergyGate(projections=1): EGA-1, e_j = w.x_j + b",
+    "ega-2": "EnergyGate(projections=2): windows 1, 2",
+    "ega-4": "EnergyGate(projections=4): windows 1, 2, 4, 8",
+    "db2": "WaveletEnergyGate(db2)",
+    "db4": "WaveletEnergyGate(db4)",
+    "morlet-fixed": "WaveletEnergyGate(morlet-fixed)",
+    "morlet-param": "WaveletEnergyGate(morlet-param)",
+    "flux": "FluxGate: |e_j - e_{j-1}|",
+    "phase": "PhaseCoherenceGate",
+}
+
+
+def build_gate(name: str, *, d_model: int, n_head: int, tau_init: float = DEFAULT_TAU_INIT,
+               alpha_init: float = DEFAULT_ALPHA_INIT) -> KeyGate | None:
+    """Instantiate the key gate ``name`` ("none" -> None)."""
+    init = {"tau_init": tau_init, "alpha_init": alpha_init}
+    if name == "none":
+        return None
+    if name in ("ega", "ega-2", "ega-4"):
+        return EnergyGate(d_model, n_head, projections={"ega": 1, "ega-2": 2, "ega-4": 4}[name], **init)
+    if name in ("db2", "db4", "morlet-fixed", "morlet-param"):
+        return WaveletEnergyGate(d_model, n_head, kind=name, **init)
+    if name == "flux":
+        return FluxGate(d_model, n_head, **init)
+    if name == "phase":
+        return PhaseCoherenceGate(n_head, **init)
+    raise InputError(f"unknown gate {name!r}; known gates: none, {', '.join(GATES)}")

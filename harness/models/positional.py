@@ -1,0 +1,273 @@
+"""Positional encodings: the *position* slot of the attention.
+
+Every encoding implements the hooks it needs of one small interface, so that a single
+attention module serves them all:
+
+- ``embedding(T)`` -> ``(T, d)`` added to the token embeddings (sinusoidal, learned, MOPE);
+- ``rotate(q, k)`` -> rotated ``q, k`` inside every attention layer (RoPE);
+- ``attention_bias(T)`` -> ``(H, T, T)`` additive float mask, causality included (ALiBi,
+  the only T x T tensor in the zoo; it never requires grad).
+
+Positions are ``b = 0, 1, ..., T-1`` within the window. Costs: O(T d) per forward for the
+additive encodings and RoPE, O(H T^2) memory for ALiBi.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from harness.errors import InputError
+
+
+def sinusoidal_frequencies(n_pairs: int, *, base: float = 10000.0) -> Tensor:
+    """omega_i = base^(-2i/d) for i = 0..n_pairs-1 (d = 2 n_pairs): Vaswani et al.'s frequencies."""
+    return base ** (-torch.arange(n_pairs, dtype=torch.float32) * 2.0 / (2 * n_pairs))
+
+
+def _interleave(even: Tensor, odd: Tensor) -> Tensor:
+    """(..., n) and (..., n) -> (..., 2n) with ``even`` at 2i and ``odd`` at 2i+1."""
+    return torch.stack((even, odd), dim=-1).flatten(-2)
+
+
+def _check_even(kind: str, width: int, what: str) -> None:
+    if width % 2:
+        raise InputError(f"{kind} positional encoding needs an even {what} (pairs of dimensions), got {width}")
+
+
+class PositionalEncoding(nn.Module):
+    """Base class: every hook is a no-op (this is also NoPE, ``position="none"``)."""
+
+    name: ClassVar[str] = "none"
+    transforms_qk: ClassVar[bool] = False  # True when rotate() is not the identity
+
+    def embedding(self, T: int, device: torch.device) -> Tensor | None:
+        """Additive encoding ``(T, d)`` for positions 0..T-1, or None."""
+        return None
+
+    def rotate(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        """Position-dependent transform of queries and keys ``(B, H, T, hd)``."""
+        return q, k
+
+    def attention_bias(self, T: int, device: torch.device, dtype: torch.dtype) -> Tensor | None:
+        """Additive attention mask ``(H, T, T)`` including causality, or None (plain causal)."""
+        return None
+
+
+class NoPositionalEncoding(PositionalEncoding):
+    """NoPE: no positional information beyond the causal mask (Kazemnejad et al. 2023)."""
+
+    name = "none"
+
+
+class SinusoidalPositionalEncoding(PositionalEncoding):
+    """Fixed sinusoidal encoding, the papers' baseline, added to the token embeddings.
+
+        PE(b, 2i)   = cos(omega_i b)
+        PE(b, 2i+1) = sin(omega_i b),     omega_i = 10000^(-2i/d)
+
+    Note the pair convention (cos at 2i, sin at 2i+1): it is MOPE's, so that MOPE with
+    sigma -> infinity and these frequencies is exactly this encoding. No parameters.
+    """
+
+    name = "sinusoidal"
+
+    def __init__(self, d_model: int) -> None:
+        super().__init__()
+        _check_even("sinusoidal", d_model, "width d_model")
+        self.register_buffer("omega", sinusoidal_frequencies(d_model // 2), persistent=False)
+
+    def embedding(self, T: int, device: torch.device) -> Tensor:
+        b = torch.arange(T, device=device, dtype=torch.float32)
+        phase = b[:, None] * self.omega[None, :]  # (T, d/2)
+        return _interleave(torch.cos(phase), torch.sin(phase))  # (T, d)
+
+
+class LearnedPositionalEncoding(PositionalEncoding):
+    """Learned absolute position table P (block_size x d), PE(b) = sqrt(d) P[b] (GPT-2).
+
+    Scaled and initialised (P ~ N(0, 1/d)) exactly like the model's token embedding, so
+    positions and tokens start at the same scale and learn at the same rate.
+    block_size * d parameters.
+    """
+
+    name = "learned"
+
+    def __init__(self, d_model: int, block_size: int) -> None:
+        super().__init__()
+        self.scale = math.sqrt(d_model)
+        self.table = nn.Embedding(block_size, d_model)
+        nn.init.normal_(self.table.weight, std=1.0 / self.scale)
+
+    def embedding(self, T: int, device: torch.device) -> Tensor:
+        return self.table.weight[:T] * self.scale
+
+
+class RotaryPositionalEncoding(PositionalEncoding):
+    """RoPE (Su et al. 2021): rotate each pair (2i, 2i+1) of q and k by angle theta_i b.
+
+        q'(b)_{2i}   = q_{2i} cos(theta_i b) - q_{2i+1} sin(theta_i b)
+        q'(b)_{2i+1} = q_{2i} sin(theta_i b) + q_{2i+1} cos(theta_i b),   theta_i = 10000^(-2i/hd)
+
+    (same for k), so q'(i).k'(j) depends on i - j only. O(T hd) per layer, no parameters.
+    """
+
+    name = "rope"
+    transforms_qk = True
+
+    def __init__(self, head_dim: int, base: float = 10000.0) -> None:
+        super().__init__()
+        _check_even("rotary", head_dim, "head dimension d_model / n_head")
+        self.register_buffer("theta", sinusoidal_frequencies(head_dim // 2, base=base), persistent=False)
+
+    def rotate(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        T = q.size(-2)
+        angle = torch.arange(T, device=q.device, dtype=torch.float32)[:, None] * self.theta[None, :]  # (T, hd/2)
+        cos, sin = torch.cos(angle).to(q.dtype), torch.sin(angle).to(q.dtype)
+        return self._apply(q, cos, sin), self._apply(k, cos, sin)
+
+    @staticmethod
+    def _apply(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        even, odd = x[..., 0::2], x[..., 1::2]  # (B, H, T, hd/2) each
+        return _interleave(even * cos - odd * sin, even * sin + odd * cos)
+
+
+def alibi_slopes(n_head: int) -> Tensor:
+    """Head slopes m_h of ALiBi (Press et al. 2022): the geometric sequence 2^(-8h/H) for a
+    power-of-two H, and the paper's interleaving of the next power's slopes otherwise."""
+
+    def power_of_two(n: int) -> list[float]:
+        start = 2.0 ** (-(2.0 ** -(math.log2(n) - 3)))
+        return [start * start**i for i in range(n)]
+
+    if math.log2(n_head).is_integer():
+        slopes = power_of_two(n_head)
+    else:
+        closest = 2 ** math.floor(math.log2(n_head))
+        slopes = power_of_two(closest) + alibi_slopes(2 * closest).tolist()[0::2][: n_head - closest]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+class ALiBiPositionalEncoding(PositionalEncoding):
+    """ALiBi (Press et al. 2022): a linear distance penalty added to the attention logits.
+
+        bias(h, i, j) = -m_h (i - j)  for j <= i,   -inf for j > i
+
+    The only component that needs a T x T tensor (H T^2 floats, shared by all layers and
+    the batch, no grad); it sends SDPA to its masked path.
+    """
+
+    name = "alibi"
+
+    def __init__(self, n_head: int) -> None:
+        super().__init__()
+        self.register_buffer("slopes", alibi_slopes(n_head), persistent=False)
+
+    def attention_bias(self, T: int, device: torch.device, dtype: torch.dtype) -> Tensor:
+        pos = torch.arange(T, device=device)
+        distance = (pos[:, None] - pos[None, :]).to(torch.float32)  # (T, T): i - j
+        bias = -self.slopes[:, None, None] * distance  # (H, T, T)
+        bias = bias.masked_fill(distance < 0, float("-inf"))
+        return bias.to(dtype)
+
+
+# Linguistic scales (characters) for MOPE's "scales" initialisation, one group of pairs each.
+LINGUISTIC_SCALES: dict[str, float] = {"character": 3.0, "word": 6.0, "clause": 30.0, "sentence": 100.0}
+
+
+class MorletPositionalEncoding(PositionalEncoding):
+    """MOPE: learned Morlet (Gaussian-windowed sinusoid) encoding, added to the token embeddings.
+
+        MOPE(b, 2i)   = cos(omega_i b) exp(-b^2 / (2 sigma_i^2))
+        MOPE(b, 2i+1) = sin(omega_i b) exp(-b^2 / (2 sigma_i^2))
+
+    for position b = 0..T-1 and pair i = 0..d/2-1; omega_i and sigma_i are learned
+    (sigma_i = exp(log_sigma_i) stays positive). With sigma_i -> infinity and
+    omega_i = 10000^(-2i/d) this is :class:`SinusoidalPositionalEncoding`. d parameters.
+
+    Reading of the formula: b is the absolute position within the window, as written in the
+    paper (its lag kernel exp(-tau^2/(4 sigma^2)) cos(omega tau) follows from exactly this),
+    so a pair fades out for positions beyond a few sigma_i.
+
+    Initialisation (``init``):
+
+    - ``"random"``: omega_i log-uniform on [1e-4, 1] rad/char (the sinusoidal range) and
+      sigma_i log-uniform on [1, 1e4] chars, independently: a wide range of scales;
+    - ``"scales"``: the pairs are split into four equal groups at the linguistic scales s of
+      :data:`LINGUISTIC_SCALES` (character 3, word 6, clause 30, sentence 100 characters),
+      with sigma_i = s and omega_i = 2 pi / s (one period per scale, omega sigma = 2 pi, close
+      to the usual Morlet omega_0 ~ 6); within a group s spreads geometrically over
+      [s / sqrt 2, s sqrt 2] so that no two pairs start identical.
+    """
+
+    name = "mope"
+
+    def __init__(self, d_model: int, init: str = "random") -> None:
+        super().__init__()
+        _check_even("Morlet (MOPE)", d_model, "width d_model")
+        if init not in ("random", "scales"):
+            raise InputError(f"unknown MOPE initialisation {init!r}; known: random, scales")
+        self.init = init
+        n_pairs = d_model // 2
+        self.omega = nn.Parameter(torch.empty(n_pairs))
+        self.log_sigma = nn.Parameter(torch.empty(n_pairs))
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        n = self.omega.numel()
+        if self.init == "random":
+            u_omega, u_sigma = torch.rand(n), torch.rand(n)
+            self.omega.copy_(torch.exp(math.log(1e-4) * (1.0 - u_omega)))  # log-uniform [1e-4, 1]
+            self.log_sigma.copy_(math.log(1e4) * u_sigma)  # log-uniform [1, 1e4]
+        else:
+            scale = torch.empty(n)
+            groups = torch.tensor_split(torch.arange(n), len(LINGUISTIC_SCALES))
+            for index, s in zip(groups, LINGUISTIC_SCALES.values()):
+                if len(index):
+                    scale[index] = torch.logspace(math.log10(s / math.sqrt(2)), math.log10(s * math.sqrt(2)), len(index))
+            self.omega.copy_(2 * math.pi / scale)
+            self.log_sigma.copy_(torch.log(scale))
+
+    @property
+    def sigma(self) -> Tensor:
+        return torch.exp(self.log_sigma)
+
+    def embedding(self, T: int, device: torch.device) -> Tensor:
+        b = torch.arange(T, device=device, dtype=torch.float32)[:, None]  # (T, 1)
+        phase = b * self.omega[None, :]  # (T, d/2)
+        envelope = torch.exp(-(b**2) / (2 * self.sigma[None, :] ** 2))  # (T, d/2)
+        return _interleave(torch.cos(phase) * envelope, torch.sin(phase) * envelope)  # (T, d)
+
+
+POSITION_ENCODINGS: dict[str, type[PositionalEncoding]] = {
+    cls.name: cls
+    for cls in (
+        SinusoidalPositionalEncoding,
+        LearnedPositionalEncoding,
+        RotaryPositionalEncoding,
+        ALiBiPositionalEncoding,
+        MorletPositionalEncoding,
+        NoPositionalEncoding,
+    )
+}
+
+
+def build_position(name: str, *, d_model: int, n_head: int, block_size: int, mope_init: str = "random") -> PositionalEncoding:
+    """Instantiate the position component ``name`` for a model of this shape."""
+    if name == "sinusoidal":
+        return SinusoidalPositionalEncoding(d_model)
+    if name == "learned":
+        return LearnedPositionalEncoding(d_model, block_size)
+    if name == "rope":
+        return RotaryPositionalEncoding(d_model // n_head)
+    if name == "alibi":
+        return ALiBiPositionalEncoding(n_head)
+    if name == "mope":
+        return MorletPositionalEncoding(d_model, init=mope_init)
+    if name == "none":
+        return NoPositionalEncoding()
+    raise InputError(f"unknown position {name!r}; known positions: {', '.join(POSITION_ENCODINGS)}")

@@ -1,0 +1,73 @@
+"""Scoring rules: the *scoring* slot of the attention (how keys enter q.k).
+
+- ``dot``: plain scaled dot product, score_ij = q_i . k_j / sqrt(hd);
+- ``lagged``: "convolution attention", attention extended to non-negative lags: each key
+  is replaced by a causal convolution of the keys over L lags with learned per-head weights,
+
+      k'_j = sum_{l=0}^{L-1} a_{h,l} k_{j-l}     (k_{j-l} = 0 before the start)
+      score_ij = q_i . k'_j / sqrt(hd) = sum_l a_{h,l} q_i . k_{j-l} / sqrt(hd)
+
+  so query i scores key j also by its match with the l tokens before j. a_{h,0} = 1 and
+  a_{h,l>0} = 0 at initialisation (the model starts as ``dot``). Causal because l >= 0
+  and j <= i. Applied after RoPE (each lagged key keeps its own rotation). L H parameters
+  per layer, O(L T hd) work per head, no T x T tensor; the convolution is recomputed in
+the backward pass (activation checkpointing) so that only k is kept, not L shifted copies.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from harness.errors import InputError
+
+
+class DotScoring(nn.Module):
+    """Plain dot-product scoring: keys unchanged."""
+
+    name = "dot"
+    transforms_keys = False
+
+    def forward(self, k: Tensor) -> Tensor:
+        return k
+
+
+class LaggedScoring(nn.Module):
+    """Keys causally convolved over ``lags`` non-negative lags (see the module docstring)."""
+
+    name = "lagged"
+    transforms_keys = True
+
+    def __init__(self, n_head: int, lags: int = 4) -> None:
+        super().__init__()
+        if lags < 1:
+            raise InputError(f"lagged scoring needs lags >= 1, got {lags}")
+        self.lags = lags
+        weight = torch.zeros(n_head, lags)
+        weight[:, 0] = 1.0
+        self.lag_weight = nn.Parameter(weight)  # (H, L)
+
+    def forward(self, k: Tensor) -> Tensor:
+        if torch.is_grad_enabled():  # keep only k for the backward pass, not the L shifted copies
+            return checkpoint(self._convolve, k, use_reentrant=False)
+        return self._convolve(k)
+
+    def _convolve(self, k: Tensor) -> Tensor:
+        T = k.size(-2)
+        w = self.lag_weight.to(k.dtype)
+        out = k * w[:, 0, None, None]
+        for lag in range(1, min(self.lags, T)):
+            shifted = F.pad(k[..., : T - lag, :], (0, 0, lag, 0))  # k_{j-lag}, (B, H, T, hd)
+            out = out + shifted * w[:, lag, None, None]
+        return out
+
+
+def build_scoring(name: str, *, n_head: int, lags: int = 4) -> nn.Module:
+    """Instantiate the scoring component ``name``."""
+    if name == "dot":
+        return DotScoring()
+    if name == "lagged":
+        return LaggedScoring(n_head, lags)
+    raise InputError(f"unknown scoring {name!r}; known scorings: dot, lagged")

@@ -1,0 +1,259 @@
+"""The decoder-only character transformer every variant shares, and :func:`build_model`.
+
+    idx (B, T) -> sqrt(d) E[idx] (+ position.embedding) -> dropout
+      -> L x [ x + attn(LN(x)),  x + MLP(LN(x)) ]          pre-LN blocks, GELU MLP (4d)
+      -> LN -> logits = x E^T                               tied input/output embedding E
+
+Variants differ only in the components plugged into the attention slots
+(:mod:`harness.models.attention`).
+
+Scales: the token embedding E ~ N(0, 1/d) enters multiplied by sqrt(d) (Vaswani et al.,
+tied embeddings), so tokens and the additive encodings (sinusoidal and MOPE have
+amplitude 1) start at the same per-dimension scale; with nanoGPT's N(0, 0.02) tokens and
+no scaling, a fixed encoding of amplitude 1 would drown the token identity at
+initialisation and slow every additive-position variant down against NoPE/RoPE/ALiBi.
+This is the Transformer's own convention (E ~ N(0, 1/d) as in tensor2tensor); the
+tied head gives unit-scale logits for other tokens but a large logit (~sqrt(d)) for the
+input token itself, so the loss at step 0 is above log V and falls within a few steps
+(a transient shared by every variant). Other weights
+follow nanoGPT: N(0, 0.02) for linear layers, zero biases, residual projections
+N(0, 0.02 / sqrt(2 L)).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from harness.errors import InputError
+from harness.models.attention import CausalSelfAttention
+from harness.models.gates import DEFAULT_ALPHA_INIT, DEFAULT_TAU_INIT, KeyGate, OutputGate, build_gate
+from harness.models.positional import MorletPositionalEncoding, build_position
+from harness.models.scoring import LaggedScoring, build_scoring
+from harness.models.sizes import ModelSize, get_size
+from harness.models.variants import Variant, get_variant
+
+
+class MLP(nn.Module):
+    """Position-wise feed-forward: Linear(d, 4d) -> GELU -> Linear(4d, d) -> dropout."""
+
+    def __init__(self, d_model: int, dropout: float) -> None:
+        super().__init__()
+        self.fc = nn.Linear(d_model, 4 * d_model)
+        self.proj = nn.Linear(4 * d_model, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.dropout(self.proj(F.gelu(self.fc(x))))
+
+
+class Block(nn.Module):
+    """Pre-LN transformer block: x + attn(LN(x)), then x + MLP(LN(x))."""
+
+    def __init__(self, attn: CausalSelfAttention, d_model: int, dropout: float) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d_model)
+        self.attn = attn
+        self.ln_2 = nn.LayerNorm(d_model)
+        self.mlp = MLP(d_model, dropout)
+
+    def forward(self, x: Tensor, position: nn.Module, attn_bias: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        a, log_g = self.attn(self.ln_1(x), position, attn_bias)
+        x = x + a
+        return x + self.mlp(self.ln_2(x)), log_g
+
+
+class CharTransformer(nn.Module):
+    """Decoder-only character transformer of one :class:`Variant` at one :class:`ModelSize`.
+
+    ``forward(idx)`` maps token ids (B, T), T <= block_size, to logits (B, T, vocab_size).
+    Build it with :func:`build_model`.
+    """
+
+    def __init__(
+        self,
+        variant: Variant,
+        size: ModelSize,
+        *,
+        vocab_size: int,
+        block_size: int,
+        dropout: float = 0.0,
+        attention_dropout: float | None = None,
+        tau_init: float = DEFAULT_TAU_INIT,
+        alpha_init: float = DEFAULT_ALPHA_INIT,
+    ) -> None:
+        super().__init__()
+        self.variant = variant
+        self.size = size
+        self.block_size = block_size
+        self.vocab_size = vocab_size
+        d, H, L = size.d_model, size.n_head, size.n_layer
+        attention_dropout = dropout if attention_dropout is None else attention_dropout
+
+        self.wte = nn.Embedding(vocab_size, d)
+        self.embed_scale = math.sqrt(d)
+        self.position = build_position(variant.position, d_model=d, n_head=H, block_size=block_size, mope_init=variant.mope_init)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(
+            Block(
+                CausalSelfAttention(
+                    d,
+                    H,
+                    gate=build_gate(variant.gate, d_model=d, n_head=H, tau_init=tau_init, alpha_init=alpha_init),
+                    scoring=build_scoring(variant.scoring, n_head=H, lags=variant.lags),
+                    output_gate=OutputGate(d, H) if variant.output_gate else None,
+                    dropout=dropout,
+                    attention_dropout=attention_dropout,
+                ),
+                d,
+                dropout,
+            )
+            for _ in range(L)
+        )
+        self.ln_f = nn.LayerNorm(d)
+        self._init_weights(L)
+
+    def _init_weights(self, n_layer: int) -> None:
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, std=0.02)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+        nn.init.normal_(self.wte.weight, std=1.0 / math.sqrt(self.wte.embedding_dim))
+        for block in self.blocks:
+            # Residual projections scaled down so the residual stream's variance does not grow with depth (GPT-2).
+            for proj in (block.attn.proj, block.mlp.proj):
+                nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * n_layer))
+
+    # -- forward ---------------------------------------------------------------------
+    def _run(self, idx: Tensor, collect_gates: bool) -> tuple[Tensor, list[Tensor]]:
+        B, T = idx.shape
+        if T > self.block_size:
+            raise InputError(f"input length {T} exceeds the model's block_size {self.block_size}")
+        x = self.wte(idx) * self.embed_scale  # (B, T, d)
+        pe = self.position.embedding(T, idx.device)
+        if pe is not None:
+            x = x + pe.to(x.dtype)
+        x = self.drop(x)
+        attn_bias = self.position.attention_bias(T, idx.device, x.dtype)  # (H, T, T) or None
+        gates: list[Tensor] = []
+        for block in self.blocks:
+            x, log_g = block(x, self.position, attn_bias)
+            if collect_gates and log_g is not None:
+                gates.append(torch.exp(log_g))
+        x = self.ln_f(x)
+        return F.linear(x, self.wte.weight), gates  # tied embeddings: (B, T, vocab)
+
+    def forward(self, idx: Tensor) -> Tensor:
+        """Token ids (B, T) -> logits (B, T, vocab_size)."""
+        return self._run(idx, collect_gates=False)[0]
+
+    def forward_with_gates(self, idx: Tensor) -> tuple[Tensor, Tensor | None]:
+        """Logits and the key-gate values g_j in (0, 1), (L, B, H, T); None without a key gate."""
+        logits, gates = self._run(idx, collect_gates=True)
+        return logits, (torch.stack(gates) if gates else None)
+
+    # -- introspection for logging ------------------------------------------------------
+    def key_gates(self) -> list[KeyGate]:
+        return [block.attn.gate for block in self.blocks if block.attn.gate is not None]
+
+    def gate_parameters(self) -> dict[str, Tensor]:
+        """Per layer and head gate parameters, ``{"tau": [L, H], "alpha": [L, H]}`` ({} without a key gate)."""
+        gates = self.key_gates()
+        if not gates:
+            return {}
+        return {
+            "tau": torch.stack([g.tau.detach() for g in gates]).clone(),
+            "alpha": torch.stack([g.alpha.detach() for g in gates]).clone(),
+        }
+
+    def mope_parameters(self) -> dict[str, Tensor]:
+        """MOPE's ``{"omega": [d/2], "sigma": [d/2]}`` ({} without MOPE)."""
+        if not isinstance(self.position, MorletPositionalEncoding):
+            return {}
+        return {"omega": self.position.omega.detach().clone(), "sigma": self.position.sigma.detach().clone()}
+
+    def num_parameters(self) -> int:
+        """Number of trainable parameters (the tied embedding counted once)."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+    def no_weight_decay_parameter_names(self) -> set[str]:
+        """Parameters an optimiser should not decay: vectors (biases, LayerNorm, tau, alpha,
+        MOPE and Morlet parameters) and the lag weights (decay would pull lag 0 from 1 to 0)."""
+        names = set()
+        for name, module in self.named_modules():
+            for pname, p in module.named_parameters(recurse=False):
+                full = f"{name}.{pname}" if name else pname
+                if p.ndim < 2 or isinstance(module, LaggedScoring):
+                    names.add(full)
+        return names
+
+
+_OVERRIDES = ("tau_init", "alpha_init", "attention_dropout", "n_layer", "n_head", "d_model")
+
+
+def build_model(
+    variant: str | Variant,
+    *,
+    size: str | ModelSize = "nano",
+    vocab_size: int,
+    block_size: int,
+    dropout: float = 0.0,
+    **overrides: Any,
+) -> CharTransformer:
+    """Build the character transformer of ``variant`` (a registry name or a :class:`Variant`).
+
+    Parameters
+    ----------
+    variant : registry name (``harness.models.VARIANTS``) or a :func:`make_variant` result.
+    size : preset name (``harness.models.SIZES``) or a :class:`ModelSize`.
+    vocab_size, block_size : vocabulary size and longest input length (<= the size's
+        ``max_context_length``).
+    dropout : dropout on embeddings, residual branches and (unless ``attention_dropout``
+        is given) attention weights.
+    overrides : ``tau_init`` / ``alpha_init`` (key-gate initial values; None = default 0 / 1),
+        ``attention_dropout`` (dropout on attention weights; on CPU any non-zero value sends
+        SDPA to its slow math path), ``n_layer`` / ``n_head`` / ``d_model`` (change the preset).
+
+    Raises
+    ------
+    InputError
+        Unknown variant, size or override, a block size beyond the preset, or an impossible
+        shape (width not divisible by heads, odd MOPE/sinusoidal width, odd RoPE head dim).
+
+    Examples
+    --------
+    >>> model = build_model("ega-mope", size="nano", vocab_size=65, block_size=128, tau_init=0.35)
+    >>> model(torch.zeros(2, 16, dtype=torch.long)).shape
+    torch.Size([2, 16, 65])
+    """
+    v = get_variant(variant)
+    s = get_size(size)
+    unknown = sorted(set(overrides) - set(_OVERRIDES))
+    if unknown:
+        raise InputError(f"unknown build_model override(s) {', '.join(unknown)}; known overrides: {', '.join(_OVERRIDES)}")
+    shape = {key: overrides[key] for key in ("n_layer", "n_head", "d_model") if overrides.get(key) is not None}
+    if shape:
+        s = dataclasses.replace(s, name=f"{s.name}-custom", **shape)  # re-validates the shape
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
+        raise InputError(f"vocab_size must be a positive integer, got {vocab_size!r}")
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise InputError(f"block_size must be a positive integer, got {block_size!r}")
+    if block_size > s.max_context_length:
+        raise InputError(
+            f"block_size {block_size} exceeds the max_context_length {s.max_context_length} of size {s.name!r}; "
+            "use a shorter context or another size"
+        )
+    if not 0.0 <= dropout < 1.0:
+        raise InputError(f"dropout must be in [0, 1), got {dropout!r}")
+    init = {key: overrides[key] for key in ("tau_init", "alpha_init") if overrides.get(key) is not None}
+    attention_dropout = overrides.get("attention_dropout")
+    if attention_dropout is not None and not 0.0 <= attention_dropout < 1.0:
+        raise InputError(f"attention_dropout must be in [0, 1), got {attention_dropout!r}")
+    return CharTransformer(v, s, vocab_size=vocab_size, block_size=block_size, dropout=dropout,
+                           attention_dropout=attention_dropout, **init)

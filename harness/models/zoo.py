@@ -1,0 +1,38 @@
+"""The zoo overview behind ``harness zoo``: every registry variant with its slots,
+parameter count and overhead against ``baseline`` at one size."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.models.sizes import ModelSize, get_size
+from harness.models.variants import VARIANTS, Variant
+
+
+@dataclass(frozen=True)
+class ZooRow:
+    """One line of the zoo table."""
+
+    variant: Variant
+    parameters: int
+    extra_parameters: int  # against baseline at the same size, vocabulary and block size
+    overhead_percent: float
+
+
+def zoo_rows(size: str | ModelSize = "paper", *, vocab_size: int = 65, block_size: int = 256) -> list[ZooRow]:
+    """Parameter counts of every variant in :data:`VARIANTS` (built on the meta device:
+    no memory, no initialisation cost, so the largest presets are instant)."""
+    import torch
+
+    from harness.models.transformer import build_model
+
+    s = get_size(size)
+    counts = {}
+    with torch.device("meta"):
+        for name, variant in VARIANTS.items():
+            counts[name] = build_model(variant, size=s, vocab_size=vocab_size, block_size=block_size).num_parameters()
+    base = counts["baseline"]
+    return [
+        ZooRow(variant, counts[name], counts[name] - base, 100.0 * (counts[name] - base) / base)
+        for name, variant in VARIANTS.items()
+    ]

@@ -1,0 +1,299 @@
+"""Training-step benchmark: tokens/s per variant against ``baseline``, and the overhead of
+``train()``'s Lightning loop, callbacks and MLflow logging over a plain PyTorch loop.
+
+Used by ``benchmarks/train_step.py`` and ``harness bench train``. Prints a table and
+writes JSON (default ``benchmarks/results/train_step.json``).
+
+Step = forward, cross-entropy, backward, gradient clipping, AdamW step, in train mode
+(dropout 0.2), fp32 on CPU. Variants are timed in interleaved rounds, so that load from
+other processes on a shared machine hits all variants alike; the fastest round of each
+variant is reported (the median is kept in the JSON too).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def _default_output() -> Path:
+    base = _REPO if (_REPO / "benchmarks").is_dir() else Path.cwd()
+    return base / "benchmarks" / "results" / "train_step.json"
+
+
+def _make_step(variant: str, *, size: str, context_length: int, batch_size: int, vocab_size: int, seed: int = 0) -> Any:
+    """A closure running one training step of ``variant`` on fixed random batches."""
+    import torch
+    import torch.nn.functional as F
+
+    from harness.models import build_model
+    from harness.training.config import TrainConfig
+    from harness.training.module import learning_rate, optimizer_groups
+
+    torch.manual_seed(seed)
+    model = build_model(variant, size=size, vocab_size=vocab_size, block_size=context_length, dropout=0.2)
+    model.train()
+    config = TrainConfig(variant=variant, size=size, context_length=context_length, batch_size=batch_size)
+    optimizer = torch.optim.AdamW(optimizer_groups(model, config.weight_decay), lr=config.lr, betas=(config.beta1, config.beta2))
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(vocab_size, (batch_size, context_length), generator=g)
+    y = torch.randint(vocab_size, (batch_size, context_length), generator=g)
+    state = {"k": 0}
+
+    def step() -> None:
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(state["k"], config)
+        logits = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        state["k"] += 1
+
+    return step, model.num_parameters()
+
+
+def time_variants(
+    variants: list[str],
+    *,
+    size: str,
+    context_length: int,
+    batch_size: int,
+    steps: int,
+    warmup: int,
+    rounds: int = 3,
+    vocab_size: int = 65,
+) -> dict[str, dict[str, float]]:
+    """Seconds per training step of each variant in ``rounds`` interleaved rounds: the
+    minimum over rounds (the least disturbed one on a shared machine) and the median."""
+    steppers = {}
+    for v in variants:
+        step, n_params = _make_step(v, size=size, context_length=context_length, batch_size=batch_size, vocab_size=vocab_size)
+        for _ in range(warmup):
+            step()
+        steppers[v] = (step, n_params)
+    per_round: dict[str, list[float]] = {v: [] for v in variants}
+    per_round_steps = max(1, steps // rounds)
+    for _ in range(rounds):
+        for v, (step, _) in steppers.items():
+            t0 = time.perf_counter()
+            for _ in range(per_round_steps):
+                step()
+            per_round[v].append((time.perf_counter() - t0) / per_round_steps)
+    tokens = batch_size * context_length
+    out = {}
+    for v in variants:
+        s = min(per_round[v])
+        out[v] = {
+            "step_ms": 1000 * s,
+            "median_step_ms": 1000 * statistics.median(per_round[v]),
+            "tokens_per_s": tokens / s,
+            "num_parameters": steppers[v][1],
+            "rounds_ms": [1000 * r for r in per_round[v]],
+        }
+    return out
+
+
+@contextlib.contextmanager
+def _timed_hooks(targets: list[tuple[Any, str, str]]) -> Iterator[dict[str, list[float]]]:
+    """Wrap ``cls.method`` for each (cls, method, key) with a timer; yields key -> durations."""
+    timings: dict[str, list[float]] = defaultdict(list)
+    saved = []
+    for owner, name, key in targets:
+        original = getattr(owner, name)
+        saved.append((owner, name, original))
+
+        def wrapper(*args: Any, _original: Any = original, _key: str = key, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return _original(*args, **kwargs)
+            finally:
+                timings[_key].append(time.perf_counter() - t0)
+
+        setattr(owner, name, wrapper)
+    try:
+        yield timings
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
+
+
+def measure_overhead(*, size: str, context_length: int, batch_size: int, steps: int, variant: str = "ega-mope") -> dict[str, Any]:
+    """What ``train()`` adds to the bare training step, for the same model and batches.
+
+    Robust part (timers, insensitive to load from other processes): the time spent in
+    every per-step hook of the harness (throughput clock, divergence check, checkpoint
+    test, per-step dropout reseeding) and in MLflow calls at evaluation time
+    (``log_batch``), as a percentage of the training time (``steps`` x step time);
+    checkpoint writes are reported separately (disk, once per evaluation).
+
+    Noisy part (wall clocks, affected by whatever else runs): the step time of a bare
+    PyTorch loop and ``train()``'s steady-state step time with and without MLflow.
+    """
+    import torch
+
+    from harness.training import callbacks as cb
+    from harness.training import tracking
+    from harness.training.config import TrainConfig
+    from harness.training.run import train
+
+    step, _ = _make_step(variant, size=size, context_length=context_length, batch_size=batch_size, vocab_size=65)
+    for _ in range(2):
+        step()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    plain = (time.perf_counter() - t0) / steps
+
+    from harness.training.module import reseed_dropout
+
+    t0 = time.perf_counter()
+    for k in range(1000):
+        reseed_dropout(0, k, torch.device("cpu"))
+    reseed_s = (time.perf_counter() - t0) / 1000
+
+    results: dict[str, Any] = {"variant": variant, "steps": steps, "plain_step_ms": 1000 * plain}
+    with tempfile.TemporaryDirectory() as tmp:
+        common = dict(
+            variant=variant,
+            dataset="tinyshakespeare",
+            size=size,
+            context_length=context_length,
+            batch_size=batch_size,
+            max_steps=steps,
+            eval_every=max(1, steps // 2),
+            eval_windows=4,
+            eval_batch_size=4,
+            checkpoint_dir=str(Path(tmp) / "ckpt"),
+            num_threads=torch.get_num_threads(),
+            tracking_uri=f"sqlite:///{Path(tmp) / 'mlflow.db'}",
+        )
+        # Create the store first so that the timed run does not pay MLflow's schema migration.
+        tracking.prepare_tracking(common["tracking_uri"], "harness")
+        per_step = [
+            (cb.TokenThroughput, "on_train_batch_end", "throughput"),
+            (cb.BatchLossMonitor, "on_train_batch_end", "divergence_check"),
+            (cb.RollingCheckpoint, "on_train_batch_end", "checkpoint_test"),
+        ]
+        per_eval = [(tracking.TrackedRun, "log_metrics", "mlflow_log_batch"), (cb.RollingCheckpoint, "save", "checkpoint_write")]
+        with _timed_hooks(per_step + per_eval) as timings:
+            with_logging = train(common, mlflow_logging=True, progress_bar=False)
+        without_logging = train(common, mlflow_logging=False, progress_bar=False)
+    step_s = batch_size * context_length / with_logging.tokens_per_s
+    train_time = steps * step_s
+    hooks = {key: sum(v) for key, v in timings.items()}
+    hooks["dropout_reseed"] = reseed_s * steps
+    evaluations = max(1, len(timings.get("mlflow_log_batch", [])))
+    per_step = sum(hooks.get(k, 0.0) for k in ("throughput", "divergence_check", "checkpoint_test", "dropout_reseed")) / steps
+    per_eval = hooks.get("mlflow_log_batch", 0.0) / evaluations
+    recipe_eval_every = TrainConfig().eval_every
+    results.update(
+        {
+            "train_step_ms_with_logging": 1000 * step_s,
+            "train_step_ms_without_logging": 1000 * batch_size * context_length / without_logging.tokens_per_s,
+            "hook_seconds": hooks,
+            "evaluations": evaluations,
+            "per_step_hooks_ms": 1000 * per_step,
+            "per_evaluation_mlflow_ms": 1000 * per_eval,
+            # This run evaluates every steps/2 steps; the recipe every 250.
+            "logging_and_callbacks_overhead_pct_this_run": 100 * (per_step * steps + per_eval * evaluations) / train_time,
+            "logging_and_callbacks_overhead_pct_recipe": 100 * (per_step + per_eval / recipe_eval_every) / step_s,
+            "checkpoint_write_ms": 1000 * hooks.get("checkpoint_write", 0.0) / evaluations,
+            "loop_overhead_pct": 100 * (step_s / plain - 1),
+        }
+    )
+    return results
+
+
+def main(
+    *,
+    size: str = "paper",
+    context_length: int = 256,
+    batch_size: int = 8,
+    steps: int = 10,
+    warmup: int = 2,
+    variants: list[str] | None = None,
+    overhead: bool = True,
+    overhead_steps: int = 12,
+    num_threads: int | None = None,
+    rounds: int = 3,
+    output: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """Run the benchmark, print a table, write JSON; returns the JSON payload."""
+    import torch
+
+    from harness.errors import InputError
+    from harness.models import VARIANTS, get_size
+
+    get_size(size)
+    names = list(variants) if variants else list(VARIANTS)
+    unknown = [v for v in names if v not in VARIANTS]
+    if unknown:
+        raise InputError(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
+    if "baseline" not in names:
+        names.insert(0, "baseline")
+    from harness.training.run import available_cpus
+
+    threads = num_threads or available_cpus()
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        timings = time_variants(
+            names, size=size, context_length=context_length, batch_size=batch_size, steps=steps, warmup=warmup, rounds=rounds
+        )
+        base = timings["baseline"]["step_ms"]
+        for t in timings.values():
+            t["ratio_to_baseline"] = t["step_ms"] / base
+        payload: dict[str, Any] = {
+            "benchmark": "train_step",
+            "size": size,
+            "context_length": context_length,
+            "batch_size": batch_size,
+            "steps": steps,
+            "rounds": rounds,
+            "threads": threads,
+            "torch": torch.__version__,
+            "machine": f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} CPUs".strip(),
+            "variants": timings,
+        }
+        if overhead:
+            payload["overhead"] = measure_overhead(
+                size=size, context_length=context_length, batch_size=batch_size, steps=overhead_steps
+            )
+    finally:
+        torch.set_num_threads(saved)
+
+    print(f"training step, size={size} T={context_length} B={batch_size}, {threads} threads, fp32 CPU")
+    print(f"{'variant':<22}{'ms/step':>10}{'tokens/s':>12}{'x baseline':>12}{'params':>12}")
+    for name, t in timings.items():
+        print(f"{name:<22}{t['step_ms']:>10.1f}{t['tokens_per_s']:>12,.0f}{t['ratio_to_baseline']:>12.2f}{t['num_parameters']:>12,}")
+    if overhead:
+        o = payload["overhead"]
+        print(
+            f"\noverhead ({o['variant']}, {o['steps']} steps, {o['evaluations']} evaluations): per-step hooks "
+            f"{o['per_step_hooks_ms']:.3f} ms/step, MLflow log_batch {o['per_evaluation_mlflow_ms']:.1f} ms/evaluation, "
+            f"checkpoint write {o['checkpoint_write_ms']:.0f} ms/evaluation\n"
+            f"logging + callbacks: {o['logging_and_callbacks_overhead_pct_this_run']:.2f} % of training time in this run "
+            f"(evaluating every {max(1, o['steps'] // 2)} steps), "
+            f"{o['logging_and_callbacks_overhead_pct_recipe']:.3f} % at the recipe's evaluation every 250 steps\n"
+            f"wall clocks (noisy): plain loop {o['plain_step_ms']:.1f} ms/step, train() "
+            f"{o['train_step_ms_without_logging']:.1f} / {o['train_step_ms_with_logging']:.1f} ms/step without / with MLflow "
+            f"(loop overhead {o['loop_overhead_pct']:+.1f} %)"
+        )
+    out = Path(output) if output else _default_output()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(payload, indent=2) + "\n")
+    print(f"wrote {out}")
+    return payload

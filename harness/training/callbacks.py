@@ -1,0 +1,180 @@
+"""Lightning callbacks of a training run: throughput, divergence, MLflow, checkpoints.
+
+Every per-step hook here costs a few microseconds (a clock read, a device-side add);
+anything that talks to the outside (MLflow, the disk) runs at evaluation or checkpoint
+time only, so the training loop pays almost nothing for telemetry.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.trainer.states import TrainerFn
+
+from harness.training.tracking import TrackedRun
+
+#: Name of the single rolling checkpoint file of a run (replaced atomically).
+LAST_CHECKPOINT = "last.ckpt"
+
+
+class TrainingDiverged(RuntimeError):
+    """Raised inside the training loop when the loss is not finite; ``train`` turns it into
+    ``status="diverged"`` (never propagated to the caller)."""
+
+    def __init__(self, step: int, loss: float) -> None:
+        super().__init__(f"training loss is {loss} at step {step}")
+        self.step = step
+        self.loss = loss
+
+
+class TokenThroughput(Callback):
+    """Training tokens per second, evaluation time excluded.
+
+    The clock runs between consecutive ``on_train_batch_end`` calls (data, forward,
+    backward, optimizer, Lightning's own work: the real cost of a step) and restarts after
+    each evaluation; the first step (compilation, allocator warm-up) is not counted. At each
+    evaluation it records ``throughput/tokens_per_s`` (since the previous evaluation) and
+    keeps the whole-run figure in :attr:`tokens_per_s`.
+    """
+
+    def __init__(self, tokens_per_step: int) -> None:
+        self.tokens_per_step = tokens_per_step
+        self._last: float | None = None
+        self._window_time = 0.0
+        self._window_steps = 0
+        self._total_time = 0.0
+        self._total_steps = 0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_per_step * self._total_steps / self._total_time if self._total_time > 0 else math.nan
+
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+        now = time.perf_counter()
+        if self._last is not None:
+            self._window_time += now - self._last
+            self._window_steps += 1
+        self._last = now
+
+    def on_validation_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._total_time += self._window_time
+        self._total_steps += self._window_steps
+        metrics: dict[str, float] = {}
+        if self._window_time > 0:
+            metrics["throughput/tokens_per_s"] = self.tokens_per_step * self._window_steps / self._window_time
+        if pl_module.is_final_evaluation and self._total_time > 0:
+            metrics["final/tokens_per_s"] = self.tokens_per_s
+        if metrics:
+            pl_module.record_metrics(metrics)
+        self._window_time, self._window_steps = 0.0, 0
+
+    def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._last = time.perf_counter() if self._last is not None else None  # evaluation time is not step time
+
+
+class BatchLossMonitor(Callback):
+    """Stops the run when the training loss is not finite and records the mean batch loss.
+
+    The loss of every step is added on the device (no host sync); every ``check_every``
+    steps the sum is tested: NaN and inf propagate through the sum, so no bad step is
+    missed, it is only seen up to ``check_every - 1`` steps late. Raises
+    :class:`TrainingDiverged`. At each evaluation records ``train/batch_loss``, the mean
+    loss of the training batches since the previous evaluation (with dropout, unlike
+    ``train/loss`` on the fixed windows).
+    """
+
+    def __init__(self, check_every: int = 1) -> None:
+        self.check_every = check_every
+        self._sum: torch.Tensor | None = None
+        self._steps = 0
+        self._unchecked = 0
+
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        loss = loss.detach()
+        self._sum = loss.double() if self._sum is None else self._sum + loss
+        self._steps += 1
+        self._unchecked += 1
+        if self._unchecked >= self.check_every:
+            self.check(trainer)
+
+    def check(self, trainer: Trainer) -> None:
+        """Test the losses not yet tested now (before a checkpoint is written, say)."""
+        self._unchecked = 0
+        if self._sum is not None and not bool(torch.isfinite(self._sum)):
+            raise TrainingDiverged(trainer.global_step, float(self._sum))
+
+    def on_validation_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if self._sum is None:
+            return
+        mean = float(self._sum) / self._steps
+        if not math.isfinite(mean):
+            raise TrainingDiverged(trainer.global_step, mean)
+        pl_module.record_metrics({"train/batch_loss": mean})
+        self._sum, self._steps, self._unchecked = None, 0, 0
+
+
+class MlflowMetrics(Callback):
+    """Logs the metrics of each evaluation to an MLflow run, one ``log_batch`` per evaluation,
+    at the global step (``step`` itself is the MLflow step, not a metric)."""
+
+    def __init__(self, run: TrackedRun) -> None:
+        self.run = run
+
+    def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        metrics = {k: v for k, v in pl_module.eval_metrics.items() if k != "step"}
+        self.run.log_metrics(metrics, step=trainer.global_step)
+
+
+class RollingCheckpoint(Callback):
+    """One checkpoint file per run, ``<dirpath>/last.ckpt``, replaced atomically.
+
+    Saved after every evaluation (``every_n_steps=None``) or every ``every_n_steps``
+    training steps, and at the end of training; never after a non-finite loss (``guard``). Written to a temporary file first and
+    renamed, so a crash while saving never leaves a corrupt checkpoint behind. The file
+    holds tensors and plain containers only (``torch.load(..., weights_only=True)``).
+    """
+
+    def __init__(
+        self, dirpath: str | os.PathLike[str], every_n_steps: int | None = None, guard: BatchLossMonitor | None = None
+    ) -> None:
+        self.dirpath = Path(dirpath)
+        self.every_n_steps = every_n_steps
+        self.guard = guard  # tested before each save: never checkpoint a diverged model
+        self.last_path: Path | None = None
+        self._saved_step = -1
+
+    @property
+    def path(self) -> Path:
+        return self.dirpath / LAST_CHECKPOINT
+
+    def save(self, trainer: Trainer) -> None:
+        if trainer.global_step == self._saved_step:
+            return
+        if self.guard is not None:
+            self.guard.check(trainer)
+        self.dirpath.mkdir(parents=True, exist_ok=True)
+        tmp = self.dirpath / f".{LAST_CHECKPOINT}.tmp"
+        trainer.save_checkpoint(tmp)
+        os.replace(tmp, self.path)
+        self.last_path = self.path
+        self._saved_step = trainer.global_step
+
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self.every_n_steps and trainer.global_step % self.every_n_steps == 0:
+            self.save(trainer)
+
+    def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if self.every_n_steps is None and trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking:
+            self.save(trainer)
+
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self.save(trainer)

@@ -1,0 +1,152 @@
+"""``harness train`` (one run) and ``harness bench train`` (training-step speed per variant).
+
+Imports stay light (typer only): torch, Lightning and MLflow load inside the commands.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from harness.errors import InputError
+
+
+def train_command(
+    variant: Optional[str] = typer.Option(
+        None, "--variant", help="Zoo variant (see `harness zoo`), or the label of an inline one with --position/--gate/--scoring."
+    ),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="Corpus name (see `harness data list`). (default: tinyshakespeare)"),
+    size: Optional[str] = typer.Option(None, "--size", help="Model size preset: nano, paper, ... (default: nano)"),
+    context_length: Optional[int] = typer.Option(None, "--context-length", help="Context length T. (default: 256)"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed: fixes initialisation, data order, dropout. (default: 0)"),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Optimizer steps. (default: 5000)"),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Training batch size. (default: 64)"),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate (cosine to min_lr). (default: 1e-3)"),
+    eval_every: Optional[int] = typer.Option(None, "--eval-every", help="Evaluate (and checkpoint) every K steps. (default: 250)"),
+    eval_windows: Optional[int] = typer.Option(None, "--eval-windows", help="Fixed evaluation windows per split. (default: 256)"),
+    tracking_uri: Optional[str] = typer.Option(
+        None, "--tracking-uri", help="MLflow tracking URI. (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)"
+    ),
+    experiment: Optional[str] = typer.Option(None, "--experiment", help="MLflow experiment name. (default: harness)"),
+    accelerator: Optional[str] = typer.Option(None, "--accelerator", help="auto, cpu or gpu. (default: auto)"),
+    compile_model: Optional[bool] = typer.Option(
+        None, "--compile/--no-compile", help="torch.compile the model. (default: on for GPU, off for CPU)"
+    ),
+    resume: Optional[Path] = typer.Option(
+        None, "--resume", help="Checkpoint (.ckpt or a run's checkpoint folder) to continue; other options default to its config."
+    ),
+    position: Optional[str] = typer.Option(None, "--position", help="Inline variant: positional encoding."),
+    gate: Optional[str] = typer.Option(None, "--gate", help="Inline variant: key gate ('none' for no gate)."),
+    scoring: Optional[str] = typer.Option(None, "--scoring", help="Inline variant: scoring (dot, lagged)."),
+    tau_init: Optional[float] = typer.Option(None, "--tau-init", help="Initial gate threshold tau (gated variants)."),
+    checkpoint_dir: Optional[Path] = typer.Option(None, "--checkpoint-dir", help="Checkpoint folder. (default: ./checkpoints/<run>)"),
+    num_threads: Optional[int] = typer.Option(None, "--num-threads", help="Torch threads on CPU. (default: the CPUs given)"),
+) -> None:
+    """Train one model, evaluate it on fixed windows, record everything in MLflow."""
+    fields: dict[str, Any] = {
+        "variant": variant,
+        "dataset": dataset,
+        "size": size,
+        "context_length": context_length,
+        "seed": seed,
+        "max_steps": max_steps,
+        "batch_size": batch_size,
+        "lr": lr,
+        "eval_every": eval_every,
+        "eval_windows": eval_windows,
+        "tracking_uri": tracking_uri,
+        "experiment": experiment,
+        "accelerator": accelerator,
+        "compile": compile_model,
+        "position": position,
+        "gate": gate,
+        "scoring": scoring,
+        "tau_init": tau_init,
+        "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir else None,
+        "num_threads": num_threads,
+    }
+    from harness.training.run import as_train_config, config_from_checkpoint, train
+
+    if resume is not None:
+        config = config_from_checkpoint(resume, **fields)
+    else:
+        if variant is None:
+            raise InputError("--variant is required (or --resume CHECKPOINT); see `harness zoo` for the variants")
+        config = as_train_config({k: v for k, v in fields.items() if v is not None})
+    result = train(config, resume_from=resume, progress_bar=True)
+    _print_summary(result)
+
+
+def _fmt(value: float | None, spec: str = ".4f") -> str:
+    return "-" if value is None or value != value else format(value, spec)
+
+
+def _print_summary(result: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from harness.training.tracking import resolve_tracking_uri
+
+    c = result.config
+    table = Table(title=f"{c.variant} on {c.dataset}, size {c.size}, T={c.context_length}, seed {c.seed}", show_header=False)
+    table.add_column("", style="bold")
+    table.add_column("", overflow="fold")
+    rows = [
+        ("status", result.status),
+        ("steps", str(result.steps)),
+        ("final val loss", f"{_fmt(result.final_val_loss)} nats ({_fmt(result.val_bpc)} bpc)"),
+        ("final test loss", _fmt(result.final_test_loss)),
+        ("best val loss", _fmt(result.best_val_loss)),
+        ("final train loss", _fmt(result.final_train_loss)),
+        ("generalisation gap", _fmt(result.gen_gap)),
+        ("tau (mean over heads)", _fmt(result.tau_mean, ".4g")),
+        ("open gates (val)", _fmt(result.open_fraction, ".3f")),
+        ("throughput", f"{_fmt(result.tokens_per_s, ',.0f')} tokens/s"),
+        ("parameters", f"{result.num_parameters:,}"),
+        ("wall time", f"{result.wall_time_s:.1f} s"),
+        ("checkpoint", result.checkpoint_path or "-"),
+    ]
+    if result.mlflow_run_id:
+        rows.append(("MLflow run", f"{result.mlflow_run_id} ({c.experiment} @ {resolve_tracking_uri(c.tracking_uri)})"))
+    for key, value in rows:
+        table.add_row(key, value)
+    Console().print(table)
+
+
+def bench_train_command(
+    size: str = typer.Option("paper", "--size", help="Model size preset."),
+    context_length: int = typer.Option(256, "--context-length", help="Context length T."),
+    batch_size: int = typer.Option(8, "--batch-size", help="Batch size."),
+    steps: int = typer.Option(10, "--steps", help="Timed steps per variant (after warm-up)."),
+    warmup: int = typer.Option(2, "--warmup", help="Untimed warm-up steps."),
+    variants: Optional[str] = typer.Option(None, "--variants", help="Comma-separated variants. (default: all of the zoo)"),
+    overhead: bool = typer.Option(True, "--overhead/--no-overhead", help="Also measure the cost of logging and callbacks."),
+    overhead_steps: int = typer.Option(12, "--overhead-steps", help="Steps of each train() run in the overhead measurement."),
+    num_threads: Optional[int] = typer.Option(None, "--num-threads", help="Torch threads. (default: the CPUs given)"),
+    rounds: int = typer.Option(3, "--rounds", help="Interleaved timing rounds (the fastest is reported)."),
+    output: Optional[Path] = typer.Option(None, "--output", help="JSON file. (default: benchmarks/results/train_step.json)"),
+) -> None:
+    """Tokens/s of a training step (forward, backward, AdamW) per variant against baseline."""
+    from harness.training.bench import main
+
+    main(
+        size=size,
+        context_length=context_length,
+        batch_size=batch_size,
+        steps=steps,
+        warmup=warmup,
+        variants=[v.strip() for v in variants.split(",") if v.strip()] if variants else None,
+        overhead=overhead,
+        overhead_steps=overhead_steps,
+        num_threads=num_threads,
+        rounds=rounds,
+        output=output,
+    )
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    """Add ``harness train`` and ``harness bench train``."""
+    app.command("train")(train_command)
+    bench_app.command("train")(bench_train_command)

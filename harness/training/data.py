@@ -1,0 +1,204 @@
+"""The data side of a run: a seeded training stream and fixed evaluation windows.
+
+Training batches come from :func:`harness.datasets.sample_train_batch`, a pure function
+of ``(seed, step)``; the stream starts at the global step a run resumes from, so an
+interrupted run sees exactly the batches an uninterrupted one would (no sampler state to
+save, no fast-forwarding).
+
+Evaluation uses :func:`harness.datasets.eval_window_starts`: non-overlapping windows
+fixed by the split's length and the context length alone, identical for every variant
+and seed (paired comparisons), ``config.eval_windows`` of them per split (evenly spaced).
+The validation loader yields one split per batch, tagged with the split name and the
+window indices, so the module can keep a loss per window for the final artifact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from lightning.pytorch import LightningDataModule
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+
+from harness.errors import InputError
+
+#: Splits evaluated at every evaluation (``test`` only at the final one, where it exists).
+EVAL_SPLITS = ("val", "train", "test")
+
+
+@dataclass(frozen=True)
+class EvalWindows:
+    """The fixed evaluation windows of one split.
+
+    ``x``/``y``: int64 ``[N, T]`` inputs and next-character targets; ``starts``: the
+    window offsets in the split; ``content``: bool ``[N, T]``, whether input character
+    t is a ground-truth content character (synthetic-salience only, else ``None``).
+    """
+
+    split: str
+    starts: np.ndarray
+    x: torch.Tensor
+    y: torch.Tensor
+    content: torch.Tensor | None
+
+    def __len__(self) -> int:
+        return int(self.x.shape[0])
+
+
+def make_eval_windows(
+    tokens: np.ndarray,
+    *,
+    split: str,
+    block_size: int,
+    max_windows: int | None,
+    content_mask: np.ndarray | None = None,
+) -> EvalWindows:
+    """Cut ``tokens`` into the fixed windows of ``split`` (raises :class:`InputError`
+    when the split is shorter than one window)."""
+    from harness.datasets import eval_window_starts, window_batch
+
+    starts = np.asarray(eval_window_starts(len(tokens), block_size=block_size, max_windows=max_windows), dtype=np.int64)
+    if starts.size == 0:
+        raise InputError(
+            f"the {split} split ({len(tokens)} characters) is shorter than one evaluation window of "
+            f"{block_size + 1} characters; use a shorter --context-length"
+        )
+    x, y = window_batch(tokens, starts, block_size=block_size)
+    content = None
+    if content_mask is not None:
+        content = torch.from_numpy(np.stack([np.asarray(content_mask[s : s + block_size], dtype=bool) for s in starts]))
+    return EvalWindows(
+        split=split,
+        starts=starts,
+        x=torch.from_numpy(np.ascontiguousarray(x, dtype=np.int64)),
+        y=torch.from_numpy(np.ascontiguousarray(y, dtype=np.int64)),
+        content=content,
+    )
+
+
+class TrainBatchStream(IterableDataset):
+    """Endless training batches ``(x, y)`` (int64 ``[B, T]``), batch k = f(seed, start_step + k)."""
+
+    def __init__(self, tokens: np.ndarray, *, block_size: int, batch_size: int, seed: int, start_step: int = 0) -> None:
+        super().__init__()
+        self.tokens = tokens
+        self.block_size = block_size
+        self.batch_size = batch_size
+        self.seed = seed
+        self.start_step = start_step
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        from harness.datasets import sample_train_batch
+
+        step = self.start_step
+        while True:
+            x, y = sample_train_batch(
+                self.tokens, block_size=self.block_size, batch_size=self.batch_size, seed=self.seed, step=step
+            )
+            yield torch.from_numpy(np.asarray(x, dtype=np.int64)), torch.from_numpy(np.asarray(y, dtype=np.int64))
+            step += 1
+
+
+class _EvalBatches(Dataset):
+    """A list of ready-made evaluation batches (dicts), one split per batch."""
+
+    def __init__(self, windows: list[EvalWindows], batch_size: int) -> None:
+        self.batches: list[dict[str, Any]] = []
+        for w in windows:
+            for lo in range(0, len(w), batch_size):
+                hi = min(lo + batch_size, len(w))
+                batch: dict[str, Any] = {
+                    "split": w.split,
+                    "window": torch.arange(lo, hi),
+                    "x": w.x[lo:hi],
+                    "y": w.y[lo:hi],
+                }
+                if w.content is not None:
+                    batch["content"] = w.content[lo:hi]
+                self.batches.append(batch)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return self.batches[index]
+
+
+class CharDataModule(LightningDataModule):
+    """Training stream and evaluation windows of one corpus for one run.
+
+    Parameters
+    ----------
+    corpus
+        A :class:`harness.datasets.Corpus` (already loaded: loading errors surface before
+        any training or tracking starts).
+    block_size, batch_size, seed
+        Context length, training batch size and the run's seed.
+    eval_windows, eval_batch_size
+        Fixed windows per split (``None``: cover the split) and windows per eval batch.
+    start_step
+        The global step the training stream starts at (the step a run resumes from).
+    pin_memory
+        Pin host batches (GPU runs).
+    """
+
+    def __init__(
+        self,
+        corpus: Any,
+        *,
+        block_size: int,
+        batch_size: int,
+        seed: int,
+        eval_windows: int | None,
+        eval_batch_size: int,
+        start_step: int = 0,
+        pin_memory: bool = False,
+    ) -> None:
+        super().__init__()
+        self.corpus = corpus
+        self.block_size = block_size
+        self.batch_size = batch_size
+        self.seed = seed
+        self.eval_batch_size = eval_batch_size
+        self.start_step = start_step
+        self.pin_memory = pin_memory
+        if len(corpus.train) < block_size + 2:
+            raise InputError(
+                f"the train split of {corpus.name!r} ({len(corpus.train)} characters) is shorter than one "
+                f"training window of {block_size + 1}; use a shorter --context-length"
+            )
+        masks = getattr(corpus, "content_mask", None) or {}
+        self.windows: dict[str, EvalWindows] = {}
+        for split in EVAL_SPLITS:
+            tokens = getattr(corpus, split, None)
+            if tokens is None:
+                continue
+            self.windows[split] = make_eval_windows(
+                tokens,
+                split=split,
+                block_size=block_size,
+                max_windows=eval_windows,
+                content_mask=masks.get(split) if split == "val" else None,
+            )
+
+    @property
+    def has_content_mask(self) -> bool:
+        return self.windows["val"].content is not None
+
+    def train_dataloader(self) -> DataLoader:
+        stream = TrainBatchStream(
+            self.corpus.train,
+            block_size=self.block_size,
+            batch_size=self.batch_size,
+            seed=self.seed,
+            start_step=self.start_step,
+        )
+        # batch_size=None: the stream yields whole batches; in-process (sampling costs microseconds).
+        return DataLoader(stream, batch_size=None, num_workers=0, pin_memory=self.pin_memory)
+
+    def val_dataloader(self) -> DataLoader:
+        batches = _EvalBatches([self.windows[s] for s in EVAL_SPLITS if s in self.windows], self.eval_batch_size)
+        return DataLoader(batches, batch_size=None, shuffle=False, num_workers=0, pin_memory=self.pin_memory)

@@ -1,0 +1,361 @@
+"""One LightningModule for every variant of the zoo.
+
+Training: next-character cross-entropy, AdamW (betas 0.9/0.99, weight decay on every
+parameter with ``dim >= 2`` as nanoGPT does: linear and embedding matrices, the EGA
+projection; none on biases, norms, gate tau/alpha, MOPE omega/sigma, lag weights),
+linear warmup then cosine decay to ``min_lr`` at ``max_steps`` (:func:`learning_rate`).
+
+Determinism: the dropout masks of step k come from generators seeded with
+``step_seed(seed, k)`` at the start of the step (:func:`reseed_dropout`), and batch k is
+a pure function of ``(seed, k)`` (:mod:`harness.training.data`); the optimizer and
+schedule states are in the checkpoint. So a run resumed from a checkpoint saved after step k
+draws exactly what an uninterrupted run draws. On CPU in fp32 with the same thread
+count this gives bit-identical losses. It does not hold across machines or thread counts
+(different reduction orders), nor on GPU in general: bf16 autocast, TF32 matmuls,
+``torch.compile`` kernel choices and atomic adds in some backward kernels (e.g. the
+embedding gradient) make GPU runs reproducible only up to float noise.
+
+Evaluation (the validation loop, every ``eval_every`` steps and at the end): the loss of
+every fixed window of the validation and training splits (and of the test split at the
+final evaluation), gate parameters and open-gate fractions, MOPE summaries. All metrics of
+an evaluation go through :meth:`CharLMModule.record_metrics`: ``self.log`` (so
+``trainer.callback_metrics`` holds them at ``on_validation_end``, where a Ray Tune
+callback reports them) and :attr:`CharLMModule.eval_metrics` (full-precision floats, read
+by the MLflow callback and by ``train``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from lightning.pytorch import LightningModule
+from torch import Tensor
+
+from harness.errors import InputError
+from harness.training.config import TrainConfig
+
+#: Format of the ``harness`` entry of a checkpoint (bump on incompatible changes).
+CHECKPOINT_FORMAT = 1
+#: Histogram bins of gate values for the content AUC (synthetic-salience).
+_AUC_BINS = 1024
+_LN2 = math.log(2.0)
+
+
+def learning_rate(step: int, config: TrainConfig) -> float:
+    """nanoGPT's schedule at optimizer step ``step`` (0-based).
+
+    lr(k) = lr (k+1)/(W+1) for k < W (linear warmup over W = warmup_steps steps);
+    lr(k) = min_lr + (lr - min_lr) (1 + cos(pi r)) / 2 with r = (k - W)/(max_steps - W),
+    cosine decay to min_lr at max_steps; min_lr beyond.
+    """
+    warmup, total = config.warmup_steps, config.max_steps
+    if step < warmup:
+        return config.lr * (step + 1) / (warmup + 1)
+    if step >= total:
+        return config.min_lr
+    ratio = (step - warmup) / max(1, total - warmup)
+    return config.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (config.lr - config.min_lr)
+
+
+def step_seed(seed: int, step: int) -> int:
+    """A 63-bit seed for step ``step`` of run ``seed`` (splitmix64 of the pair): the dropout
+    randomness of a step depends on (seed, step) only, never on what ran before."""
+    mask = (1 << 64) - 1
+    z = (seed * 0x9E3779B97F4A7C15 + step + 0x632BE59BD9B4E019) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return (z ^ (z >> 31)) & ((1 << 63) - 1)
+
+
+def reseed_dropout(seed: int, step: int, device: torch.device) -> None:
+    """Seed the generators dropout draws from with :func:`step_seed` (``torch.manual_seed``
+    would do, but it visits every device type: 60 us against 1 us here)."""
+    s = step_seed(seed, step)
+    torch.default_generator.manual_seed(s)
+    if device.type == "cuda":
+        torch.cuda.manual_seed(s)  # the current device's generator
+
+
+def resolve_variant(config: TrainConfig) -> Any:
+    """The :class:`harness.models.Variant` a config names.
+
+    A registry name, or an inline combination when ``position``/``gate``/``scoring`` is
+    set: the slots not given are taken from the registry variant of the same name if there
+    is one, else default to sinusoidal / no gate / dot. Raises :class:`InputError`.
+    """
+    from harness.models import VARIANTS, get_variant, make_variant
+
+    if not config.is_inline_variant:
+        return get_variant(config.variant)
+    base = VARIANTS.get(config.variant)
+    return make_variant(
+        config.variant,
+        position=config.position or (base.position if base else "sinusoidal"),
+        gate=config.gate or (base.gate if base else "none"),
+        scoring=config.scoring or (base.scoring if base else "dot"),
+        **(dict(base.options) if base else {}),
+    )
+
+
+def build_char_model(config: TrainConfig, vocab_size: int) -> Any:
+    """The model of ``config`` (initialised from the global torch RNG: seed it first)."""
+    from harness.models import build_model
+
+    overrides: dict[str, Any] = {}
+    if config.tau_init is not None:
+        overrides["tau_init"] = config.tau_init
+    return build_model(
+        resolve_variant(config),
+        size=config.size,
+        vocab_size=vocab_size,
+        block_size=config.context_length,
+        dropout=config.dropout,
+        **overrides,
+    )
+
+
+def optimizer_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """AdamW parameter groups: decay on matrices (``dim >= 2``: linear and embedding
+    weights, the EGA projection), none on vectors (biases, LayerNorm, gate tau/alpha, MOPE
+    omega/log-sigma) nor on what the model lists in ``no_weight_decay_parameter_names()``
+    (the lag weights of lagged scoring). Tied parameters appear once."""
+    exempt = set(model.no_weight_decay_parameter_names()) if hasattr(model, "no_weight_decay_parameter_names") else set()
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():  # named_parameters() lists a tied weight once
+        if not p.requires_grad:
+            continue
+        (decay if p.dim() >= 2 and name not in exempt else no_decay).append(p)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+
+
+def _auc_from_histograms(pos: Tensor, neg: Tensor) -> Tensor:
+    """ROC AUC P(g_pos > g_neg) + P(tie)/2 from histograms ``[..., bins]`` of the scores of
+    positives and negatives (ties within a bin count one half)."""
+    pos, neg = pos.double(), neg.double()
+    neg_below = torch.cumsum(neg, dim=-1) - neg  # negatives in lower bins
+    wins = (pos * neg_below).sum(-1) + 0.5 * (pos * neg).sum(-1)
+    return wins / (pos.sum(-1) * neg.sum(-1)).clamp_min(1.0)
+
+
+class CharLMModule(LightningModule):
+    """Character language model training for any zoo variant.
+
+    Parameters
+    ----------
+    config
+        The run's :class:`TrainConfig` (kept as a plain dict in checkpoints).
+    vocab_size
+        Size of the corpus vocabulary.
+    model
+        The :class:`harness.models.CharTransformer` (built by :func:`build_char_model`).
+    """
+
+    def __init__(self, config: TrainConfig, *, vocab_size: int, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.config = config
+        self.vocab_size = vocab_size
+        self.model = model
+        self.has_gate = bool(getattr(model.variant, "has_key_gate", False))
+        self.best_val_loss = math.inf
+        self.mlflow_run_id: str | None = None
+        self.eval_metrics: dict[str, float] = {}
+        self.window_losses: dict[str, np.ndarray] = {}  # per-window losses of the last evaluation
+        self.final_metrics: dict[str, float] = {}
+        self._final_eval = False
+        self._force_final = False
+        self._eval_state: dict[str, Any] = {}
+
+    # -- training ------------------------------------------------------------------
+    def forward(self, idx: Tensor) -> Tensor:
+        return self.model(idx)
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        x, y = batch
+        reseed_dropout(self.config.seed, self.global_step, x.device)  # dropout masks = f(seed, step)
+        logits = self.model(x)  # (B, T, V)
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), y.reshape(-1))
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        config = self.config
+        fused = {"fused": True} if next(self.model.parameters()).is_cuda else {}
+        optimizer = torch.optim.AdamW(
+            optimizer_groups(self.model, config.weight_decay),
+            lr=config.lr,
+            betas=(config.beta1, config.beta2),
+            **fused,
+        )
+        # LambdaLR multiplies the base lr; a closure (not a callable object) keeps the
+        # scheduler's state dict free of pickled code.
+        base = config.lr
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: learning_rate(k, config) / base)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1}}
+
+    # -- metrics -------------------------------------------------------------------
+    def record_metrics(self, metrics: Mapping[str, float], *, prog_bar: tuple[str, ...] = ()) -> None:
+        """Record evaluation metrics: ``self.log`` (-> ``trainer.callback_metrics``) and
+        :attr:`eval_metrics` (float64, for MLflow and the result)."""
+        for name, value in metrics.items():
+            value = float(value)
+            self.eval_metrics[name] = value
+            self.log(name, value, prog_bar=name in prog_bar, on_step=False, on_epoch=True, batch_size=1)
+
+    # -- evaluation ------------------------------------------------------------------
+    @property
+    def is_final_evaluation(self) -> bool:
+        return self._final_eval
+
+    def request_final_evaluation(self) -> None:
+        """Make the next evaluation the final one (used when training stops off the
+        evaluation grid: ``max_steps`` not a multiple of ``eval_every``)."""
+        self._force_final = True
+
+    def on_validation_start(self) -> None:
+        self._final_eval = self._force_final or self.global_step >= self.config.max_steps
+        self.eval_metrics = {}
+        windows = self.trainer.datamodule.windows if self.trainer.datamodule is not None else {}
+        L, H = self.model.size.n_layer, self.model.size.n_head
+        self._eval_state = {
+            "losses": {s: torch.full((len(w),), math.nan, dtype=torch.float64) for s, w in windows.items()},
+            "open": torch.zeros(L, H, dtype=torch.float64),
+            "keys": 0,
+            "tp": torch.zeros(L, H, dtype=torch.float64),
+            "positives": 0,
+            "hist_pos": None,
+            "hist_neg": None,
+        }
+
+    def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
+        split = batch["split"]
+        if split == "test" and not self._final_eval:
+            return  # the test split is looked at once, at the end
+        x, y = batch["x"], batch["y"]
+        gates = None
+        if split == "val" and self.has_gate:
+            logits, gates = self.model.forward_with_gates(x)  # gates: (L, N, H, T)
+        else:
+            logits = self.model(x)  # (N, T, V)
+        per_char = F.cross_entropy(logits.float().transpose(1, 2), y, reduction="none")  # (N, T)
+        self._eval_state["losses"][split][batch["window"].cpu()] = per_char.mean(dim=1).double().cpu()
+        if gates is not None:
+            self._accumulate_gates(gates.float(), batch.get("content"))
+
+    def _accumulate_gates(self, gates: Tensor, content: Tensor | None) -> None:
+        state = self._eval_state
+        is_open = gates > 0.5  # (L, N, H, T)
+        state["open"] += is_open.sum(dim=(1, 3)).double().cpu()  # (L, H)
+        state["keys"] += gates.shape[1] * gates.shape[3]
+        if content is None:
+            return
+        L, _, H, _ = gates.shape
+        c = content[None, :, None, :].expand_as(gates)  # (L, N, H, T)
+        state["tp"] += (is_open & c).sum(dim=(1, 3)).double().cpu()
+        state["positives"] += int(content.sum())
+        # Histograms of gate values for positives / negatives, per head: (L*H, bins).
+        bins = (gates * _AUC_BINS).long().clamp_(0, _AUC_BINS - 1)
+        head = torch.arange(L * H, device=gates.device).view(L, 1, H, 1).expand_as(gates)
+        flat = (head * _AUC_BINS + bins).reshape(-1)
+        c_flat = c.reshape(-1)
+        n = L * H * _AUC_BINS
+        hist_pos = torch.bincount(flat[c_flat], minlength=n).view(L, H, _AUC_BINS).cpu()
+        hist_neg = torch.bincount(flat[~c_flat], minlength=n).view(L, H, _AUC_BINS).cpu()
+        state["hist_pos"] = hist_pos if state["hist_pos"] is None else state["hist_pos"] + hist_pos
+        state["hist_neg"] = hist_neg if state["hist_neg"] is None else state["hist_neg"] + hist_neg
+
+    def on_validation_epoch_end(self) -> None:
+        state = self._eval_state
+        losses: dict[str, Tensor] = {s: v for s, v in state["losses"].items() if not torch.isnan(v).all()}
+        val = float(losses["val"].mean())
+        train = float(losses["train"].mean())
+        self.best_val_loss = min(self.best_val_loss, val)
+        metrics: dict[str, float] = {
+            "step": float(self.global_step),
+            "val/loss": val,
+            "val/bpc": val / _LN2,
+            "train/loss": train,
+            "gen_gap": val - train,
+            "best/val_loss": self.best_val_loss,
+        }
+        metrics.update(self.parameter_telemetry())
+        gate_summary = self._gate_summary()
+        metrics.update(gate_summary)
+        self.window_losses = {s: v.numpy().copy() for s, v in losses.items()}
+        if self._final_eval:
+            final = {
+                "final/val_loss": val,
+                "final/train_loss": train,
+                "final/gen_gap": val - train,
+                "final/val_bpc": val / _LN2,
+                "num_parameters": float(self.model.num_parameters()),
+            }
+            if "test" in losses:
+                final["final/test_loss"] = float(losses["test"].mean())
+            tau = self.model.gate_parameters().get("tau")
+            if tau is not None:
+                final["final/tau_mean"] = float(tau.detach().float().mean())
+            for key in ("open_fraction", "content_precision", "content_recall", "content_auc"):
+                if f"gate/{key}" in gate_summary:
+                    final[f"final/{key}"] = gate_summary[f"gate/{key}"]
+            metrics.update(final)
+            self.final_metrics = dict(final)
+        self.record_metrics(metrics, prog_bar=("val/loss",))
+
+    @torch.no_grad()
+    def parameter_telemetry(self) -> dict[str, float]:
+        """Gate parameters per layer and head (``gate/tau/l0h3``, ``gate/alpha/l0h3``, ...,
+        their means ``gate/tau_mean``), MOPE omega/sigma summaries (``mope/omega_mean`` ...)."""
+        metrics: dict[str, float] = {}
+        for name, values in self.model.gate_parameters().items():
+            values = values.detach().float().cpu()  # (L, H)
+            for (layer, head), v in np.ndenumerate(values.numpy().reshape(values.shape[0], -1)):
+                metrics[f"gate/{name}/l{layer}h{head}"] = float(v)
+            metrics[f"gate/{name}_mean"] = float(values.mean())
+        for name, values in self.model.mope_parameters().items():
+            values = values.detach().float().cpu()
+            metrics[f"mope/{name}_mean"] = float(values.mean())
+            metrics[f"mope/{name}_min"] = float(values.min())
+            metrics[f"mope/{name}_max"] = float(values.max())
+        return metrics
+
+    def _gate_summary(self) -> dict[str, float]:
+        state = self._eval_state
+        if not state["keys"]:
+            return {}
+        per_head = state["open"] / state["keys"]  # (L, H)
+        metrics = {"gate/open_fraction": float(per_head.mean())}
+        for (layer, head), v in np.ndenumerate(per_head.numpy()):
+            metrics[f"gate/open_fraction/l{layer}h{head}"] = float(v)
+        if state["hist_pos"] is not None:
+            n_open = float(state["open"].sum())
+            tp = float(state["tp"].sum())
+            positives = state["positives"] * per_head.numel()
+            metrics["gate/content_precision"] = tp / n_open if n_open else math.nan
+            metrics["gate/content_recall"] = tp / positives if positives else math.nan
+            pos, neg = state["hist_pos"], state["hist_neg"]
+            metrics["gate/content_auc"] = float(_auc_from_histograms(pos.sum(dim=(0, 1)), neg.sum(dim=(0, 1))))
+            metrics["gate/content_auc_best_head"] = float(_auc_from_histograms(pos, neg).max())
+        return metrics
+
+    # -- checkpoints -------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        # Plain containers only: the checkpoint must load with torch.load(weights_only=True).
+        checkpoint["harness"] = {
+            "format": CHECKPOINT_FORMAT,
+            "config": self.config.model_dump(mode="json"),
+            "best_val_loss": float(self.best_val_loss),
+            "mlflow_run_id": self.mlflow_run_id,
+            "vocab_size": int(self.vocab_size),
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        meta = checkpoint.get("harness")
+        if not isinstance(meta, dict):
+            raise InputError("checkpoint has no 'harness' entry: not written by harness.training")
+        self.best_val_loss = float(meta.get("best_val_loss", math.inf))

@@ -1,0 +1,529 @@
+"""``train(config) -> TrainResult``: one training run from a config, start to finish.
+
+Order of work, so that bad input never leaves anything half-done: validate the config,
+the accelerator, the dataset (loaded), the resume checkpoint and the model (built);
+check the tracking store; only then create the MLflow run. From there on, whatever
+happens the run ends: ``FINISHED`` (tag ``status=finished`` or ``status=diverged``),
+``KILLED`` on an interrupt, ``FAILED`` on any other error (which propagates).
+
+Reproducibility: on CPU (fp32, same thread count) a seed gives bit-identical results and a
+resumed run ends exactly where an uninterrupted one does; on GPU only up to float noise
+(bf16 autocast, TF32, compiled kernels, atomic adds in some backward kernels): see
+:mod:`harness.training.module`.
+
+Inside a Ray Tune trial, the studies runner calls
+``train(config, callbacks=[report_callback], mlflow_logging=False, resume_from=ckpt,
+progress_bar=False)``: ``trainer.callback_metrics`` holds every metric of
+:mod:`harness.training.module` at ``on_validation_end`` (0-dim tensors), ``step``
+included, and the last evaluation of a run that reaches ``max_steps`` carries the
+``final/...`` metrics as well.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from harness.errors import InputError
+from harness.training.config import TrainConfig
+
+#: Config fields that shape the training trajectory or its evaluations: a resumed run
+#: must match its checkpoint on all of them (the others, e.g. tracking or threads, may change).
+TRAJECTORY_FIELDS = (
+    "variant",
+    "position",
+    "gate",
+    "scoring",
+    "tau_init",
+    "dataset",
+    "size",
+    "context_length",
+    "seed",
+    "max_steps",
+    "batch_size",
+    "lr",
+    "min_lr",
+    "warmup_steps",
+    "weight_decay",
+    "beta1",
+    "beta2",
+    "grad_clip",
+    "dropout",
+    "eval_every",
+    "eval_windows",
+)
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What one run produced.
+
+    Losses are mean next-character cross-entropies in nats over the fixed evaluation
+    windows (``val_bpc`` in bits); ``tau_mean``/``open_fraction`` are ``None`` for variants
+    without a key gate, ``final_test_loss`` where the corpus has no test split. A diverged
+    run has ``status="diverged"`` and NaN final losses. ``window_losses`` maps a split to
+    the loss of each fixed window at the final evaluation; ``metrics`` holds every metric
+    of the final evaluation by its logged name.
+    """
+
+    config: TrainConfig
+    status: Literal["finished", "diverged"]
+    steps: int
+    final_val_loss: float
+    final_test_loss: float | None
+    best_val_loss: float
+    final_train_loss: float
+    gen_gap: float
+    val_bpc: float
+    tau_mean: float | None
+    open_fraction: float | None
+    tokens_per_s: float
+    num_parameters: int
+    window_losses: dict[str, np.ndarray] = field(repr=False)
+    metrics: dict[str, float] = field(repr=False)
+    mlflow_run_id: str | None
+    checkpoint_path: str | None
+    wall_time_s: float
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Everything checked before any work starts."""
+
+    config: TrainConfig
+    variant: Any
+    corpus: Any
+    use_gpu: bool
+    compile: bool
+    num_threads: int | None
+    resume_path: Path | None
+    resume_meta: dict[str, Any] | None
+    start_step: int
+
+
+def as_train_config(config: TrainConfig | Mapping[str, Any]) -> TrainConfig:
+    """A :class:`TrainConfig` from a config or a mapping (pydantic errors -> :class:`InputError`)."""
+    if isinstance(config, TrainConfig):
+        return config
+    from pydantic import ValidationError
+
+    try:
+        return TrainConfig.model_validate(dict(config))
+    except ValidationError as exc:
+        raise InputError(f"invalid training config: {exc}") from None
+
+
+def load_checkpoint_meta(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any], int]:
+    """Open a harness checkpoint safely (``weights_only=True``): its path (a directory
+    means its ``last.ckpt``), its ``harness`` entry and its global step.
+
+    Raises :class:`InputError` for a missing, corrupt or foreign file.
+    """
+    import torch
+
+    from harness.training.callbacks import LAST_CHECKPOINT
+
+    ckpt_path = Path(path)
+    if ckpt_path.is_dir():
+        ckpt_path = ckpt_path / LAST_CHECKPOINT
+    if not ckpt_path.is_file():
+        raise InputError(f"checkpoint {str(ckpt_path)!r} does not exist; pass a .ckpt file or a run's checkpoint folder")
+    try:
+        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - unpickling errors have many types
+        raise InputError(f"checkpoint {str(ckpt_path)!r} cannot be read (corrupt or not a checkpoint): {exc}") from None
+    meta = checkpoint.get("harness") if isinstance(checkpoint, dict) else None
+    if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict) or "state_dict" not in checkpoint:
+        raise InputError(f"checkpoint {str(ckpt_path)!r} was not written by harness.training (no 'harness' entry)")
+    return ckpt_path, meta, int(checkpoint.get("global_step", 0))
+
+
+def config_from_checkpoint(path: str | os.PathLike[str], **overrides: Any) -> TrainConfig:
+    """The config stored in a checkpoint, with ``overrides`` (``None`` values ignored)."""
+    _, meta, _ = load_checkpoint_meta(path)
+    merged = {**meta["config"], **{k: v for k, v in overrides.items() if v is not None}}
+    return as_train_config(merged)
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask: what Ray or a container gave it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on macOS
+        return os.cpu_count() or 1
+
+
+def _prepare(config: TrainConfig, resume_from: str | os.PathLike[str] | None, *, progress: bool = True) -> _Plan:
+    import torch
+
+    from harness import datasets
+    from harness.models import get_size
+
+    size = get_size(config.size)
+    if config.context_length > size.max_context_length:
+        raise InputError(
+            f"context length {config.context_length} exceeds size {size.name!r}'s maximum of "
+            f"{size.max_context_length}; use a shorter --context-length or a larger --size"
+        )
+    from harness.training.module import resolve_variant
+
+    variant = resolve_variant(config)
+    if config.tau_init is not None and not variant.has_key_gate:
+        raise InputError(f"tau_init is set but variant {variant.name!r} has no key gate; drop --tau-init")
+
+    datasets.get_card(config.dataset)  # InputError listing the known datasets
+
+    cuda = torch.cuda.is_available()
+    if config.accelerator == "gpu" and not cuda:
+        raise InputError("accelerator 'gpu' requested but no CUDA device is available; use --accelerator cpu or auto")
+    use_gpu = config.accelerator == "gpu" or (config.accelerator == "auto" and cuda)
+    compile_model = use_gpu if config.compile is None else config.compile
+    num_threads = None if use_gpu else (config.num_threads or available_cpus())
+
+    resume_path, resume_meta, start_step = None, None, 0
+    if resume_from is not None:
+        resume_path, resume_meta, start_step = load_checkpoint_meta(resume_from)
+        saved = as_train_config(resume_meta["config"])
+        mismatched = [f for f in TRAJECTORY_FIELDS if getattr(saved, f) != getattr(config, f)]
+        if mismatched:
+            detail = ", ".join(f"{f}: checkpoint {getattr(saved, f)!r} vs config {getattr(config, f)!r}" for f in mismatched)
+            raise InputError(f"checkpoint {str(resume_path)!r} belongs to another run ({detail}); resume with its settings")
+
+    corpus = datasets.load(config.dataset, data_dir=config.data_dir, progress=progress)
+    return _Plan(
+        config=config,
+        variant=variant,
+        corpus=corpus,
+        use_gpu=use_gpu,
+        compile=compile_model,
+        num_threads=num_threads,
+        resume_path=resume_path,
+        resume_meta=resume_meta,
+        start_step=start_step,
+    )
+
+
+@contextlib.contextmanager
+def _runtime(plan: _Plan, progress_bar: bool) -> Iterator[None]:
+    """Threads, matmul precision, RNG and log levels for the run; restored afterwards."""
+    import torch
+
+    saved_threads = torch.get_num_threads()
+    saved_precision = torch.get_float32_matmul_precision()
+    quiet = ("lightning.pytorch", "lightning.fabric", "lightning.pytorch.utilities.rank_zero")
+    saved_levels = {name: logging.getLogger(name).level for name in quiet}
+    devices = [torch.cuda.current_device()] if plan.use_gpu else []
+    try:
+        if plan.num_threads:
+            torch.set_num_threads(plan.num_threads)
+        if plan.use_gpu:
+            torch.set_float32_matmul_precision("high")  # TF32 for any fp32 matmul left outside autocast
+            torch.backends.cudnn.allow_tf32 = True
+        for name in quiet:  # "GPU available: ...", "max_steps reached": noise in a study log
+            logging.getLogger(name).setLevel(logging.WARNING)
+        with torch.random.fork_rng(devices=devices), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+            warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning 2.6 on torch 2.13
+            yield
+    finally:
+        torch.set_num_threads(saved_threads)
+        torch.set_float32_matmul_precision(saved_precision)
+        for name, level in saved_levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def run_name(config: TrainConfig) -> str:
+    """Human name of a run: ``ega-mope-tinyshakespeare-nano-T64-s3``."""
+    return f"{config.variant}-{config.dataset}-{config.size}-T{config.context_length}-s{config.seed}"
+
+
+def run_tags(config: TrainConfig, variant: Any) -> dict[str, str]:
+    """The tags every training run carries (``status`` is added by the tracker)."""
+    from harness.training.tracking import harness_git_commit
+
+    return {
+        "variant": config.variant,
+        "position": variant.position,
+        "gate": variant.gate,
+        "scoring": variant.scoring,
+        "dataset": config.dataset,
+        "size": config.size,
+        "context_length": str(config.context_length),
+        "seed": str(config.seed),
+        "harness.git_commit": harness_git_commit(),
+    }
+
+
+def _step_progress_bar() -> Any:
+    from lightning.pytorch.callbacks import TQDMProgressBar
+
+    class StepProgressBar(TQDMProgressBar):
+        """Progress in optimizer steps out of ``max_steps`` (the training stream is endless)."""
+
+        @property
+        def total_train_batches(self) -> int:
+            return self.trainer.max_steps
+
+        def on_train_epoch_start(self, trainer: Any, *args: Any) -> None:
+            super().on_train_epoch_start(trainer, *args)
+            self.train_progress_bar.set_description("train")
+
+        def get_metrics(self, trainer: Any, pl_module: Any) -> dict[str, Any]:
+            items = super().get_metrics(trainer, pl_module)
+            items.pop("v_num", None)
+            return items
+
+    return StepProgressBar()
+
+
+def _write_artifacts(run: Any, module: Any, directory: Path, *, final: bool) -> None:
+    """Per-window losses of the final evaluation (not for a diverged run: it has none),
+    final gate parameters per head and MOPE parameters per dimension."""
+    import polars as pl
+
+    rows = [] if not final else [
+        pl.DataFrame(
+            {"split": [split] * len(losses), "window": np.arange(len(losses), dtype=np.int64), "loss": losses.astype(np.float64)}
+        )
+        for split, losses in module.window_losses.items()
+    ]
+    if rows:
+        path = directory / "window_losses.parquet"
+        pl.concat(rows).write_parquet(path)
+        run.log_artifact(path)
+    gates = {k: v.detach().float().cpu().numpy() for k, v in module.model.gate_parameters().items()}
+    if gates:
+        L, H = next(iter(gates.values())).shape[:2]
+        frame = {"layer": np.repeat(np.arange(L), H), "head": np.tile(np.arange(H), L)}
+        frame.update({name: values.reshape(-1).astype(np.float64) for name, values in gates.items()})
+        path = directory / "gate_parameters.parquet"
+        pl.DataFrame(frame).write_parquet(path)
+        run.log_artifact(path)
+    mope = {k: v.detach().float().cpu().numpy().reshape(-1).astype(np.float64) for k, v in module.model.mope_parameters().items()}
+    if mope:
+        lengths = {len(v) for v in mope.values()}
+        if len(lengths) == 1:
+            frame = {"dimension": np.arange(lengths.pop()), **mope}
+            table = pl.DataFrame(frame)
+        else:  # long format if the parameters differ in size
+            table = pl.concat(
+                [pl.DataFrame({"param": [k] * len(v), "dimension": np.arange(len(v)), "value": v}) for k, v in mope.items()]
+            )
+        path = directory / "mope_parameters.parquet"
+        table.write_parquet(path)
+        run.log_artifact(path)
+
+
+def _default_checkpoint_dir(config: TrainConfig, run_id: str | None) -> Path:
+    suffix = run_id or time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+    return Path.cwd() / "checkpoints" / f"{run_name(config)}-{suffix}"
+
+
+def train(
+    config: TrainConfig | Mapping[str, Any],
+    *,
+    callbacks: Sequence[Any] = (),
+    mlflow_logging: bool = True,
+    resume_from: str | os.PathLike[str] | None = None,
+    progress_bar: bool = True,
+) -> TrainResult:
+    """Train one model as ``config`` says and evaluate it on the fixed windows.
+
+    Parameters
+    ----------
+    config
+        A :class:`TrainConfig` (or a mapping of its fields).
+    callbacks
+        Extra Lightning callbacks (e.g. a Ray Tune report callback at ``on_validation_end``).
+    mlflow_logging
+        Create and fill an MLflow run (tracking URI: ``config.tracking_uri``, else
+        ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db``).
+    resume_from
+        A checkpoint (``.ckpt`` file or a run's checkpoint folder) of the same run to
+        continue from: the result equals that of an uninterrupted run (CPU).
+    progress_bar
+        Show a progress bar.
+
+    Returns
+    -------
+    TrainResult
+        ``status="diverged"`` when the training loss became non-finite (the run stops
+        there; not an exception).
+
+    Raises
+    ------
+    InputError
+        Bad input (unknown variant/dataset/size, context too long, no GPU, unusable
+        tracking URI, corrupt or foreign checkpoint), before any MLflow run exists.
+    """
+    started = time.perf_counter()
+    config = as_train_config(config)
+    plan = _prepare(config, resume_from, progress=progress_bar)
+
+    import torch
+    from lightning.pytorch import Trainer
+
+    from harness.training.callbacks import (
+        BatchLossMonitor,
+        MlflowMetrics,
+        RollingCheckpoint,
+        TokenThroughput,
+        TrainingDiverged,
+    )
+    from harness.training.data import CharDataModule
+    from harness.training.module import CharLMModule, build_char_model
+    from harness.training.tracking import prepare_tracking
+
+    with _runtime(plan, progress_bar):
+        torch.manual_seed(config.seed)  # initialisation = f(seed)
+        model = build_char_model(config, plan.corpus.vocab_size)
+        datamodule = CharDataModule(
+            plan.corpus,
+            block_size=config.context_length,
+            batch_size=config.batch_size,
+            seed=config.seed,
+            eval_windows=config.eval_windows,
+            eval_batch_size=config.eval_batch_size,
+            start_step=plan.start_step,
+            pin_memory=plan.use_gpu,
+        )
+        target = prepare_tracking(config.tracking_uri, config.experiment) if mlflow_logging else None
+
+        # ---- from here on a run may exist: it must end, whatever happens --------------
+        run = None
+        if target is not None:
+            previous = (plan.resume_meta or {}).get("mlflow_run_id")
+            run = target.resume_run(previous) if previous else None
+            if run is None:
+                tags = run_tags(config, plan.variant)
+                if plan.resume_path is not None:
+                    tags["harness.resumed_from"] = str(plan.resume_path)
+                run = target.start_run(run_name=run_name(config), params=config.model_dump(), tags=tags)
+        status = "failed"
+        try:
+            module = CharLMModule(config, vocab_size=plan.corpus.vocab_size, model=model)
+            module.mlflow_run_id = run.run_id if run is not None else None
+            if plan.compile:
+                model.compile()  # in place: state-dict keys stay those of the plain model
+            if config.checkpoint_dir:
+                checkpoint_dir = Path(config.checkpoint_dir)
+            elif plan.resume_path is not None:
+                checkpoint_dir = plan.resume_path.parent
+            else:
+                checkpoint_dir = _default_checkpoint_dir(config, module.mlflow_run_id)
+            # On GPU the loss is tested every 10 steps only: each test is a host-device sync.
+            monitor = BatchLossMonitor(check_every=10 if plan.use_gpu else 1)
+            checkpointer = RollingCheckpoint(checkpoint_dir, every_n_steps=config.checkpoint_every, guard=monitor)
+            throughput = TokenThroughput(config.batch_size * config.context_length)
+            own: list[Any] = [throughput, monitor]
+            if run is not None:
+                own.append(MlflowMetrics(run))
+            own.append(checkpointer)
+            if progress_bar:
+                own.append(_step_progress_bar())
+            precision = "32-true"
+            if plan.use_gpu:
+                precision = "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
+            trainer = Trainer(
+                accelerator="gpu" if plan.use_gpu else "cpu",
+                devices=1,
+                precision=precision,
+                max_steps=config.max_steps,
+                val_check_interval=config.eval_every,
+                check_val_every_n_epoch=None,
+                num_sanity_val_steps=0,
+                logger=False,
+                enable_checkpointing=False,
+                enable_progress_bar=progress_bar,
+                enable_model_summary=False,
+                gradient_clip_val=config.grad_clip or None,
+                gradient_clip_algorithm="norm",
+                callbacks=[*own, *callbacks],
+                default_root_dir=str(checkpoint_dir),
+            )
+            diverged: TrainingDiverged | None = None
+            try:
+                trainer.fit(
+                    module,
+                    datamodule=datamodule,
+                    ckpt_path=str(plan.resume_path) if plan.resume_path else None,
+                    weights_only=True,
+                )
+            except TrainingDiverged as exc:
+                diverged = exc
+            if diverged is None and not module.final_metrics:
+                # The last in-loop evaluation was not at max_steps: evaluate once more, as final.
+                module.request_final_evaluation()
+                trainer.validate(module, datamodule=datamodule, verbose=False)
+            status = "diverged" if diverged is not None else "finished"
+            if run is not None:
+                if diverged is not None:
+                    run.set_tags({"diverged_at_step": diverged.step})
+                with tempfile.TemporaryDirectory() as tmp:
+                    _write_artifacts(run, module, Path(tmp), final=diverged is None)
+        except BaseException as exc:
+            if run is not None:
+                run.end("killed" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed")
+            raise
+        if run is not None:
+            run.end(status)
+
+    return _result(
+        config,
+        status=status,
+        module=module,
+        steps=trainer.global_step,
+        tokens_per_s=throughput.tokens_per_s,
+        run_id=run.run_id if run is not None else None,
+        checkpoint=checkpointer.last_path,
+        wall_time=time.perf_counter() - started,
+    )
+
+
+def _result(
+    config: TrainConfig,
+    *,
+    status: str,
+    module: Any,
+    steps: int,
+    tokens_per_s: float,
+    run_id: str | None,
+    checkpoint: Path | None,
+    wall_time: float,
+) -> TrainResult:
+    final = module.final_metrics
+    metrics = dict(module.eval_metrics)
+    nan = math.nan
+    if status == "diverged":
+        final = {}
+    return TrainResult(
+        config=config,
+        status=status,  # type: ignore[arg-type]
+        steps=int(steps),
+        final_val_loss=final.get("final/val_loss", nan),
+        final_test_loss=final.get("final/test_loss") if status != "diverged" else None,
+        best_val_loss=float(module.best_val_loss) if math.isfinite(module.best_val_loss) else nan,
+        final_train_loss=final.get("final/train_loss", nan),
+        gen_gap=final.get("final/gen_gap", nan),
+        val_bpc=final.get("final/val_bpc", nan),
+        tau_mean=final.get("final/tau_mean"),
+        open_fraction=final.get("final/open_fraction"),
+        tokens_per_s=float(tokens_per_s),
+        num_parameters=int(module.model.num_parameters()),
+        window_losses=dict(module.window_losses) if status != "diverged" else {},
+        metrics=metrics,
+        mlflow_run_id=run_id,
+        checkpoint_path=str(checkpoint) if checkpoint is not None else None,
+        wall_time_s=wall_time,
+    )

@@ -1,0 +1,55 @@
+"""``harness zoo`` and ``harness bench attention`` (quick settings)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import typer
+from typer.testing import CliRunner
+
+from harness.models import VARIANTS
+from harness.models.cli import register
+
+
+def _app() -> typer.Typer:
+    app, bench = typer.Typer(), typer.Typer()
+    app.add_typer(bench, name="bench")
+    register(app, bench)
+    return app
+
+
+def test_zoo_lists_every_variant_with_overheads():
+    result = CliRunner().invoke(_app(), ["zoo", "--size", "nano"])
+    assert result.exit_code == 0, result.output
+    for name in VARIANTS:
+        assert name in result.output
+    assert "104,256" in result.output  # nano baseline parameters at vocab 65
+    assert "+268" in result.output  # ega over baseline at nano: 2 layers x 2 heads x (64 + 3)
+
+
+def test_zoo_unknown_size_exits_2_with_the_known_sizes():
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "zoo", "--size", "huge"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "unknown model size 'huge'" in proc.stderr and "nano, paper" in proc.stderr
+
+
+def test_bench_attention_quick_run_writes_json(tmp_path):
+    out = tmp_path / "attention.json"
+    result = CliRunner().invoke(_app(), ["bench", "attention", "-T", "32", "--families", "ega,phase", "--repeats", "1",
+                                         "--batch", "1", "--heads", "2", "--no-memory", "--no-train-step",
+                                         "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(out.read_text())
+    rows = {(r["family"], r["seq_len"]): r for r in payload["attention"]}
+    assert set(rows) == {("baseline", 32), ("ega", 32), ("phase", 32)}
+    assert all(r["status"] == "ok" and r["time_ms"] > 0 for r in rows.values())
+    assert rows[("baseline", 32)]["time_ratio"] == 1.0
+
+
+def test_bench_attention_rejects_unknown_family(tmp_path):
+    result = CliRunner().invoke(_app(), ["bench", "attention", "--families", "nonsense", "--no-train-step",
+                                         "--output", str(tmp_path / "a.json")])
+    assert result.exit_code != 0 and "unknown attention family 'nonsense'" in str(result.exception)
+    assert not (tmp_path / "a.json").exists()

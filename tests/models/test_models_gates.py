@@ -1,0 +1,174 @@
+"""Key gates, scoring and the output gate against hand-written oracles (loops, numpy, wavelet identities)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from harness.models.gates import (
+    EnergyGate,
+    FluxGate,
+    OutputGate,
+    PhaseCoherenceGate,
+    WaveletEnergyGate,
+    build_gate,
+    causal_moving_average,
+    causal_znorm,
+    daubechies_highpass,
+    daubechies_lowpass,
+    morlet_filter,
+)
+from harness.models.scoring import LaggedScoring
+from harness.models.variants import GATES
+
+
+def _prefix_znorm_numpy(s: np.ndarray, eps: float = 1e-5) -> np.ndarray:
+    out = np.empty_like(s)
+    for j in range(s.shape[-1]):
+        prefix = s[..., : j + 1]
+        out[..., j] = (s[..., j] - prefix.mean(-1)) / np.sqrt(prefix.var(-1) + eps)
+    return out
+
+
+def test_causal_znorm_equals_prefix_statistics():
+    rng = np.random.default_rng(0)
+    s = rng.normal(loc=40.0, scale=0.5, size=(2, 3, 200))  # |mean| >> std: the cancellation case
+    np.testing.assert_allclose(causal_znorm(torch.tensor(s, dtype=torch.float32)).numpy(), _prefix_znorm_numpy(s),
+                               rtol=1e-3, atol=2e-3)
+    assert causal_znorm(torch.tensor(s)).dtype == torch.float32
+
+
+def test_causal_moving_average_equals_loop():
+    p = torch.randn(2, 11, 3)
+    for window in (1, 2, 4, 8):
+        want = torch.stack([p[:, max(0, j - window + 1): j + 1].mean(1) for j in range(11)], dim=1)
+        torch.testing.assert_close(causal_moving_average(p, window), want)
+
+
+def test_ega4_energy_equals_projections_of_windowed_inputs():
+    torch.manual_seed(0)
+    d, H, T = 8, 2, 13
+    gate = EnergyGate(d, H, projections=4)
+    with torch.no_grad():
+        gate.bias.normal_()
+    x = torch.randn(3, T, d)
+    w = gate.weight.view(4, H, d)
+    want = torch.zeros(3, H, T)
+    for j in range(T):
+        for i, window in enumerate((1, 2, 4, 8)):
+            xbar = x[:, max(0, j - window + 1): j + 1].mean(1)  # (B, d)
+            want[:, :, j] += xbar @ w[i].T
+        want[:, :, j] += gate.bias
+    torch.testing.assert_close(gate.energy(x), want, rtol=1e-5, atol=1e-5)
+
+
+def test_gate_output_is_log_sigmoid_of_normalised_energy():
+    torch.manual_seed(1)
+    gate = EnergyGate(6, 3, tau_init=0.35, alpha_init=1.7)
+    x = torch.randn(2, 9, 6)
+    z = _prefix_znorm_numpy(gate.energy(x).detach().double().numpy())
+    want = np.log(1 / (1 + np.exp(-1.7 * (z - 0.35))))
+    np.testing.assert_allclose(gate(x, None).detach().numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_flux_signal_is_absolute_energy_difference():
+    torch.manual_seed(2)
+    gate = FluxGate(6, 2)
+    x = torch.randn(2, 10, 6)
+    e = gate.energy(x)
+    want = torch.cat([torch.zeros(2, 2, 1), (e[..., 1:] - e[..., :-1]).abs()], dim=-1)
+    torch.testing.assert_close(gate.signal(x, None), want)
+
+
+def test_phase_coherence_equals_complex_formula():
+    torch.manual_seed(3)
+    k = torch.randn(2, 3, 7, 8)
+    z = (k[..., 0::2] + 1j * k[..., 1::2]).numpy().astype(np.complex128)
+    prev = np.concatenate([z[..., :1, :], z[..., :-1, :]], axis=-2)
+    want = (np.real(z * np.conj(prev)) / (np.abs(z) * np.abs(prev))).mean(-1)
+    np.testing.assert_allclose(PhaseCoherenceGate(3).signal(None, k).numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name, taps, moments", [("db2", 4, 2), ("db4", 8, 4)])
+def test_daubechies_filters_are_orthonormal_with_vanishing_moments(name, taps, moments):
+    h, g = daubechies_lowpass(name).numpy(), daubechies_highpass(name).numpy()
+    assert len(h) == taps
+    np.testing.assert_allclose(h.sum(), math.sqrt(2), atol=1e-10)
+    for shift in range(0, taps, 2):  # orthonormal under even shifts
+        np.testing.assert_allclose(np.dot(h[: taps - shift], h[shift:]), 1.0 if shift == 0 else 0.0, atol=1e-10)
+    k = np.arange(taps)
+    for p in range(moments):  # a db(N) wavelet has N vanishing moments
+        np.testing.assert_allclose((k**p * g).sum(), 0.0, atol=1e-8 * max(1, taps**p))
+    np.testing.assert_allclose(np.dot(h, g), 0.0, atol=1e-12)
+
+
+def test_morlet_filter_is_zero_mean_with_the_right_envelope():
+    re, im = morlet_filter(torch.tensor(1.0), torch.tensor(2.0))
+    assert abs(re.sum()) < 1e-5 and abs(im.sum()) < 1e-5
+    assert re.shape == (16,) and torch.argmax((re**2 + im**2)) in (6, 7, 8, 9)
+
+
+@pytest.mark.parametrize("kind", ["db2", "db4", "morlet-fixed", "morlet-param"])
+def test_wavelet_energy_equals_causal_fir_loop(kind):
+    torch.manual_seed(4)
+    d, T = 5, 20
+    gate = WaveletEnergyGate(d, 2, kind=kind)
+    psi = gate._filters().detach().double().numpy()  # (n_out, M)
+    x = torch.randn(2, T, d)
+    xn = x.double().numpy()
+    M = psi.shape[1]
+    want = np.zeros((2, 1, T))
+    for j in range(T):
+        energy = 0.0
+        for row in psi:  # real filter, or the real and imaginary parts of the Morlet filter
+            # causal FIR: r_j = sum_m psi_m x_{j-(M-1)+m}, zero before the start
+            r = sum(row[m] * xn[:, j - (M - 1) + m] for m in range(M) if j - (M - 1) + m >= 0)  # (B, d)
+            energy = energy + (r**2).mean(-1)
+        want[:, 0, j] = energy
+    np.testing.assert_allclose(gate.signal(x, None).detach().numpy(), want, rtol=1e-4, atol=1e-6)
+
+
+def test_morlet_param_gate_learns_its_filter():
+    gate = WaveletEnergyGate(4, 2, kind="morlet-param")
+    x = torch.randn(1, 12, 4)
+    gate(x, None).sum().backward()
+    assert gate.omega.grad is not None and gate.log_sigma.grad is not None
+    assert set(gate.wavelet_parameters()) == {"omega", "sigma"}
+
+
+def test_lagged_scoring_equals_loop_and_starts_as_identity():
+    torch.manual_seed(5)
+    scoring = LaggedScoring(n_head=2, lags=3)
+    k = torch.randn(2, 2, 9, 4)
+    torch.testing.assert_close(scoring(k), k)
+    with torch.no_grad():
+        scoring.lag_weight.normal_()
+    a = scoring.lag_weight
+    want = torch.zeros_like(k)
+    for j in range(9):
+        for lag in range(3):
+            if j - lag >= 0:
+                want[:, :, j] += a[:, lag, None] * k[:, :, j - lag]
+    torch.testing.assert_close(scoring(k), want)
+
+
+def test_output_gate_shape_and_range():
+    gate = OutputGate(8, 2)
+    g = gate(torch.randn(3, 5, 8))
+    assert g.shape == (3, 2, 5, 1) and bool(((g > 0) & (g < 1)).all())
+
+
+def test_every_registered_gate_name_builds_and_gates_lie_in_0_1():
+    x, k = torch.randn(2, 12, 16), torch.randn(2, 4, 12, 4)
+    assert build_gate("none", d_model=16, n_head=4) is None
+    for name in GATES:
+        if name == "none":
+            continue
+        gate = build_gate(name, d_model=16, n_head=4, tau_init=0.5)
+        log_g = gate(x, k)
+        assert log_g.shape == (2, 4, 12), name
+        assert bool((log_g < 0).all()) and bool(torch.isfinite(log_g).all()), name
+        torch.testing.assert_close(gate.tau.detach(), torch.full((4,), 0.5))

@@ -1,0 +1,135 @@
+"""Every variant of the zoo: causal, trainable, and the shapes and logging hooks of the model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness.models import VARIANTS, build_model, make_variant
+
+# Combinations the registry lacks, to check that components compose causally in any order.
+EXTRA_COMBINATIONS = [
+    make_variant("rope-ega", position="rope", gate="ega"),
+    make_variant("alibi-phase-lagged", position="alibi", gate="phase", scoring="lagged", lags=3),
+    make_variant("learned-flux-output", position="learned", gate="flux", output_gate=True),
+    make_variant("nope-db4", position="none", gate="db4"),
+    make_variant("rope-morlet-param-lagged", position="rope", gate="morlet-param", scoring="lagged"),
+]
+ALL = list(VARIANTS.values()) + EXTRA_COMBINATIONS
+
+
+@pytest.mark.parametrize("variant", ALL, ids=lambda v: v.name)
+def test_perturbing_token_t_leaves_earlier_logits_unchanged(variant):
+    torch.manual_seed(0)
+    T, V = 24, 13
+    model = build_model(variant, size="nano", vocab_size=V, block_size=T).eval()
+    with torch.no_grad():  # move every parameter off its initial value (lags, gates, MOPE) so a leak would show
+        for p in model.parameters():
+            p.add_(0.2 * torch.randn_like(p))
+    idx = torch.randint(0, V, (2, T))
+    with torch.no_grad():
+        base = model(idx)
+        for t in (0, 5, 17, T - 1):
+            changed = idx.clone()
+            changed[:, t] = (changed[:, t] + 1 + torch.arange(2)) % V
+            out = model(changed)
+            torch.testing.assert_close(out[:, :t], base[:, :t], rtol=0, atol=1e-6,
+                                       msg=lambda m: f"{variant.name}: token {t} leaked into earlier logits: {m}")
+            assert (out[:, t] - base[:, t]).abs().max() > 1e-4  # the perturbation does reach position t
+
+
+TOY_TEXT = "the cat sat on the mat. the dog sat on the log. " * 20
+
+
+def _unigram_entropy(text: str) -> float:
+    counts = torch.tensor([text.count(c) for c in set(text)], dtype=torch.float64)
+    p = counts / counts.sum()
+    return float(-(p * p.log()).sum())
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS.values()), ids=lambda v: v.name)
+def test_every_variant_loss_falls_on_repetitive_text(variant):
+    torch.manual_seed(0)
+    vocab = sorted(set(TOY_TEXT))
+    data = torch.tensor([vocab.index(c) for c in TOY_TEXT])
+    T, B = 32, 8
+    model = build_model(variant, size="nano", vocab_size=len(vocab), block_size=T, dropout=0.0)
+    optimiser = torch.optim.Adam(model.parameters(), lr=1e-2)
+    generator = torch.Generator().manual_seed(0)
+    losses = []
+    for _ in range(30):
+        starts = torch.randint(0, len(data) - T - 1, (B,), generator=generator)
+        x = torch.stack([data[s: s + T] for s in starts])
+        y = torch.stack([data[s + 1: s + T + 1] for s in starts])
+        loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        losses.append(loss.item())
+    assert all(map(torch.isfinite, map(torch.tensor, losses)))
+    first, last = sum(losses[:3]) / 3, sum(losses[-3:]) / 3
+    # Below 0.6 x the unigram entropy (2.33 nats): the model must use the context, not just letter frequencies.
+    assert last < first and last < 0.6 * _unigram_entropy(TOY_TEXT), f"{variant.name}: loss {first:.3f} -> {last:.3f}"
+
+
+def test_forward_with_gates_returns_the_gate_values_per_layer_and_head():
+    torch.manual_seed(1)
+    model = build_model("ega-mope", size="nano", vocab_size=7, block_size=16, tau_init=0.35).eval()
+    idx = torch.randint(0, 7, (3, 16))
+    logits, gates = model.forward_with_gates(idx)
+    torch.testing.assert_close(logits, model(idx))
+    assert gates.shape == (2, 3, 2, 16)  # (L, B, H, T)
+    assert bool(((gates > 0) & (gates < 1)).all())
+    # layer 0's gate recomputed from its input
+    block = model.blocks[0]
+    x = model.wte(idx) * model.embed_scale + model.position.embedding(16, idx.device)
+    h = block.ln_1(x)
+    k = block.attn.qkv(h).split(h.size(-1), dim=2)[1].view(3, 16, 2, 32).transpose(1, 2)
+    torch.testing.assert_close(gates[0], block.attn.gate(h, k).exp())
+    assert build_model("baseline", vocab_size=7, block_size=16).forward_with_gates(idx)[1] is None
+    assert build_model("gated-output", vocab_size=7, block_size=16).forward_with_gates(idx)[1] is None
+
+
+def test_gate_and_mope_parameters_for_logging():
+    model = build_model("ega-mope", size="paper", vocab_size=65, block_size=64, tau_init=0.2, alpha_init=3.0)
+    params = model.gate_parameters()
+    assert set(params) == {"tau", "alpha"} and params["tau"].shape == (6, 8) and params["alpha"].shape == (6, 8)
+    torch.testing.assert_close(params["tau"], torch.full((6, 8), 0.2))
+    torch.testing.assert_close(params["alpha"], torch.full((6, 8), 3.0))
+    assert not params["tau"].requires_grad
+    mope = model.mope_parameters()
+    assert set(mope) == {"omega", "sigma"} and mope["omega"].shape == (128,) and bool((mope["sigma"] > 0).all())
+    baseline = build_model("baseline", vocab_size=65, block_size=64)
+    assert baseline.gate_parameters() == {} and baseline.mope_parameters() == {}
+
+
+def test_model_attributes_tied_embeddings_and_weight_decay_split():
+    model = build_model("ega-mope-lagged", vocab_size=9, block_size=16)
+    assert model.variant is VARIANTS["ega-mope-lagged"] and model.size.name == "nano" and model.block_size == 16
+    names = model.no_weight_decay_parameter_names()
+    assert "blocks.0.attn.gate.tau" in names and "blocks.0.attn.scoring.lag_weight" in names
+    assert "position.omega" in names and "blocks.0.attn.qkv.weight" not in names and "wte.weight" not in names
+    assert model.num_parameters() == sum(p.numel() for p in model.parameters())
+    assert "lm_head" not in dict(model.named_parameters())  # logits use wte.weight (tied)
+
+
+def test_dropout_is_active_in_training_mode_only():
+    torch.manual_seed(2)
+    model = build_model("ega", vocab_size=9, block_size=16, dropout=0.5)
+    idx = torch.randint(0, 9, (2, 16))
+    model.train()
+    assert not torch.equal(model(idx), model(idx))
+    model.eval()
+    torch.testing.assert_close(model(idx), model(idx))
+
+
+def test_bf16_autocast_keeps_the_gate_in_fp32():
+    torch.manual_seed(3)
+    model = build_model("ega-mope", size="nano", vocab_size=11, block_size=32).eval()
+    idx = torch.randint(0, 11, (2, 32))
+    reference, reference_gates = model.forward_with_gates(idx)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits, gates = model.forward_with_gates(idx)
+    assert logits.dtype == torch.bfloat16 and gates.dtype == torch.float32
+    torch.testing.assert_close(logits.float(), reference, rtol=0.05, atol=0.1)
+    torch.testing.assert_close(gates, reference_gates, rtol=0.02, atol=0.02)

@@ -1,0 +1,158 @@
+"""Variant and size registries, bad input, parameter overheads."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import torch
+
+from harness.errors import InputError
+from harness.models import SIZES, VARIANTS, ModelSize, Variant, build_model, get_size, get_variant, make_variant
+from harness.models.gates import GATES as GATE_FAMILIES
+from harness.models.positional import POSITION_ENCODINGS
+from harness.models.variants import GATES, POSITIONS, SCORINGS
+
+REGISTRY_NAMES = [
+    "baseline", "learned-pe", "rope", "alibi", "nope", "ega", "ega-2", "ega-4", "ega-db2", "ega-db4",
+    "ega-morlet-fixed", "ega-morlet-param", "mope", "ega-mope", "ega-mope-lagged", "ega-mope-scale-init",
+    "flux-mope", "phase-mope", "gated-output",
+]
+
+
+def test_registry_holds_exactly_the_issue_names():
+    assert list(VARIANTS) == REGISTRY_NAMES
+
+
+@pytest.mark.parametrize("name, slots", [
+    ("baseline", ("sinusoidal", "none", "dot")),
+    ("ega", ("sinusoidal", "ega", "dot")),
+    ("ega-mope", ("mope", "ega", "dot")),
+    ("ega-mope-lagged", ("mope", "ega", "lagged")),
+    ("flux-mope", ("mope", "flux", "dot")),
+    ("phase-mope", ("mope", "phase", "dot")),
+    ("nope", ("none", "none", "dot")),
+])
+def test_variant_slots(name, slots):
+    v = VARIANTS[name]
+    assert (v.position, v.gate, v.scoring) == slots
+    assert VARIANTS["ega-mope-scale-init"].mope_init == "scales" and VARIANTS["ega-mope"].mope_init == "random"
+    assert VARIANTS["gated-output"].output_gate and not VARIANTS["baseline"].output_gate
+
+
+def test_component_name_lists_match_the_component_modules():
+    assert set(POSITIONS) == set(POSITION_ENCODINGS)
+    assert set(GATES) == {"none", *GATE_FAMILIES}
+    assert set(SCORINGS) == {"dot", "lagged"}
+
+
+def test_variants_are_hashable_picklable_and_serialisable():
+    v = make_variant("rope-ega-lagged", position="rope", gate="ega", scoring="lagged", lags=2)
+    assert pickle.loads(pickle.dumps(v)) == v
+    assert hash(v) == hash(make_variant("rope-ega-lagged", position="rope", gate="ega", scoring="lagged", lags=2))
+    assert v.as_dict() == {"name": "rope-ega-lagged", "position": "rope", "gate": "ega", "scoring": "lagged",
+                           "options": {"lags": 2}}
+    assert get_variant(v) is v and get_variant("ega") is VARIANTS["ega"]
+    model = build_model(v, vocab_size=5, block_size=8)
+    assert model.blocks[0].attn.scoring.lags == 2
+
+
+def test_unknown_variant_is_a_value_error_listing_the_names():
+    with pytest.raises(ValueError, match="unknown variant 'egaa'.*baseline.*ega-mope-lagged.*gated-output"):
+        build_model("egaa", vocab_size=5, block_size=8)
+    with pytest.raises(InputError):
+        get_variant("egaa")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(position="sine"), "unknown position 'sine'.*sinusoidal"),
+    (dict(position="rope", gate="energy"), "unknown gate 'energy'.*morlet-param"),
+    (dict(position="rope", scoring="conv"), "unknown scoring 'conv'.*lagged"),
+    (dict(position="rope", colour="red"), "unknown option 'colour'.*mope_init"),
+    (dict(position="rope", mope_init="scales"), "mope_init needs position='mope'"),
+    (dict(position="mope", mope_init="grid"), "unknown mope_init 'grid'"),
+    (dict(position="rope", scoring="lagged", lags=0), "lags must be a positive integer"),
+    (dict(position="rope", lags=2), "lags needs scoring='lagged'"),
+    (dict(position="rope", output_gate="yes"), "output_gate must be true or false"),
+])
+def test_make_variant_validates(kwargs, message):
+    with pytest.raises(InputError, match=message):
+        make_variant("x", **kwargs)
+
+
+def test_unknown_size_lists_the_sizes():
+    with pytest.raises(ValueError, match="unknown model size 'huge'.*nano, paper, small, medium, large"):
+        build_model("baseline", size="huge", vocab_size=5, block_size=8)
+    assert get_size("paper") is SIZES["paper"]
+
+
+@pytest.mark.parametrize("variant, overrides, message", [
+    ("baseline", dict(n_head=3), "d_model=64 is not divisible by n_head=3"),
+    ("mope", dict(d_model=33, n_head=3), r"Morlet \(MOPE\).*even width d_model.*got 33"),
+    ("baseline", dict(d_model=33, n_head=3), "sinusoidal.*even width"),
+    ("rope", dict(d_model=66, n_head=6), "rotary.*even head dimension.*got 11"),
+    ("baseline", dict(colour=1), "unknown build_model override.*colour.*tau_init"),
+])
+def test_impossible_shapes_and_unknown_overrides(variant, overrides, message):
+    with pytest.raises(InputError, match=message):
+        build_model(variant, vocab_size=5, block_size=8, **overrides)
+
+
+def test_block_size_and_other_arguments_are_checked():
+    with pytest.raises(InputError, match="block_size 9000 exceeds the max_context_length 8192"):
+        build_model("baseline", vocab_size=5, block_size=9000)
+    with pytest.raises(InputError, match="vocab_size"):
+        build_model("baseline", vocab_size=0, block_size=8)
+    with pytest.raises(InputError, match="dropout"):
+        build_model("baseline", vocab_size=5, block_size=8, dropout=1.0)
+    model = build_model("baseline", vocab_size=5, block_size=8)
+    with pytest.raises(InputError, match="input length 9 exceeds the model's block_size 8"):
+        model(torch.zeros(1, 9, dtype=torch.long))
+    with pytest.raises(InputError, match="not divisible"):
+        ModelSize("odd", n_layer=1, n_head=3, d_model=64, max_context_length=8)
+
+
+def test_size_presets():
+    assert (SIZES["nano"].n_layer, SIZES["nano"].n_head, SIZES["nano"].d_model) == (2, 2, 64)
+    assert (SIZES["paper"].n_layer, SIZES["paper"].n_head, SIZES["paper"].d_model) == (6, 8, 256)
+    assert len(SIZES) >= 5 and all(s.max_context_length >= 4096 for s in SIZES.values())
+    with torch.device("meta"):
+        counts = {name: build_model("baseline", size=name, vocab_size=65, block_size=256).num_parameters() for name in SIZES}
+    assert counts["nano"] < counts["paper"] < counts["small"] < counts["medium"] < counts["large"] <= 310e6
+    assert counts["large"] > 250e6
+
+
+def test_paper_size_parameter_count_by_hand():
+    d, L, V, T = 256, 6, 65, 256
+    per_block = 2 * 2 * d + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) + (4 * d * d + d)
+    expected = V * d + L * per_block + 2 * d  # tied head, final LayerNorm
+    with torch.device("meta"):
+        assert build_model("baseline", size="paper", vocab_size=V, block_size=T).num_parameters() == expected
+        ega = build_model("ega", size="paper", vocab_size=V, block_size=T).num_parameters()
+    assert ega - expected == L * 8 * (d + 1 + 2)  # per head: w (d), b, tau, alpha
+    assert (ega - expected) / expected < 0.003  # the papers: < 0.26 %
+
+
+def test_tau_init_override_reaches_every_gate():
+    model = build_model("ega-mope", size="nano", vocab_size=5, block_size=8, tau_init=0.7)
+    torch.testing.assert_close(model.gate_parameters()["tau"], torch.full((2, 2), 0.7))
+    default = build_model("ega-mope", size="nano", vocab_size=5, block_size=8, tau_init=None)
+    torch.testing.assert_close(default.gate_parameters()["tau"], torch.zeros(2, 2))
+
+
+def test_size_object_and_shape_overrides():
+    custom = ModelSize("tiny", n_layer=1, n_head=4, d_model=32, max_context_length=64)
+    model = build_model("ega", size=custom, vocab_size=5, block_size=64)
+    assert model.size is custom and len(model.blocks) == 1
+    model = build_model("ega", size="nano", vocab_size=5, block_size=64, n_layer=3)
+    assert len(model.blocks) == 3 and model.size.name == "nano-custom"
+
+
+def test_importing_the_zoo_registries_and_cli_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, harness.models, harness.models.cli; "
+            "assert 'torch' not in sys.modules, 'torch imported'; "
+            "assert len(harness.models.VARIANTS) == 19")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,36 @@
+"""Tiny training configs for the training tests (nano model, short context, few steps)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from harness.training.config import TrainConfig
+
+
+@pytest.fixture
+def tiny_config(tmp_path: Path, shared_data_dir: Path) -> Callable[..., TrainConfig]:
+    """``tiny_config(**overrides)``: a nano run of a few steps, one thread, checkpoints in tmp_path."""
+
+    def make(**overrides: Any) -> TrainConfig:
+        fields: dict[str, Any] = dict(
+            variant="ega-mope",
+            dataset="tinyshakespeare",
+            size="nano",
+            context_length=32,
+            batch_size=4,
+            max_steps=12,
+            eval_every=4,
+            eval_windows=8,
+            eval_batch_size=8,
+            warmup_steps=2,
+            seed=3,
+            num_threads=1,
+            checkpoint_dir=str(tmp_path / "ckpt"),
+        )
+        fields.update(overrides)
+        return TrainConfig(**fields)
+
+    return make
