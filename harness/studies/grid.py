@@ -1,0 +1,118 @@
+"""Grid expansion: a study spec -> one :class:`Trial` (one TrainConfig) per combination.
+
+The grid is the full product datasets x sizes x context lengths x (tau inits) x variants
+x seeds. Trials are ordered seed-major: all cells and variants of seed 0, then seed 1, ...
+so that, as trials finish in order, complete paired blocks (every variant at one seed)
+become available early and a partial study can already be analysed.
+
+Trial ids are stable, readable and unique within a study; they name the Tune trial
+directories and the MLflow child runs, and a resumed study finds its trials by them::
+
+    ega-mope_s3_nano_T128_tinyshakespeare          # variant_s{seed}_{size}_T{T}_{dataset}
+    ega_s0_paper_T256_ptb-char_tau0.1              # with a tau_inits factor
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from harness.studies.spec import StudySpec
+from harness.training.config import TrainConfig
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One training run of a study: its id, its config and its variant's components."""
+
+    trial_id: str
+    config: TrainConfig
+    position: str
+    gate: str
+    scoring: str
+
+    def tags(self) -> dict[str, str]:
+        """The factors of the trial as MLflow tags (CONTRACTS: one tag per factor)."""
+        c = self.config
+        tags = {
+            "harness.trial_id": self.trial_id,
+            "variant": c.variant,
+            "position": self.position,
+            "gate": self.gate,
+            "scoring": self.scoring,
+            "dataset": c.dataset,
+            "size": c.size,
+            "context_length": str(c.context_length),
+            "seed": str(c.seed),
+        }
+        if c.tau_init is not None:
+            tags["tau_init"] = f"{c.tau_init:g}"
+        return tags
+
+
+def trial_id(*, variant: str, seed: int, size: str, context_length: int, dataset: str, tau_init: float | None = None) -> str:
+    """``{variant}_s{seed}_{size}_T{context_length}_{dataset}[_tau{tau_init}]``."""
+    tid = f"{variant}_s{seed}_{size}_T{context_length}_{dataset}"
+    return tid if tau_init is None else f"{tid}_tau{tau_init:g}"
+
+
+def resolve_components(spec: StudySpec) -> dict[str, tuple[str, str, str]]:
+    """variant name -> (position, gate, scoring), from the registry or the inline entry."""
+    from harness.models import VARIANTS
+
+    out: dict[str, tuple[str, str, str]] = {}
+    for entry in spec.variants:
+        if isinstance(entry, str):
+            v = VARIANTS[entry]
+            out[entry] = (v.position, v.gate, v.scoring)
+        else:
+            out[entry.name] = (entry.position, entry.gate, entry.scoring)
+    return out
+
+
+def expand_grid(spec: StudySpec, *, components: dict[str, tuple[str, str, str]] | None = None) -> list[Trial]:
+    """Every trial of the study, seed-major (see module docstring).
+
+    ``components`` maps variant names to (position, gate, scoring); by default they are
+    looked up in ``harness.models.VARIANTS`` (inline variants carry their own).
+    """
+    components = components if components is not None else resolve_components(spec)
+    inline = {v.name: v for v in spec.variants if not isinstance(v, str)}
+    shared: dict[str, Any] = spec.train_overrides()
+    shared["num_threads"] = spec.resources.cpus
+    shared["accelerator"] = "gpu" if spec.resources.gpus > 0 else "cpu"
+    trials: list[Trial] = []
+    for seed in spec.seeds:
+        for dataset in spec.datasets:
+            for size in spec.sizes:
+                for context_length in spec.context_lengths:
+                    for tau_init in spec.tau_inits or [None]:
+                        for variant in spec.variant_names:
+                            fields: dict[str, Any] = dict(
+                                shared, variant=variant, dataset=dataset, size=size, context_length=context_length, seed=seed
+                            )
+                            if tau_init is not None:
+                                fields["tau_init"] = tau_init
+                            if spec.tokens_per_batch is not None:  # equal tokens per step at every T
+                                fields["batch_size"] = spec.tokens_per_batch // context_length
+                            if variant in inline:
+                                v = inline[variant]
+                                fields.update(position=v.position, gate=v.gate, scoring=v.scoring)
+                            position, gate, scoring = components[variant]
+                            trials.append(
+                                Trial(
+                                    trial_id=trial_id(
+                                        variant=variant,
+                                        seed=seed,
+                                        size=size,
+                                        context_length=context_length,
+                                        dataset=dataset,
+                                        tau_init=tau_init,
+                                    ),
+                                    config=TrainConfig(**fields),
+                                    position=position,
+                                    gate=gate,
+                                    scoring=scoring,
+                                )
+                            )
+    return trials

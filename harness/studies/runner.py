@@ -1,0 +1,834 @@
+"""``run_study``: a validated spec -> a Ray Tune sweep -> MLflow -> results table -> report.
+
+Order of work, so that bad input starts nothing and leaves nothing behind:
+
+1. parse and validate the spec (structure, registries), expand the grid;
+2. resolve where things go (flag > spec > environment > default):
+   tracking URI (``--tracking-uri``, ``tracking.uri``, ``$MLFLOW_TRACKING_URI``,
+   ``sqlite:///mlflow.db`` in the working directory), storage (``--storage-path``,
+   ``storage_path``, ``$HARNESS_STORAGE_PATH``, ``./results``), Ray (``--address``,
+   ``$RAY_ADDRESS``, else an embedded local Ray);
+3. ``--dry-run`` stops here: the grid, the resources and a cost estimate;
+4. connect to Ray and check the request against the cluster (GPUs, CPUs per node,
+   shared storage on a multi-node cluster) -- on failure Ray is released again;
+5. check the tracking store (an experiment may be created, never a run);
+6. only now: the parent run, the Tune experiment directory, the trials.
+
+A study lives in ``<storage>/<name>/<YYYYmmdd-HHMMSS>/`` (Ray Tune's experiment directory
+plus ``harness_study.json``, ``spec.yaml``, ``results.parquet``, ``window_losses.parquet``
+and ``report/``). ``--resume`` continues the most recent one of that name.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import urlparse
+
+from harness.errors import InputError
+from harness.studies.grid import Trial, expand_grid
+from harness.studies.spec import StudySpec, load_spec
+
+STUDY_FILE = "harness_study.json"
+DEFAULT_STORAGE = "results"
+RESULTS_SCHEMA_COLUMNS = (
+    "study", "trial_id", "dataset", "size", "params", "context_length", "variant", "position", "gate",
+    "scoring", "seed", "tau_init", "val_loss", "test_loss", "train_loss", "best_val_loss", "gen_gap",
+    "tau_mean", "open_fraction", "tokens_per_s", "steps", "status",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StudyOutcome:
+    """What ``run_study`` did. ``status``: finished (every trial ended), interrupted
+    (stopped early: ``--resume`` continues it), or dry_run."""
+
+    study: str
+    status: str
+    trials: int
+    study_dir: str | None = None
+    tracking_uri: str | None = None
+    experiment_id: str | None = None
+    parent_run_id: str | None = None
+    counts: dict[str, int] | None = None
+    results: Any = None  # polars.DataFrame (one row per trial)
+    report: Any = None  # harness.analysis.Report, when the analysis ran
+    ui_url: str | None = None
+    wall_time_s: float = 0.0
+
+
+# -- where things go ------------------------------------------------------------------------
+
+
+def redact(uri: str) -> str:
+    """A URI without its password (``http://user:secret@host`` -> ``http://user:***@host``):
+    URIs are printed and stored in the study directory, credentials must not be."""
+    parsed = urlparse(uri)
+    if parsed.password is None:
+        return uri
+    netloc = parsed.netloc.replace(f":{parsed.password}@", ":***@", 1)
+    return parsed._replace(netloc=netloc).geturl()
+
+
+def is_uri(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
+def resolve_storage(flag: str | None, spec: StudySpec) -> str:
+    """``--storage-path`` > spec ``storage_path`` > ``$HARNESS_STORAGE_PATH`` > ``./results``;
+    local paths made absolute (Tune requires it)."""
+    raw = flag or spec.storage_path or os.environ.get("HARNESS_STORAGE_PATH") or DEFAULT_STORAGE
+    if is_uri(raw):
+        return raw.rstrip("/")
+    if raw.startswith("file://"):
+        raw = raw[len("file://") :]
+    return str(Path(raw).expanduser().resolve())
+
+
+def resolve_address(flag: str | None) -> str | None:
+    """``--address`` > ``$RAY_ADDRESS`` > None (an embedded local Ray)."""
+    return flag or os.environ.get("RAY_ADDRESS") or None
+
+
+def shared_storage_declared(spec: StudySpec) -> bool:
+    return spec.storage_shared or os.environ.get("HARNESS_SHARED_STORAGE", "").lower() in ("1", "true", "yes")
+
+
+def _filesystem(storage: str) -> tuple[Any, str]:
+    import pyarrow.fs
+
+    if is_uri(storage):
+        try:
+            return pyarrow.fs.FileSystem.from_uri(storage)
+        except Exception as exc:  # noqa: BLE001 - unknown scheme, missing credentials ...
+            raise InputError(f"storage path {storage!r} cannot be used: {exc}") from None
+    return pyarrow.fs.LocalFileSystem(), storage
+
+
+def check_storage(storage: str) -> None:
+    """A local storage path must be creatable and writable (nothing is created here)."""
+    if is_uri(storage):
+        _filesystem(storage)
+        return
+    path = Path(storage)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"storage path {storage} is a file, not a directory; pass another --storage-path")
+    existing = path
+    while not existing.exists():
+        existing = existing.parent
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"storage path {storage}: {existing} is not writable; pass another --storage-path")
+
+
+def _read_json(fs: Any, path: str) -> dict[str, Any] | None:
+    try:
+        with fs.open_input_stream(path) as f:
+            return json.loads(f.read().decode())
+    except Exception:  # noqa: BLE001 - missing or unreadable: not a harness study
+        return None
+
+
+def _write_bytes(fs: Any, path: str, data: bytes) -> None:
+    with fs.open_output_stream(path) as f:
+        f.write(data)
+
+
+def latest_study_dir(storage: str, name: str) -> tuple[str, dict[str, Any]] | None:
+    """The most recent ``<storage>/<name>/<run>`` holding a ``harness_study.json``."""
+    import pyarrow.fs
+
+    fs, root = _filesystem(storage)
+    base = f"{root.rstrip('/')}/{name}"
+    infos = fs.get_file_info(pyarrow.fs.FileSelector(base, allow_not_found=True))
+    for info in sorted((i for i in infos if i.type == pyarrow.fs.FileType.Directory), key=lambda i: i.base_name, reverse=True):
+        meta = _read_json(fs, f"{info.path}/{STUDY_FILE}")
+        if meta is not None:
+            return f"{storage.rstrip('/')}/{name}/{info.base_name}", meta
+    return None
+
+
+# -- Ray --------------------------------------------------------------------------------------
+
+
+@dataclass
+class RayConnection:
+    address: str | None  # None: embedded local Ray
+    started_here: bool
+    description: str
+    cpus: float
+    gpus: float
+    nodes: int
+    max_node_cpus: float
+    max_node_gpus: float
+
+
+def _tcp_reachable(address: str, timeout: float = 3.0) -> str | None:
+    """None when ``host:port`` accepts a TCP connection, else why not."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return None  # not host:port (e.g. "auto"): let Ray decide
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+
+
+def _token_if_available() -> None:
+    """Ray enables token authentication for ``ray.init()`` / ``"auto"`` when a token is
+    available, but never for an explicit address. Apply the same rule to an explicit
+    address: a token client also connects to a cluster without authentication (verified
+    with Ray 2.60), so this only turns failures into successes."""
+    if os.environ.get("RAY_AUTH_MODE"):
+        return
+    try:
+        from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
+    except ImportError:  # another Ray version: the user sets RAY_AUTH_MODE themselves
+        return
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
+def quiet_tune() -> None:
+    """Tune's own console output is replaced by the study's progress table (the user's
+    settings win)."""
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the legacy engine honours verbose=0
+    # num_to_keep=1 forces an experiment snapshot at each checkpoint; that is intended.
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+
+
+@contextmanager
+def ray_session(address: str | None) -> Iterator[RayConnection]:
+    """Connect to ``address`` or start an embedded local Ray; disconnect at the end if we
+    connected here (an already initialised Ray, e.g. in tests or notebooks, is reused)."""
+    import ray
+
+    started_here = False
+    if ray.is_initialized():
+        description = "the running Ray session"
+    elif address:
+        scheme = urlparse(address).scheme
+        if scheme in ("http", "https"):
+            raise InputError(
+                f"Ray address {address!r} is a dashboard (job submission) address. `harness run` needs the "
+                "cluster's GCS address (head:6379) or 'auto' on a cluster node; to run from your machine, submit the "
+                "study as a job instead: ray job submit --address "
+                f"{address} --working-dir . -- harness run SPEC"
+            )
+        if scheme == "ray":
+            raise InputError(
+                f"Ray Client addresses ({address}) are not supported: Tune's driver and MLflow logging must run on "
+                "the cluster. Submit the study as a job: ray job submit --address http://HEAD:8265 --working-dir . "
+                "-- harness run SPEC"
+            )
+        _token_if_available()
+        problem = _tcp_reachable(address)
+        if problem is not None:
+            raise InputError(
+                f"cannot reach the Ray cluster at {address} ({problem}). Is it running (`ray status --address "
+                f"{address}`)? Without --address and RAY_ADDRESS the study runs on an embedded local Ray."
+            )
+        try:
+            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+        except Exception as exc:  # noqa: BLE001 - ConnectionError, AuthenticationError, ...
+            hint = ""
+            if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+                hint = (
+                    " If the cluster uses token authentication, set RAY_AUTH_MODE=token and provide the token "
+                    "(RAY_AUTH_TOKEN, or the file ~/.ray/auth_token / $RAY_AUTH_TOKEN_PATH)."
+                )
+            raise InputError(f"cannot connect to the Ray cluster at {address}: {type(exc).__name__}: {exc}.{hint}") from None
+        started_here = True
+        description = f"Ray cluster at {address}"
+    else:
+        # Ray 2.60 turns token authentication on for a new local cluster (and says so at
+        # WARNING level); that is the safe default, so keep it and keep the terminal quiet.
+        logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
+        ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+        started_here = True
+        description = "local Ray"
+    try:
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        total = ray.cluster_resources()
+        yield RayConnection(
+            address=address,
+            started_here=started_here,
+            description=description,
+            cpus=float(total.get("CPU", 0)),
+            gpus=float(total.get("GPU", 0)),
+            nodes=len(nodes),
+            max_node_cpus=max((float(n["Resources"].get("CPU", 0)) for n in nodes), default=0.0),
+            max_node_gpus=max((float(n["Resources"].get("GPU", 0)) for n in nodes), default=0.0),
+        )
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def check_cluster(spec: StudySpec, ray_conn: RayConnection, storage: str) -> None:
+    """The spec's request against what the cluster has (before anything starts)."""
+    res = spec.resources
+    if res.gpus > 0 and ray_conn.gpus == 0:
+        raise InputError(
+            f"resources.gpus is {res.gpus:g} per trial, but {ray_conn.description} has no GPUs "
+            f"({ray_conn.cpus:g} CPUs); set resources.gpus: 0 to train on CPUs, or use a cluster with GPUs"
+        )
+    if res.gpus > ray_conn.max_node_gpus > 0:
+        raise InputError(
+            f"resources.gpus is {res.gpus:g} per trial, but the largest node of {ray_conn.description} has "
+            f"{ray_conn.max_node_gpus:g}; no trial could ever be scheduled"
+        )
+    if res.cpus > ray_conn.max_node_cpus:
+        raise InputError(
+            f"resources.cpus is {res.cpus} per trial, but the largest node of {ray_conn.description} has "
+            f"{ray_conn.max_node_cpus:g} CPUs; no trial could ever be scheduled"
+        )
+    if ray_conn.nodes > 1 and not is_uri(storage) and not shared_storage_declared(spec):
+        raise InputError(
+            f"{ray_conn.description} has {ray_conn.nodes} nodes, but the storage path {storage} is local to this "
+            "machine: trials on other nodes could not save or restore checkpoints there. Use shared storage "
+            "(--storage-path s3://bucket/studies or gs://...), or a network filesystem mounted at the same path on "
+            "every node and declared with `storage_shared: true` in the spec (or HARNESS_SHARED_STORAGE=1)."
+        )
+
+
+def prepare_corpora(spec: StudySpec) -> None:
+    """Load (and if needed download, checksum-verified, into the cache) every corpus of the
+    study once on the driver, before anything starts: a missing or corrupt corpus is one
+    InputError here instead of every trial failing with it. Done for the embedded local Ray,
+    whose trials share this machine's cache; cluster nodes fetch their own."""
+    from harness.datasets import load
+
+    data_dir = spec.train_overrides().get("data_dir")
+    for name in spec.datasets:
+        load(name, data_dir=data_dir)
+
+
+# -- describing the plan --------------------------------------------------------------------
+
+
+def describe_grid(spec: StudySpec, trials: Sequence[Trial]) -> str:
+    """``4 variants x 2 seeds x nano x tinyshakespeare x T=128``."""
+    parts = [
+        f"{len(spec.variants)} variants" if len(spec.variants) > 1 else spec.variant_names[0],
+        f"{len(spec.seeds)} seeds" if len(spec.seeds) > 1 else f"seed {spec.seeds[0]}",
+        " / ".join(spec.sizes) if len(spec.sizes) <= 3 else f"{len(spec.sizes)} sizes",
+        " / ".join(spec.datasets) if len(spec.datasets) <= 3 else f"{len(spec.datasets)} datasets",
+        "T=" + "/".join(map(str, spec.context_lengths)),
+    ]
+    if spec.tau_inits:
+        parts.append("tau0=" + "/".join(f"{t:g}" for t in spec.tau_inits))
+    return f"{len(trials)} trials ({' x '.join(parts)})"
+
+
+def describe_resources(spec: StudySpec) -> str:
+    r = spec.resources
+    text = f"{r.cpus} CPU{'s' if r.cpus > 1 else ''}"
+    if r.gpus:
+        text += f" + {r.gpus:g} GPU"
+    return text + " each"
+
+
+def dry_run_text(spec: StudySpec, trials: Sequence[Trial], *, storage: str, tracking_uri: str, address: str | None) -> str:
+    from harness.studies.cost import estimate
+
+    train = trials[0].config if trials else None
+    lines = [f"Study {spec.name}: {describe_grid(spec, trials)}, {describe_resources(spec)}"]
+    if train is not None:
+        lines.append(
+            f"training: {train.max_steps} steps x batch "
+            + (f"{spec.tokens_per_batch} tokens / T" if spec.tokens_per_batch else f"{train.batch_size}")
+            + f", lr {train.lr:g}, eval every "
+            f"{train.eval_every} steps on {train.eval_windows or 'all'} windows, dropout {train.dropout:g}"
+        )
+    lines.append(
+        f"concurrency: {spec.max_concurrent_trials or 'as many as the resources allow'}; retries per trial: {spec.retries}"
+    )
+    lines.append(f"Ray: {address or 'embedded local Ray (' + str(os.cpu_count()) + ' CPUs)'}")
+    lines.append(f"storage: {storage}/{spec.name}/<date-time>/    MLflow: {tracking_uri} (experiment {spec.experiment_name()!r})")
+    factorial = spec.factorial()
+    if factorial is not None:
+        lines.append(f"analysis: 2x2 factorial base={factorial.base} a={factorial.a} b={factorial.b} ab={factorial.ab}; "
+                     f"tau reference {spec.analysis.tau.reference:g} +- {spec.analysis.tau.margin:g}")
+    lines.append("")
+    lines.append(f"{'#':>4}  trial")
+    for i, trial in enumerate(trials, 1):
+        lines.append(f"{i:>4}  {trial.trial_id}")
+    lines.append("")
+    cost = estimate(
+        trials,
+        cpus_per_trial=spec.resources.cpus,
+        gpus_per_trial=spec.resources.gpus,
+        total_cpus=None if address else os.cpu_count(),
+    )
+    lines.append(f"total: {len(trials)} trials")
+    lines.extend(cost.lines())
+    lines.append("dry run: nothing was started.")
+    return "\n".join(lines)
+
+
+# -- the results table ------------------------------------------------------------------------
+
+
+def _metric(metrics: dict[str, Any], key: str) -> float | None:
+    value = metrics.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def trial_status(metrics: dict[str, Any] | None, error: Any) -> str:
+    """finished | diverged (from the trial's final report), failed (Tune gave up), or
+    incomplete (the study stopped before the trial ended)."""
+    metrics = metrics or {}
+    if metrics.get("status") in ("finished", "diverged"):
+        return str(metrics["status"])
+    return "failed" if error is not None else "incomplete"
+
+
+def results_table(study: str, trials: Sequence[Trial], outcomes: dict[str, tuple[dict[str, Any] | None, Any]]) -> Any:
+    """One row per trial (CONTRACTS columns), from each trial's final report."""
+    import polars as pl
+
+    rows = []
+    for trial in trials:
+        metrics, error = outcomes.get(trial.trial_id, (None, None))
+        metrics = metrics or {}
+        status = trial_status(metrics, error)
+        final = status in ("finished", "diverged")
+        c = trial.config
+        params = _metric(metrics, "num_parameters")
+        steps = _metric(metrics, "steps") if final else _metric(metrics, "step")
+        rows.append(
+            {
+                "study": study,
+                "trial_id": trial.trial_id,
+                "dataset": c.dataset,
+                "size": c.size,
+                "params": int(params) if params is not None else None,
+                "context_length": c.context_length,
+                "variant": c.variant,
+                "position": trial.position,
+                "gate": trial.gate,
+                "scoring": trial.scoring,
+                "seed": c.seed,
+                "tau_init": c.tau_init,
+                "val_loss": _metric(metrics, "final/val_loss") if final else None,
+                "test_loss": _metric(metrics, "final/test_loss") if final else None,
+                "train_loss": _metric(metrics, "final/train_loss") if final else None,
+                "best_val_loss": _metric(metrics, "best/val_loss") if final else None,
+                "gen_gap": _metric(metrics, "final/gen_gap") if final else None,
+                "tau_mean": _metric(metrics, "final/tau_mean") if final else None,
+                "open_fraction": _metric(metrics, "final/open_fraction") if final else None,
+                "tokens_per_s": _metric(metrics, "final/tokens_per_s") if final else None,
+                "steps": int(steps) if steps is not None else None,
+                "status": status,
+            }
+        )
+    schema = {
+        "study": pl.String, "trial_id": pl.String, "dataset": pl.String, "size": pl.String, "params": pl.Int64,
+        "context_length": pl.Int64, "variant": pl.String, "position": pl.String, "gate": pl.String,
+        "scoring": pl.String, "seed": pl.Int64, "tau_init": pl.Float64, "val_loss": pl.Float64,
+        "test_loss": pl.Float64, "train_loss": pl.Float64, "best_val_loss": pl.Float64, "gen_gap": pl.Float64,
+        "tau_mean": pl.Float64, "open_fraction": pl.Float64, "tokens_per_s": pl.Float64, "steps": pl.Int64,
+        "status": pl.String,
+    }  # fmt: skip
+    return pl.DataFrame(rows, schema=schema)
+
+
+def _window_losses(trials: Sequence[Trial], checkpoints: dict[str, Any]) -> Any:
+    """Per-window losses of every finished trial with its factors (for the multi-bootstrap)."""
+    import polars as pl
+
+    frames = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for trial in trials:
+            ckpt = checkpoints.get(trial.trial_id)
+            if ckpt is None:
+                continue
+            try:
+                local = Path(ckpt.to_directory(str(Path(tmp) / trial.trial_id)))
+            except Exception:  # noqa: BLE001
+                continue
+            path = local / "window_losses.parquet"
+            if not path.is_file():
+                continue
+            c = trial.config
+            frames.append(
+                pl.read_parquet(path).with_columns(
+                    pl.lit(trial.trial_id).alias("trial_id"),
+                    pl.lit(c.variant).alias("variant"),
+                    pl.lit(c.seed, dtype=pl.Int64).alias("seed"),
+                    pl.lit(c.dataset).alias("dataset"),
+                    pl.lit(c.size).alias("size"),
+                    pl.lit(c.context_length, dtype=pl.Int64).alias("context_length"),
+                )
+            )
+    return pl.concat(frames, how="diagonal_relaxed") if frames else None
+
+
+def _mope_sigmas(trials: Sequence[Trial], outcomes: dict[str, tuple[dict[str, Any] | None, Any]]) -> Any:
+    import polars as pl
+
+    rows = []
+    for trial in trials:
+        metrics = (outcomes.get(trial.trial_id) or (None, None))[0] or {}
+        if metrics.get("status") != "finished":
+            continue
+        for key, value in metrics.items():
+            if key.startswith("mope/sigma") and isinstance(value, (int, float)):
+                c = trial.config
+                rows.append({"variant": c.variant, "seed": c.seed, "dataset": c.dataset, "size": c.size,
+                             "context_length": c.context_length, "key": key, "sigma": float(value)})  # fmt: skip
+    return pl.DataFrame(rows) if rows else None
+
+
+# -- the study ------------------------------------------------------------------------------------
+
+
+def _trial_name(trial: Any) -> str:
+    """Tune trial names and directories are the stable trial ids."""
+    return str(trial.config["trial"])
+
+
+def _design(trials: Sequence[Trial]) -> dict[str, dict[str, Any]]:
+    """What must not change between a study and its resume: each trial's trajectory."""
+    skip = {"num_threads", "accelerator", "checkpoint_dir", "tracking_uri", "experiment", "data_dir", "compile"}
+    return {t.trial_id: {k: v for k, v in t.config.model_dump().items() if k not in skip} for t in trials}
+
+
+def run_study(
+    spec: StudySpec | str | os.PathLike[str],
+    *,
+    address: str | None = None,
+    tracking_uri: str | None = None,
+    storage_path: str | None = None,
+    resume: bool = False,
+    dry_run: bool = False,
+    callbacks: Sequence[Any] = (),
+    report: bool = True,
+    stream: TextIO | None = None,
+    live: bool | None = None,
+) -> StudyOutcome:
+    """Run (or resume) a study; see the module docstring for the order of work.
+
+    Parameters
+    ----------
+    spec
+        A :class:`StudySpec` or the path of a spec file.
+    address
+        Ray cluster address (``host:6379``, ``auto``); default ``$RAY_ADDRESS``, else an
+        embedded local Ray. An already initialised Ray session is reused as it is.
+    tracking_uri, storage_path
+        Override the spec's (and the environment's) MLflow URI and storage path.
+    resume
+        Continue the most recent study of this name under the storage path: finished
+        trials are kept, unfinished and failed ones continue from their last checkpoint,
+        MLflow runs are continued (never duplicated).
+    dry_run
+        Print the grid, resources and a cost estimate; start nothing.
+    callbacks
+        Extra Ray Tune callbacks (driver side).
+    report
+        Run the analysis at the end and log its report to the parent run.
+    stream, live
+        Where progress goes (stdout) and whether as a live table (default: on terminals).
+
+    Raises
+    ------
+    InputError
+        Bad spec, unreachable cluster or tracking store, resources the cluster lacks,
+        local storage on a multi-node cluster, nothing to resume -- before anything starts.
+    """
+    started = time.perf_counter()
+    out = stream or sys.stdout
+
+    def say(text: str = "") -> None:
+        print(text, file=out, flush=True)
+
+    spec_text = None
+    if not isinstance(spec, StudySpec):
+        spec_text = Path(spec).read_text() if Path(spec).is_file() else None
+        spec = load_spec(spec)
+    spec_text = spec_text or spec.canonical_yaml()
+    trials = expand_grid(spec)
+    by_id = {t.trial_id: t for t in trials}
+
+    from harness.studies.tracking import default_tracking_uri, quick_failing_http
+
+    uri = default_tracking_uri(tracking_uri, spec.tracking.uri)
+    storage = resolve_storage(storage_path, spec)
+    ray_address = resolve_address(address)
+    if dry_run:
+        say(dry_run_text(spec, trials, storage=storage, tracking_uri=uri, address=ray_address))
+        return StudyOutcome(study=spec.name, status="dry_run", trials=len(trials), tracking_uri=uri)
+
+    check_storage(storage)
+    from harness.training.tracking import check_tracking_uri
+
+    check_tracking_uri(uri)  # a file store or a missing directory: refused before Ray starts
+    if ray_address is None:
+        prepare_corpora(spec)
+    previous: tuple[str, dict[str, Any]] | None = None
+    if resume:
+        previous = latest_study_dir(storage, spec.name)
+        if previous is None:
+            raise InputError(
+                f"nothing to resume: no study {spec.name!r} under {storage}/{spec.name} "
+                "(run it without --resume, or pass the --storage-path it ran with)"
+            )
+        stored = previous[1].get("design")
+        if stored is not None and stored != json.loads(json.dumps(_design(trials))):
+            raise InputError(
+                f"cannot resume {previous[0]}: the spec's grid or training settings changed since it started "
+                "(resuming would mix two designs); run it as a new study without --resume"
+            )
+
+    quick_failing_http()
+    quiet_tune()
+    from harness.studies.tracking import MlflowStudyCallback, StudyRecorder
+
+    recorder = StudyRecorder(uri, spec.experiment_name(), warn=lambda m: print(f"warning: {m}", file=sys.stderr, flush=True))
+
+    with ray_session(ray_address) as ray_conn:
+        check_cluster(spec, ray_conn, storage)
+        recorder.connect()  # may create the experiment; never a run
+
+        from ray import tune
+
+        from harness.studies.progress import StudyProgress
+        from harness.studies.trainable import run_trial
+        from harness.training.tracking import harness_git_commit
+
+        if previous is not None:
+            study_dir = previous[0]
+            run_name = study_dir.rsplit("/", 1)[1]
+        else:
+            run_name = _fresh_run_name(storage, spec.name)
+            study_dir = f"{storage}/{spec.name}/{run_name}"
+        study_run = f"{spec.name}/{run_name}"
+
+        say(
+            f"Study {spec.name}: {describe_grid(spec, trials)}, {describe_resources(spec)}, "
+            f"{ray_conn.description} ({ray_conn.cpus:g} CPUs{f', {ray_conn.gpus:g} GPUs' if ray_conn.gpus else ''})"
+            + (" - resuming" if previous else "")
+        )
+        parent = recorder.start_parent(
+            study=spec.name,
+            study_run=study_run,
+            spec_text=spec_text,
+            spec_sha256=spec.sha256(),
+            params={
+                "spec_sha256": spec.sha256(),
+                "grid_size": len(trials),
+                "datasets": ",".join(spec.datasets),
+                "sizes": ",".join(spec.sizes),
+                "context_lengths": ",".join(map(str, spec.context_lengths)),
+                "variants": ",".join(spec.variant_names),
+                "seeds": ",".join(map(str, spec.seeds)),
+                "tau_inits": ",".join(f"{t:g}" for t in spec.tau_inits) if spec.tau_inits else "None",
+                "tokens_per_batch": spec.tokens_per_batch,
+                "cpus_per_trial": spec.resources.cpus,
+                "gpus_per_trial": spec.resources.gpus,
+                **{f"train.{k}": v for k, v in spec.train_overrides().items()},
+            },
+            tags={"harness.git_commit": harness_git_commit(), "harness.study_dir": study_dir, "ray": ray_conn.description},
+            previous_run_id=(previous[1].get("parent_run_id") if previous else None),
+        )
+        try:
+            fault_step = os.environ.get("HARNESS_FAULT_KILL_AT_STEP")
+            fs, root = _filesystem(storage)
+            local_dir = None if is_uri(storage) else Path(study_dir)
+            trainable = tune.with_resources(
+                tune.with_parameters(
+                    run_trial,
+                    trials={t.trial_id: t.config.model_dump() for t in trials},
+                    fault_kill_at_step=int(fault_step) if fault_step else None,
+                    fault_dir=str(local_dir / "faults") if fault_step and local_dir else None,
+                ),
+                {"cpu": spec.resources.cpus, "gpu": spec.resources.gpus},
+            )
+            progress = StudyProgress(
+                [t.trial_id for t in trials], max_steps={t.trial_id: t.config.max_steps for t in trials}, stream=out, live=live
+            )
+            tune_callbacks = [MlflowStudyCallback(recorder, by_id, study=spec.name), progress, *callbacks]
+            if previous is not None:
+                tuner = tune.Tuner.restore(study_dir, trainable=trainable, resume_errored=True)
+                # Tune restores the RunConfig it pickled; today's callbacks (tracking URI,
+                # terminal) replace the stale copies.
+                tuner._local_tuner.get_run_config().callbacks = tune_callbacks
+                already = {}
+                for result in tuner.get_results():
+                    status = trial_status(result.metrics, None)
+                    if status in ("finished", "diverged"):
+                        already[str(result.config["trial"])] = "DONE" if status == "finished" else "DIVERGED"
+            else:
+                tuner = tune.Tuner(
+                    trainable,
+                    param_space={"trial": tune.grid_search([t.trial_id for t in trials])},
+                    tune_config=tune.TuneConfig(
+                        max_concurrent_trials=spec.max_concurrent_trials,
+                        trial_name_creator=_trial_name,
+                        trial_dirname_creator=_trial_name,
+                        reuse_actors=True,  # one worker process per slot: imports once, not per trial
+                    ),
+                    run_config=tune.RunConfig(
+                        name=run_name,
+                        storage_path=f"{storage}/{spec.name}",
+                        callbacks=tune_callbacks,
+                        failure_config=tune.FailureConfig(max_failures=spec.retries),
+                        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+                        verbose=0,
+                        log_to_file=True,
+                    ),
+                )
+                already = {}
+            meta = {
+                "study": spec.name,
+                "study_run": study_run,
+                "spec_sha256": spec.sha256(),
+                "tracking_uri": redact(uri),
+                "experiment_id": recorder.experiment_id,
+                "parent_run_id": parent,
+                "trial_ids": [t.trial_id for t in trials],
+                "design": _design(trials),
+                "created": (previous[1].get("created") if previous else time.strftime("%Y-%m-%dT%H:%M:%S%z")),
+            }
+            study_root = f"{root.rstrip('/')}/{spec.name}/{run_name}"
+            _write_bytes(fs, f"{study_root}/{STUDY_FILE}", json.dumps(meta, indent=1).encode())
+            _write_bytes(fs, f"{study_root}/spec.yaml", spec_text.encode())
+
+            progress.start(already)
+            try:
+                grid = tuner.fit()
+            finally:
+                progress.stop()
+
+            outcomes: dict[str, tuple[dict[str, Any] | None, Any]] = {}
+            checkpoints: dict[str, Any] = {}
+            for result in grid:
+                tid = str(result.config["trial"])
+                outcomes[tid] = (dict(result.metrics or {}), result.error)
+                if trial_status(result.metrics, result.error) == "finished":
+                    checkpoints[tid] = result.checkpoint
+            table = results_table(spec.name, trials, outcomes)
+            counts = {s: int((table.get_column("status") == s).sum()) for s in ("finished", "diverged", "failed", "incomplete")}
+            status = "interrupted" if counts["incomplete"] else "finished"
+
+            _write_bytes(fs, f"{study_root}/results.parquet", _parquet_bytes(table))
+            windows = _window_losses(trials, checkpoints)
+            if windows is not None:
+                _write_bytes(fs, f"{study_root}/window_losses.parquet", _parquet_bytes(windows))
+
+            if status == "interrupted":
+                # Child runs of trials that were running stay resumable: KILLED, not RUNNING.
+                for tid in table.filter(table.get_column("status") == "incomplete").get_column("trial_id"):
+                    recorder.end_trial(tid, "interrupted")
+            rep = None
+            if report and status == "finished" and counts["finished"] > 0:
+                rep = _analyse(spec, table, windows, _mope_sigmas(trials, outcomes), local_dir, recorder, say)
+            recorder.end_parent(
+                status,
+                results=table,
+                metrics={"trials/finished": counts["finished"], "trials/diverged": counts["diverged"],
+                         "trials/failed": counts["failed"], "trials/incomplete": counts["incomplete"]},
+            )  # fmt: skip
+        except BaseException:
+            recorder.end_parent("killed" if sys.exc_info()[0] is KeyboardInterrupt else "failed")
+            raise
+
+    wall = time.perf_counter() - started
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    say(f"Study {spec.name} {status} in {wall:.0f} s: {summary}")
+    say(f"Results: {study_dir}/results.parquet")
+    if status == "interrupted":
+        say(f"Resume it with: harness run {_spec_hint(spec)} --resume" + (f" --storage-path {storage}" if storage_path else ""))
+    ui_url = recorder.ui_url()
+    if recorder.parent_run_id is not None:
+        say(f'MLflow: parent run {recorder.parent_run_id} in experiment "{spec.experiment_name()}" ({redact(uri)})')
+        default_store = tracking_uri is None and spec.tracking.uri is None and "MLFLOW_TRACKING_URI" not in os.environ
+        ui_cmd = "harness ui" if default_store else f"harness ui --tracking-uri {uri}"
+        say(f"View it: {ui_cmd}  ->  {ui_url}" if urlparse(uri).scheme not in ("http", "https") else f"View it: {redact(ui_url or '')}")
+    return StudyOutcome(
+        study=spec.name,
+        status=status,
+        trials=len(trials),
+        study_dir=study_dir,
+        tracking_uri=uri,
+        experiment_id=recorder.experiment_id,
+        parent_run_id=recorder.parent_run_id,
+        counts=counts,
+        results=table,
+        report=rep,
+        ui_url=ui_url,
+        wall_time_s=wall,
+    )
+
+
+def _fresh_run_name(storage: str, name: str) -> str:
+    """``YYYYmmdd-HHMMSS`` (``-2``, ``-3`` ... if that directory exists already)."""
+    import pyarrow.fs
+
+    fs, root = _filesystem(storage)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    candidate, n = stamp, 1
+    while fs.get_file_info(f"{root.rstrip('/')}/{name}/{candidate}").type != pyarrow.fs.FileType.NotFound:
+        n += 1
+        candidate = f"{stamp}-{n}"
+    return candidate
+
+
+def _spec_hint(spec: StudySpec) -> str:
+    return f"studies/{spec.name}.yaml" if Path(f"studies/{spec.name}.yaml").is_file() else "SPEC"
+
+
+def _parquet_bytes(df: Any) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    df.write_parquet(buf)
+    return buf.getvalue()
+
+
+def _analyse(spec: StudySpec, table: Any, windows: Any, sigmas: Any, local_dir: Path | None, recorder: Any, say: Any) -> Any:
+    """The analysis issue's report, logged to the parent run (a failure is a warning: the
+    study's results are safe; `harness report` can redo it)."""
+    try:
+        from harness.analysis import AnalysisSettings, build_report, corpus_info_for, log_report
+    except ImportError:
+        return None
+    try:
+        block: dict[str, Any] = {"tau": spec.analysis.tau.model_dump(), "confidence": spec.analysis.confidence}
+        factorial = spec.factorial()
+        if factorial is not None:
+            block["factorial"] = factorial.model_dump()
+        settings = AnalysisSettings.from_mapping(block)
+        out_dir = (local_dir / "report") if local_dir is not None else Path(tempfile.mkdtemp(prefix="harness-report-"))
+        try:
+            corpus_info = corpus_info_for(list(spec.datasets))
+        except Exception:  # noqa: BLE001 - corpus numbers are optional context
+            corpus_info = None
+        if windows is not None and "split" in windows.columns:
+            windows = windows.filter(windows.get_column("split") == "val")
+        rep = build_report(
+            table, settings=settings, out_dir=out_dir, window_losses=windows, mope_sigmas=sigmas, corpus_info=corpus_info, title=spec.name
+        )
+    except Exception as exc:  # noqa: BLE001
+        say(f"warning: the analysis failed ({type(exc).__name__}: {exc}); the results are safe; retry with `harness report {spec.name}`")
+        return None
+    say(rep.verdict_table)
+    for note in getattr(rep, "notes", ()):
+        say(f"note: {note}")
+    if recorder.active and recorder.parent_run_id is not None:
+        try:
+            log_report(rep, run_id=recorder.parent_run_id, tracking_uri=recorder.tracking_uri)
+        except Exception as exc:  # noqa: BLE001
+            recorder._fail("logging the report", exc)
+    return rep

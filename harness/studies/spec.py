@@ -1,0 +1,440 @@
+"""Study specs: one YAML file that says which trials to run and how to record them.
+
+A spec names the factors of a full-factorial grid -- datasets x sizes x context lengths
+x variants x seeds (x initial tau values) -- plus the training settings shared by every
+trial, the resources each trial gets, and the settings of the analysis at the end::
+
+    name: smoke
+    datasets: [tinyshakespeare]
+    variants: [baseline, ega, mope, ega-mope, {name: rope-ega, position: rope, gate: ega}]
+    seeds: 2                      # a count (0..n-1) or an explicit list
+    sizes: [nano]
+    context_lengths: [128]
+    train: {max_steps: 300, batch_size: 16}
+    resources: {cpus: 1, gpus: 0}
+    analysis: {factorial: {base: baseline, a: ega, b: mope, ab: ega-mope}}
+
+Validation happens in two layers, both before anything starts:
+
+1. structure (:class:`StudySpec`, pydantic, ``extra="forbid"``): unknown keys, wrong
+   types, zero seeds, duplicates, a factorial naming variants the study does not run;
+2. registries (:func:`check_registries`): variant, dataset and size names against
+   ``harness.models`` / ``harness.datasets``, and each context length against each size's
+   maximum. These modules are imported lazily so that parsing a spec stays cheap.
+
+Every error becomes one :class:`~harness.errors.InputError` whose message names the file,
+the field (``variants[4].gate``) and what was expected.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import math
+from pathlib import Path
+from typing import Annotated, Any, Optional, Union
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PositiveInt,
+    Tag,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
+
+from harness.errors import InputError
+from harness.training.config import TrainConfig
+
+#: Names of studies and inline variants become directory names and trial ids.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+#: TrainConfig fields the grid sets per trial (set them through the spec's factors).
+GRID_FIELDS: dict[str, str] = {
+    "variant": "variants",
+    "position": "variants (inline: {name, position, gate, scoring})",
+    "gate": "variants (inline: {name, position, gate, scoring})",
+    "scoring": "variants (inline: {name, position, gate, scoring})",
+    "dataset": "datasets",
+    "size": "sizes",
+    "context_length": "context_lengths",
+    "seed": "seeds",
+}
+#: TrainConfig fields the study runner owns (resources, tracking and checkpoints per trial).
+RUNNER_FIELDS: dict[str, str] = {
+    "accelerator": "resources.gpus (a trial with GPUs trains on the GPU)",
+    "num_threads": "resources.cpus (torch threads = the trial's CPUs)",
+    "tracking_uri": "tracking.uri or --tracking-uri",
+    "experiment": "tracking.experiment",
+    "checkpoint_dir": "the study's storage (Ray Tune keeps the checkpoints)",
+}
+
+
+def _override_model() -> type[BaseModel]:
+    """``train:`` accepts every TrainConfig field the grid and runner do not own, each with
+    TrainConfig's own constraints, all optional (only the keys written in the YAML count)."""
+    fields: dict[str, Any] = {}
+    for name, info in TrainConfig.model_fields.items():
+        if name in GRID_FIELDS or name in RUNNER_FIELDS:
+            continue
+        annotation = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+        fields[name] = (Optional[annotation], None)
+    return create_model(
+        "TrainOverrides",
+        __config__=ConfigDict(extra="forbid", frozen=True),
+        __doc__="Overrides of TrainConfig fields shared by every trial of a study.",
+        **fields,
+    )
+
+
+TrainOverrides = _override_model()
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class InlineVariant(_Strict):
+    """A combination of components the registry has no name for (e.g. rope + ega)."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    position: str
+    gate: str = "none"
+    scoring: str = "dot"
+
+
+def _variant_tag(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "name"
+    if isinstance(value, (dict, InlineVariant)):
+        return "inline"
+    return None
+
+
+VariantEntry = Annotated[
+    Union[Annotated[str, Tag("name")], Annotated[InlineVariant, Tag("inline")]],
+    Discriminator(
+        _variant_tag,
+        custom_error_type="variant_entry",
+        custom_error_message="expected a variant name (e.g. ega-mope) or an inline variant {name, position, gate, scoring}",
+    ),
+]
+
+
+class Resources(_Strict):
+    """What one trial gets. ``gpus`` below 1 packs several trials on one GPU (0.25: four)."""
+
+    cpus: PositiveInt = 1
+    gpus: float = Field(default=0.0, ge=0.0)
+
+    @field_validator("gpus")
+    @classmethod
+    def _whole_gpus_above_one(cls, value: float) -> float:
+        if value > 1 and not float(value).is_integer():
+            raise ValueError(f"a fraction of a GPU must be below 1 (e.g. 0.25); above 1 ask for whole GPUs, got {value}")
+        return value
+
+
+class Tracking(_Strict):
+    """Where MLflow records the study: URI (else $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)
+    and experiment (else the study name)."""
+
+    uri: Optional[str] = None
+    experiment: Optional[str] = None
+
+
+class Factorial(_Strict):
+    """The four variants of the 2x2 design: interaction I = L_a + L_b - L_base - L_ab."""
+
+    base: str
+    a: str
+    b: str
+    ab: str
+
+
+class TauSettings(_Strict):
+    """tau's reference value (the papers' 0.35) and the TOST equivalence margin around it."""
+
+    reference: float = 0.35
+    margin: float = Field(default=0.05, gt=0.0)
+
+
+class AnalysisSpec(_Strict):
+    """Settings of the report at the end of the study (``harness.analysis``)."""
+
+    factorial: Optional[Factorial] = None
+    tau: TauSettings = TauSettings()
+    confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
+
+
+#: The papers' 2x2 design; used when a study runs all four and names no factorial.
+DEFAULT_FACTORIAL = Factorial(base="baseline", a="ega", b="mope", ab="ega-mope")
+
+
+class StudySpec(_Strict):
+    """A study: the grid's factors, shared training settings, resources, tracking, analysis."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    description: Optional[str] = None
+    datasets: list[str] = Field(min_length=1)
+    variants: list[VariantEntry] = Field(min_length=1)
+    seeds: list[int]
+    sizes: list[str] = Field(min_length=1)
+    context_lengths: list[PositiveInt] = Field(min_length=1)
+    train: TrainOverrides = TrainOverrides()  # type: ignore[valid-type]
+    tau_inits: Optional[list[float]] = Field(default=None, min_length=1)
+    tokens_per_batch: Optional[PositiveInt] = None  # batch_size = tokens_per_batch / T per trial
+    resources: Resources = Resources()
+    max_concurrent_trials: Optional[PositiveInt] = None
+    retries: int = Field(default=2, ge=0)
+    storage_path: Optional[str] = None
+    storage_shared: bool = False
+    tracking: Tracking = Tracking()
+    analysis: AnalysisSpec = AnalysisSpec()
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _seeds(cls, value: Any) -> list[int]:
+        expected = "a count of seeds (a positive integer: 10 means seeds 0..9) or a non-empty list of distinct non-negative integers"
+        if isinstance(value, bool):
+            raise ValueError(f"expected {expected}, got {value!r}")
+        if isinstance(value, int):
+            if value < 1:
+                raise ValueError(f"expected {expected}; {value} seeds would run nothing")
+            return list(range(value))
+        if isinstance(value, list):
+            if not value:
+                raise ValueError(f"expected {expected}, got an empty list")
+            if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value):
+                raise ValueError(f"expected {expected}, got {value!r}")
+            if len(set(value)) != len(value):
+                raise ValueError(f"seeds repeat in {value!r}: a repeated seed would run the same trial twice")
+            return value
+        raise ValueError(f"expected {expected}, got {value!r}")
+
+    @field_validator("datasets", "sizes", "context_lengths", "tau_inits")
+    @classmethod
+    def _distinct(cls, value: list | None) -> list | None:
+        if value is not None and len(set(value)) != len(value):
+            dupes = sorted({str(v) for v in value if value.count(v) > 1})
+            raise ValueError(f"duplicate entries {', '.join(dupes)}: each would run the same trials twice")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> StudySpec:
+        names = self.variant_names
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"variants: {', '.join(dupes)} listed more than once")
+        if self.tau_inits is not None and "tau_init" in self.train.model_fields_set:
+            raise ValueError("train.tau_init and tau_inits both set: use tau_inits to sweep tau's initial value, or train.tau_init to fix it")
+        if self.tokens_per_batch is not None:
+            if "batch_size" in self.train.model_fields_set:
+                raise ValueError(
+                    "train.batch_size and tokens_per_batch both set: tokens_per_batch sets each trial's batch size to "
+                    "tokens_per_batch / context_length (equal tokens per step at every T); drop one of them"
+                )
+            uneven = [t for t in self.context_lengths if self.tokens_per_batch % t]
+            if uneven:
+                raise ValueError(
+                    f"tokens_per_batch ({self.tokens_per_batch}) is not a multiple of context length(s) "
+                    f"{', '.join(map(str, uneven))}: every trial must see the same number of tokens per step"
+                )
+        if self.analysis.factorial is not None:
+            for role, variant in self.analysis.factorial.model_dump().items():
+                if variant not in names:
+                    raise ValueError(
+                        f"analysis.factorial.{role} is {variant!r}, which the study does not run (its variants: {', '.join(names)})"
+                    )
+        # TrainConfig's cross-field checks (e.g. min_lr <= lr) on the merged settings.
+        try:
+            TrainConfig(**self.train_overrides())
+        except ValidationError as exc:
+            raise ValueError("train: " + "; ".join(_clean_msg(e["msg"]) for e in exc.errors())) from None
+        return self
+
+    # -- derived views ---------------------------------------------------------------
+    @property
+    def variant_names(self) -> list[str]:
+        return [v if isinstance(v, str) else v.name for v in self.variants]
+
+    def train_overrides(self) -> dict[str, Any]:
+        """Only the training settings the spec wrote (the rest keep TrainConfig's defaults)."""
+        return self.train.model_dump(exclude_unset=True)
+
+    def factorial(self) -> Factorial | None:
+        """The 2x2 design to analyse: the spec's, else the papers' when all four are run."""
+        if self.analysis.factorial is not None:
+            return self.analysis.factorial
+        if set(DEFAULT_FACTORIAL.model_dump().values()) <= set(self.variant_names):
+            return DEFAULT_FACTORIAL
+        return None
+
+    def experiment_name(self) -> str:
+        return self.tracking.experiment or self.name
+
+    def canonical_yaml(self) -> str:
+        """The spec as validated (defaults filled in), stable across formatting changes."""
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=True)
+
+    def sha256(self) -> str:
+        """Identity of the study's content: same grid and settings <=> same hash."""
+        return hashlib.sha256(self.canonical_yaml().encode()).hexdigest()
+
+
+# -- loading --------------------------------------------------------------------------
+
+_NESTED_MODELS: dict[str, type[BaseModel]] = {
+    "resources": Resources,
+    "tracking": Tracking,
+    "analysis": AnalysisSpec,
+    "factorial": Factorial,
+    "tau": TauSettings,
+    "train": TrainOverrides,
+    "variants": InlineVariant,
+}
+
+
+def _clean_msg(msg: str) -> str:
+    return msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+
+
+def _loc(loc: tuple) -> str:
+    """('variants', 4, 'inline', 'gate') -> 'variants[4].gate' (dropping union tags)."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("name", "inline") and out.endswith("]") and out.startswith("variants"):
+            continue  # discriminator tag of a variant entry
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _unknown_key_message(loc: tuple) -> str:
+    key = str(loc[-1])
+    parents = [p for p in loc[:-1] if isinstance(p, str) and p in _NESTED_MODELS]
+    model = _NESTED_MODELS[parents[-1]] if parents else StudySpec
+    known = list(model.model_fields)
+    msg = f"unknown key {key!r}"
+    if model is TrainOverrides and key in GRID_FIELDS:
+        return f"{msg}: {key} is a factor of the grid, set it with the top-level '{GRID_FIELDS[key]}'"
+    if model is TrainOverrides and key in RUNNER_FIELDS:
+        return f"{msg}: the study sets {key} from {RUNNER_FIELDS[key]}"
+    close = difflib.get_close_matches(key, known, n=1)
+    if close:
+        msg += f" (did you mean {close[0]!r}?)"
+    return f"{msg}; expected one of: {', '.join(known)}"
+
+
+def format_validation_error(exc: ValidationError, source: str) -> str:
+    """One readable message: the file, then each field and what was expected."""
+    lines = [f"invalid study spec {source}:"]
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        where = _loc(loc)
+        if err["type"] == "extra_forbidden":
+            what = _unknown_key_message(loc)
+        elif err["type"] == "missing":
+            what = "required field is missing"
+        else:
+            what = _clean_msg(err["msg"])
+            if err["type"] not in ("value_error", "assertion_error") and "input" in err:
+                shown = repr(err["input"])
+                what += f" (got {shown if len(shown) < 60 else shown[:57] + '...'})"
+        lines.append(f"  {where}: {what}" if where else f"  {what}")
+    return "\n".join(lines)
+
+
+def parse_spec(text: str, *, source: str = "<spec>") -> StudySpec:
+    """Parse and validate the structure of a spec (no registry look-ups)."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise InputError(f"study spec {source} is not valid YAML{where}: {problem}") from None
+    if not isinstance(data, dict):
+        raise InputError(
+            f"study spec {source} must be a YAML mapping with keys such as name, datasets, variants, seeds, "
+            f"sizes, context_lengths; got {type(data).__name__}"
+        )
+    try:
+        return StudySpec.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(format_validation_error(exc, source)) from None
+
+
+def load_spec(path: str | Path, *, check: bool = True) -> StudySpec:
+    """Read, parse and validate a spec file; with ``check``, also against the registries."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InputError(f"study spec {path} does not exist (ready specs are in studies/, e.g. studies/smoke.yaml)") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read study spec {path}: {exc}") from None
+    spec = parse_spec(text, source=str(path))
+    if check:
+        check_registries(spec, source=str(path))
+    return spec
+
+
+def check_registries(spec: StudySpec, *, source: str = "<spec>") -> None:
+    """Names against the model zoo and the dataset registry; context lengths against sizes.
+
+    Raises one InputError listing every problem (so a user fixes a spec in one go)."""
+    from harness.datasets import REGISTRY
+    from harness.models import SIZES, VARIANTS, make_variant
+
+    problems: list[str] = []
+    for i, dataset in enumerate(spec.datasets):
+        if dataset not in REGISTRY:
+            problems.append(f"datasets[{i}]: unknown dataset {dataset!r}{_suggest(dataset, REGISTRY)}; known: {', '.join(REGISTRY)}")
+    for i, size in enumerate(spec.sizes):
+        if size not in SIZES:
+            problems.append(f"sizes[{i}]: unknown size {size!r}{_suggest(size, SIZES)}; known: {', '.join(SIZES)}")
+    for i, entry in enumerate(spec.variants):
+        if isinstance(entry, str):
+            if entry not in VARIANTS:
+                problems.append(
+                    f"variants[{i}]: unknown variant {entry!r}{_suggest(entry, VARIANTS)}; known: {', '.join(VARIANTS)} "
+                    "(or an inline combination {name, position, gate, scoring})"
+                )
+            continue
+        if entry.name in VARIANTS:
+            problems.append(f"variants[{i}].name: {entry.name!r} is a registry variant already; give the inline combination another name")
+        try:
+            make_variant(entry.name, position=entry.position, gate=entry.gate, scoring=entry.scoring)
+        except ValueError as exc:  # InputError included: unknown component names
+            problems.append(f"variants[{i}] ({entry.name}): {exc}")
+    for size in spec.sizes:
+        if size not in SIZES:
+            continue
+        limit = SIZES[size].max_context_length
+        too_long = [t for t in spec.context_lengths if t > limit]
+        if too_long:
+            problems.append(
+                f"context_lengths: {', '.join(map(str, too_long))} exceed the maximum context length of size {size!r} ({limit}); "
+                "drop them or choose a size that allows them"
+            )
+    if problems:
+        raise InputError(f"invalid study spec {source}:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+def _suggest(name: str, known: Any) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def grid_size(spec: StudySpec) -> int:
+    """Number of trials the spec expands to."""
+    factors = [spec.datasets, spec.sizes, spec.context_lengths, spec.variants, spec.seeds, spec.tau_inits or [None]]
+    return math.prod(len(f) for f in factors)

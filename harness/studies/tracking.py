@@ -1,0 +1,484 @@
+"""The MLflow record of a study, written from the Ray Tune driver only.
+
+One writer (the driver) is what lets a study record into SQLite while dozens of trials
+run: trials report to Tune, and :class:`MlflowStudyCallback` turns Tune's events into
+MLflow calls:
+
+====================  ===============================================================
+Tune event            MLflow
+====================  ===============================================================
+(before the study)    parent run: tags ``harness.role=study``, ``harness.study``,
+                      ``harness.spec_sha256``, ``harness.git_commit``,
+                      ``harness.study_dir``; params: spec hash, grid size and factors;
+                      artifact ``spec.yaml``
+on_trial_start        child run (``parent_run_id``) named by the trial id: factor tags,
+                      ``harness.trial_id``, ``status=running``, params = TrainConfig
+on_trial_result       the reported metrics at their ``step`` (``MlflowClient.log_batch``)
+on_trial_complete     final metrics, ``window_losses.parquet`` (and gate/MOPE parameter
+                      tables), ``status`` finished|diverged, run FINISHED
+on_trial_error        ``status=failed``, run FAILED
+(after the study)     ``results.parquet``, the report, parent run FINISHED
+====================  ===============================================================
+
+Resuming never duplicates: the parent is found again by its run id (kept in the study's
+storage directory) or by the tag ``harness.study_run``; child runs by ``harness.trial_id``
+under that parent. Metrics a restarted trial reports again (it replays from its last
+checkpoint) are skipped up to the last step already logged.
+
+An unreachable tracking server does not stop a study: the first failure is reported once,
+clearly, and the study goes on with its results kept in the Tune storage directory.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from ray.tune import Callback
+
+from harness.errors import InputError
+
+# MLflow REST/SQL batch limits.
+_MAX_METRICS = 1000
+_MAX_PARAMS = 100
+_MAX_TAGS = 100
+
+#: Result keys that are bookkeeping, not metrics (Tune's own and the trainable's).
+_NOT_METRICS = {"step", "steps", "status", "wall_time_s", "resumed_from_step", "done"}
+
+#: MLflow run status for each trial/study status tag.
+_RUN_STATUS = {"finished": "FINISHED", "diverged": "FINISHED", "failed": "FAILED", "killed": "KILLED", "interrupted": "KILLED"}
+
+
+def is_metric(key: str, value: Any) -> bool:
+    """Metrics use the shared naming scheme (``val/loss``, ``gate/tau/l0h1``, ``gen_gap``);
+    Tune's bookkeeping fields (``time_total_s``, ``training_iteration`` ...) are not logged."""
+    if key in _NOT_METRICS or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return "/" in key or key in ("gen_gap", "num_parameters")
+
+
+def _sqlite_path(uri: str) -> Path | None:
+    rest = uri[len("sqlite://") :]
+    if rest in ("", "/", "/:memory:"):
+        return None
+    return Path((rest[1:] if rest.startswith("/") else rest).split("?", 1)[0])
+
+
+class StudyRecorder:
+    """MLflow calls of one study, made safe: after the first store failure it warns once
+    and turns every later call into a no-op (the study itself goes on)."""
+
+    def __init__(self, tracking_uri: str, experiment: str, *, warn: Callable[[str], None] | None = None) -> None:
+        self.tracking_uri = tracking_uri
+        self.experiment = experiment
+        self.experiment_id: str | None = None
+        self.parent_run_id: str | None = None
+        self.broken: str | None = None  # why MLflow calls stopped
+        self._warn = warn or (lambda msg: print(f"warning: {msg}", file=sys.stderr))
+        self._client: Any = None
+        self._children: dict[str, str] = {}  # trial id -> child run id
+        self._logged_step: dict[str, int] = {}  # trial id -> last metric step in MLflow
+
+    # pickling (Tune stores its callbacks): live clients stay behind
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_client"] = None
+        state["_warn"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._warn = lambda msg: print(f"warning: {msg}", file=sys.stderr)
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            from mlflow import MlflowClient
+
+            self._client = MlflowClient(tracking_uri=self.tracking_uri)
+        return self._client
+
+    @property
+    def active(self) -> bool:
+        return self.broken is None and self.experiment_id is not None
+
+    def _fail(self, what: str, exc: BaseException) -> None:
+        from harness.studies.runner import redact
+
+        if self.broken is None:
+            self.broken = f"{type(exc).__name__}: {exc}"
+            self._warn(
+                f"MLflow at {redact(self.tracking_uri)} failed while {what} ({self.broken}). The study goes on without "
+                "MLflow; every result is kept in the study's storage directory (results.parquet, Tune's trial "
+                "results). Record it later with `harness report` once the tracking server is back."
+            )
+
+    def _safely(self, what: str, fn: Callable[[], Any]) -> Any:
+        if not self.active:
+            return None
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 - a tracking failure must not kill the study
+            self._fail(what, exc)
+            return None
+
+    # -- set-up ---------------------------------------------------------------------------
+    def connect(self) -> None:
+        """Check the URI and get or create the experiment (no run is created).
+
+        Raises :class:`InputError` for URIs that cannot work (a file store, a SQLite
+        database in a missing or read-only directory); an unreachable server is warned
+        about and the study runs without MLflow."""
+        from harness.training.tracking import check_tracking_uri
+
+        check_tracking_uri(self.tracking_uri)
+        import logging
+
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # "Creating initial tables..."
+        try:
+            found = self.client.get_experiment_by_name(self.experiment)
+            if found is not None and found.lifecycle_stage != "active":
+                raise InputError(
+                    f"MLflow experiment {self.experiment!r} at {self.tracking_uri} is deleted; restore it "
+                    "(mlflow experiments restore) or set tracking.experiment in the spec"
+                )
+            if found is None:
+                location = None
+                db = _sqlite_path(self.tracking_uri) if urlparse(self.tracking_uri).scheme == "sqlite" else None
+                if db is not None:  # artifacts beside the database, not in ./mlruns of whatever cwd
+                    location = (db.parent.resolve() / "mlartifacts" / self.experiment).as_uri()
+                self.experiment_id = self.client.create_experiment(self.experiment, artifact_location=location)
+            else:
+                self.experiment_id = found.experiment_id
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            if urlparse(self.tracking_uri).scheme in ("http", "https", "databricks"):
+                self.experiment_id = None
+                self.broken = f"{type(exc).__name__}: {exc}"
+                from harness.studies.runner import redact
+
+                self._warn(
+                    f"cannot reach the MLflow tracking server {redact(self.tracking_uri)} ({self.broken}). The study runs "
+                    "without MLflow; results are kept in its storage directory. Record them later with "
+                    "`harness report` once the server is up."
+                )
+                return
+            raise InputError(f"cannot use tracking URI {self.tracking_uri!r}: {type(exc).__name__}: {exc}") from exc
+
+    # -- the parent run ---------------------------------------------------------------------
+    def start_parent(
+        self,
+        *,
+        study: str,
+        study_run: str,
+        spec_text: str,
+        spec_sha256: str,
+        params: Mapping[str, Any],
+        tags: Mapping[str, str],
+        previous_run_id: str | None = None,
+    ) -> str | None:
+        """Create the study's parent run, or continue ``previous_run_id`` / the run tagged
+        ``harness.study_run=study_run`` (a resumed study). Returns the run id."""
+        return self._safely(
+            "creating the study's parent run",
+            lambda: self._start_parent(study, study_run, spec_text, spec_sha256, params, tags, previous_run_id),
+        )
+
+    def _start_parent(self, study, study_run, spec_text, spec_sha256, params, tags, previous_run_id) -> str:
+        from mlflow.entities import Param
+        from mlflow.exceptions import MlflowException
+
+        client = self.client
+        run = None
+        if previous_run_id:
+            try:
+                run = client.get_run(previous_run_id)
+                if run.info.experiment_id != self.experiment_id or run.info.lifecycle_stage != "active":
+                    run = None
+            except MlflowException:
+                run = None
+        if run is None:
+            found = client.search_runs(
+                [self.experiment_id],
+                filter_string=f"tags.`harness.study_run` = '{study_run}' and tags.`harness.role` = 'study'",
+                max_results=1,
+            )
+            run = found[0] if found else None
+        if run is not None:
+            self.parent_run_id = run.info.run_id
+            client.update_run(self.parent_run_id, status="RUNNING")
+            client.set_tag(self.parent_run_id, "status", "running")
+            self._load_children()
+            return self.parent_run_id
+        all_tags = {
+            "harness.role": "study",
+            "harness.study": study,
+            "harness.study_run": study_run,
+            "harness.spec_sha256": spec_sha256,
+            "status": "running",
+            **tags,
+        }
+        run = client.create_run(self.experiment_id, run_name=study_run.replace("/", "-"), tags=all_tags)
+        self.parent_run_id = run.info.run_id
+        items = [Param(k, _text(v)) for k, v in params.items()]
+        for i in range(0, len(items), _MAX_PARAMS):
+            client.log_batch(self.parent_run_id, params=items[i : i + _MAX_PARAMS])
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "spec.yaml"
+            path.write_text(spec_text)
+            client.log_artifact(self.parent_run_id, str(path))
+        return self.parent_run_id
+
+    def _load_children(self) -> None:
+        """Child runs of the parent by trial id, and the last step each has logged."""
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.`mlflow.parentRunId` = '{self.parent_run_id}'",
+            max_results=50000,
+        )
+        for run in runs:
+            trial_id = run.data.tags.get("harness.trial_id")
+            if trial_id and trial_id not in self._children:
+                self._children[trial_id] = run.info.run_id
+
+    def end_parent(self, status: str, *, results: Any = None, files: Sequence[Path] = (), metrics: Mapping[str, float] | None = None) -> None:
+        """Log the results table and ``files``, tag ``status`` and end the parent run."""
+        if self.parent_run_id is None:
+            return
+
+        def _end() -> None:
+            client = self.client
+            with tempfile.TemporaryDirectory() as tmp:
+                if results is not None:
+                    path = Path(tmp) / "results.parquet"
+                    results.write_parquet(path)
+                    client.log_artifact(self.parent_run_id, str(path))
+                for f in files:
+                    client.log_artifact(self.parent_run_id, str(f))
+            if metrics:
+                self._log_metrics(self.parent_run_id, metrics, step=0)
+            client.set_tag(self.parent_run_id, "status", status)
+            client.set_terminated(self.parent_run_id, status=_RUN_STATUS.get(status, "FAILED"))
+
+        self._safely("finishing the study's parent run", _end)
+
+    def set_parent_tags(self, tags: Mapping[str, Any]) -> None:
+        from mlflow.entities import RunTag
+
+        if self.parent_run_id is not None and tags:
+            self._safely(
+                "tagging the parent run",
+                lambda: self.client.log_batch(self.parent_run_id, tags=[RunTag(k, _text(v)) for k, v in tags.items()]),
+            )
+
+    # -- child runs -------------------------------------------------------------------------
+    def set_child_tags(self, trial_id: str, tags: Mapping[str, Any]) -> None:
+        from mlflow.entities import RunTag
+
+        run_id = self._children.get(trial_id)
+        if run_id is not None and tags:
+            self._safely(
+                f"tagging the run of trial {trial_id}",
+                lambda: self.client.log_batch(run_id, tags=[RunTag(k, _text(v)) for k, v in tags.items()]),
+            )
+
+    def child(self, trial_id: str, *, study: str, tags: Mapping[str, str], params: Mapping[str, Any]) -> str | None:
+        """The trial's child run: the existing one (a retried or resumed trial) set back to
+        RUNNING, or a new one with its tags and params."""
+        if self.parent_run_id is None:
+            return None
+        return self._safely(f"starting the run of trial {trial_id}", lambda: self._child(trial_id, study, tags, params))
+
+    def _child(self, trial_id: str, study: str, tags: Mapping[str, str], params: Mapping[str, Any]) -> str:
+        from mlflow.entities import Param
+
+        client = self.client
+        run_id = self._children.get(trial_id)
+        if run_id is not None:
+            if trial_id not in self._logged_step:
+                self._logged_step[trial_id] = self._last_step(run_id)
+            client.update_run(run_id, status="RUNNING")
+            client.set_tag(run_id, "status", "running")
+            return run_id
+        all_tags = {
+            "mlflow.parentRunId": self.parent_run_id,
+            "harness.role": "trial",
+            "harness.study": study,
+            **tags,
+            "status": "running",
+        }
+        run = client.create_run(self.experiment_id, run_name=trial_id, tags=all_tags)
+        run_id = run.info.run_id
+        self._children[trial_id] = run_id
+        self._logged_step[trial_id] = -1
+        items = [Param(k, _text(v)) for k, v in params.items()]
+        for i in range(0, len(items), _MAX_PARAMS):
+            client.log_batch(run_id, params=items[i : i + _MAX_PARAMS])
+        return run_id
+
+    def _last_step(self, run_id: str) -> int:
+        steps = [m.step for key in ("val/loss", "train/loss") for m in self.client.get_metric_history(run_id, key)]
+        return max(steps, default=-1)
+
+    def trial_metrics(self, trial_id: str, metrics: Mapping[str, Any], *, step: int) -> None:
+        """Metrics of one report; a step at or below the last logged one is a replay after a
+        restart from a checkpoint and is skipped (no duplicated points)."""
+        run_id = self._children.get(trial_id)
+        if run_id is None or step <= self._logged_step.get(trial_id, -1):
+            return
+        values = {k: float(v) for k, v in metrics.items() if is_metric(k, v)}
+        if not values:
+            return
+        if self._safely(f"logging metrics of trial {trial_id}", lambda: self._log_metrics(run_id, values, step=step)) is not None:
+            self._logged_step[trial_id] = step
+
+    def end_trial(
+        self,
+        trial_id: str,
+        status: str,
+        *,
+        metrics: Mapping[str, Any] | None = None,
+        step: int = 0,
+        files: Sequence[Path] = (),
+        tags: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Final metrics, artifacts, the ``status`` tag and the run's end state."""
+        run_id = self._children.get(trial_id)
+        if run_id is None:
+            return
+
+        def _end() -> bool:
+            from mlflow.entities import RunTag
+
+            client = self.client
+            # The evaluation metrics of the last step are logged already (on_trial_result):
+            # only the end-of-run summary is new here.
+            values = {
+                k: float(v)
+                for k, v in (metrics or {}).items()
+                if is_metric(k, v) and (k.startswith(("final/", "best/")) or k == "num_parameters")
+            }
+            if values:
+                self._log_metrics(run_id, values, step=step)
+            for f in files:
+                client.log_artifact(run_id, str(f))
+            all_tags = {**(tags or {}), "status": status}
+            client.log_batch(run_id, tags=[RunTag(k, _text(v)) for k, v in all_tags.items()])
+            client.set_terminated(run_id, status=_RUN_STATUS.get(status, "FAILED"))
+            return True
+
+        self._safely(f"finishing the run of trial {trial_id}", _end)
+
+    def _log_metrics(self, run_id: str, metrics: Mapping[str, float], *, step: int) -> bool:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        # MLflow stores NaN but not +-inf consistently across stores: clamp inf to NaN.
+        items = [Metric(k, v if math.isfinite(v) or math.isnan(v) else math.nan, now, int(step)) for k, v in metrics.items()]
+        for i in range(0, len(items), _MAX_METRICS):
+            self.client.log_batch(run_id, metrics=items[i : i + _MAX_METRICS])
+        return True
+
+    def ui_url(self, host: str = "127.0.0.1", port: int = 5000) -> str | None:
+        """Where ``harness ui`` shows the parent run."""
+        if self.parent_run_id is None or self.experiment_id is None:
+            return None
+        base = self.tracking_uri if urlparse(self.tracking_uri).scheme in ("http", "https") else f"http://{host}:{port}"
+        return f"{base.rstrip('/')}/#/experiments/{self.experiment_id}/runs/{self.parent_run_id}"
+
+
+def _text(value: Any) -> str:
+    return "None" if value is None else str(value)
+
+
+def default_tracking_uri(flag: str | None, spec_uri: str | None) -> str:
+    """Precedence: ``--tracking-uri`` > the spec's ``tracking.uri`` > ``$MLFLOW_TRACKING_URI``
+    > ``sqlite:///<cwd>/mlflow.db``."""
+    from harness.training.tracking import resolve_tracking_uri
+
+    return resolve_tracking_uri(flag or spec_uri)
+
+
+def _setdefault_env(values: Mapping[str, str]) -> None:
+    for key, value in values.items():
+        os.environ.setdefault(key, value)
+
+
+def quick_failing_http() -> None:
+    """A dead tracking server should cost seconds, not MLflow's minutes of retries; the user's
+    own settings win."""
+    _setdefault_env({"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "15"})
+
+
+# -- the Tune callback ----------------------------------------------------------------------
+
+#: Files of a trial's final checkpoint that become artifacts of its child run.
+FINAL_ARTIFACTS = ("window_losses.parquet", "gate_parameters.parquet", "mope_parameters.parquet")
+
+
+class MlflowStudyCallback(Callback):
+    """Tune driver callback: one child run per trial under the study's parent run.
+
+    ``trials`` maps trial ids (the ``trial`` entry of each Tune config) to
+    :class:`~harness.studies.grid.Trial`."""
+
+    def __init__(self, recorder: StudyRecorder, trials: Mapping[str, Any], *, study: str) -> None:
+        self.recorder = recorder
+        self.trials = dict(trials)
+        self.study = study
+        self.attempts: dict[str, int] = {}
+
+    def _trial_id(self, trial: Any) -> str:
+        return str(trial.config["trial"])
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        tid = self._trial_id(trial)
+        spec = self.trials[tid]
+        self.attempts[tid] = self.attempts.get(tid, 0) + 1
+        self.recorder.child(tid, study=self.study, tags=spec.tags(), params=spec.config.model_dump())
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        step = result.get("step")
+        if step is not None:
+            self.recorder.trial_metrics(self._trial_id(trial), result, step=int(step))
+
+    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        # The trial failed and Tune restarts it from its last checkpoint (FailureConfig).
+        tid = self._trial_id(trial)
+        self.recorder.set_child_tags(tid, {"harness.retries": self.attempts.get(tid, 1)})
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        tid = self._trial_id(trial)
+        result = dict(trial.last_result or {})
+        status = str(result.get("status", "finished"))
+        with tempfile.TemporaryDirectory() as tmp:
+            files = final_files(trial.checkpoint, Path(tmp))
+            self.recorder.end_trial(tid, status, metrics=result, step=int(result.get("step", 0) or 0), files=files)
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        tid = self._trial_id(trial)
+        error = ""
+        if getattr(trial, "error_file", None):
+            error = f"see {trial.error_file}"
+        self.recorder.end_trial(tid, "failed", tags={"harness.error": error} if error else None)
+
+
+def final_files(checkpoint: Any, into: Path) -> list[Path]:
+    """Copy the artifacts of a trial's final checkpoint (Tune storage, maybe remote) to
+    ``into``; [] when the trial has none (diverged, failed, no checkpoint)."""
+    if checkpoint is None:
+        return []
+    try:
+        local = Path(checkpoint.to_directory(str(into / "final")))
+    except Exception:  # noqa: BLE001 - a missing checkpoint just means no artifacts
+        return []
+    return [local / name for name in FINAL_ARTIFACTS if (local / name).is_file()]

@@ -1,0 +1,214 @@
+"""The Ray Tune function trainable: one trial = one call of ``harness.training.train``.
+
+Each trial
+
+1. looks its :class:`~harness.training.config.TrainConfig` up by trial id (the configs
+   travel once through Ray's object store with ``tune.with_parameters``);
+2. sets torch's threads to the CPUs Tune gave it (Ray's workers start with one thread);
+3. resumes from ``ray.tune.get_checkpoint()`` when Tune restarts it (a retry after a
+   failure, or a resumed study): the harness checkpoint makes the resumed run end
+   exactly where an uninterrupted one would;
+4. trains with MLflow off (the driver records everything: one writer) and a Lightning
+   callback that, at every evaluation, reports the metrics and the latest checkpoint to
+   Tune (``ray.tune.report``);
+5. reports the final :class:`~harness.training.run.TrainResult` once more with a small
+   "final" checkpoint holding the per-window losses and the gate/MOPE parameter tables,
+   which the driver turns into the child run's artifacts and the study's tables.
+
+A trial restarted from its final checkpoint (the driver died between the final report
+and the end of the trial) does not train again: it reports the stored result.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+from typing import Any
+
+#: Files of the final checkpoint.
+FINAL_RESULT = "train_result.json"
+LAST_CHECKPOINT = "last.ckpt"
+
+#: TrainResult fields -> the metric names every layer shares (CONTRACTS).
+FINAL_METRICS = {
+    "final_val_loss": "final/val_loss",
+    "final_test_loss": "final/test_loss",
+    "best_val_loss": "best/val_loss",
+    "final_train_loss": "final/train_loss",
+    "gen_gap": "final/gen_gap",
+    "val_bpc": "final/val_bpc",
+    "tau_mean": "final/tau_mean",
+    "open_fraction": "final/open_fraction",
+    "tokens_per_s": "final/tokens_per_s",
+    "num_parameters": "num_parameters",
+}
+
+
+def trial_cpus(context: Any) -> int:
+    """CPUs of the trial's resource bundle (at least one thread)."""
+    try:
+        bundle = context.get_trial_resources().required_resources
+        return max(1, int(math.floor(float(bundle.get("CPU", 1)))))
+    except Exception:  # noqa: BLE001 - outside Tune: one thread
+        return 1
+
+
+def _scalars(metrics: Any) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key, value in dict(metrics).items():
+        try:
+            number = float(value.item() if hasattr(value, "item") else value)
+        except (TypeError, ValueError, RuntimeError):
+            continue  # non-scalar tensors or strings
+        out[str(key)] = number
+    return out
+
+
+def _report_callback(checkpoint_dir: Path, fault_kill_at_step: int | None, fault_marker: Path | None) -> Any:
+    """A Lightning callback reporting every evaluation to Tune (built here so that
+    Lightning is imported only inside the trial process)."""
+    import ray.tune
+    from lightning.pytorch import Callback
+    from lightning.pytorch.trainer.states import TrainerFn
+
+    class TuneReport(Callback):
+        """``ray.tune.report(metrics, checkpoint=...)`` at each validation end."""
+
+        def __init__(self) -> None:
+            self.module: Any = None
+
+        def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+            if trainer.sanity_checking:
+                return
+            self.module = pl_module
+            metrics = _scalars(trainer.callback_metrics)
+            metrics["step"] = int(trainer.global_step)
+            last = checkpoint_dir / LAST_CHECKPOINT
+            if trainer.state.fn == TrainerFn.FITTING and last.is_file():
+                # The harness's RollingCheckpoint (earlier in the callback list) has just written
+                # last.ckpt for this step; Tune copies the folder to the study's storage now.
+                ray.tune.report(metrics, checkpoint=ray.tune.Checkpoint.from_directory(str(checkpoint_dir)))
+            else:
+                ray.tune.report(metrics)
+
+        def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+            # Test-only fault injection (HARNESS_FAULT_KILL_AT_STEP): the trial process dies
+            # once, as a preempted worker would; the marker makes it happen only once.
+            if fault_kill_at_step is None or fault_marker is None or trainer.global_step < fault_kill_at_step:
+                return
+            if fault_marker.exists():
+                return
+            fault_marker.parent.mkdir(parents=True, exist_ok=True)
+            fault_marker.write_text(str(trainer.global_step))
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return TuneReport()
+
+
+def final_report(result: Any) -> dict[str, Any]:
+    """The last report of a trial: the TrainResult under the shared metric names."""
+    metrics: dict[str, Any] = {k: v for k, v in _scalars(result.metrics).items()}
+    for field, name in FINAL_METRICS.items():
+        value = getattr(result, field)
+        if value is not None:
+            metrics[name] = float(value)
+    metrics.update(step=int(result.steps), steps=int(result.steps), status=result.status, wall_time_s=float(result.wall_time_s))
+    return metrics
+
+
+def _write_final(directory: Path, result: Any, module: Any) -> None:
+    """Final checkpoint: the result summary and the tables ``harness train`` logs as
+    artifacts (same files and columns): per-window losses (``split, window, loss``; none
+    for a diverged run), gate parameters per head (``layer, head, tau, alpha ...``), MOPE
+    parameters per dimension."""
+    import numpy as np
+    import polars as pl
+
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / FINAL_RESULT).write_text(json.dumps(final_report(result), allow_nan=True))
+    frames = [
+        pl.DataFrame({"split": [split] * len(v), "window": np.arange(len(v), dtype=np.int64), "loss": np.asarray(v, dtype=np.float64)})
+        for split, v in result.window_losses.items()
+    ]
+    if frames:
+        pl.concat(frames).write_parquet(directory / "window_losses.parquet")
+    model = getattr(module, "model", None)
+    if model is None:
+        return
+    gates = {k: v.detach().float().cpu().numpy() for k, v in model.gate_parameters().items()}
+    if gates:
+        n_layer, n_head = next(iter(gates.values())).shape[:2]
+        frame: dict[str, Any] = {"layer": np.repeat(np.arange(n_layer), n_head), "head": np.tile(np.arange(n_head), n_layer)}
+        frame.update({name: values.reshape(-1).astype(np.float64) for name, values in gates.items()})
+        pl.DataFrame(frame).write_parquet(directory / "gate_parameters.parquet")
+    mope = {k: v.detach().float().cpu().numpy().reshape(-1).astype(np.float64) for k, v in model.mope_parameters().items()}
+    if mope:
+        if len({len(v) for v in mope.values()}) == 1:
+            table = pl.DataFrame({"dimension": np.arange(len(next(iter(mope.values())))), **mope})
+        else:  # long format when the parameters differ in size
+            table = pl.concat(
+                [pl.DataFrame({"param": [k] * len(v), "dimension": np.arange(len(v)), "value": v}) for k, v in mope.items()]
+            )
+        table.write_parquet(directory / "mope_parameters.parquet")
+
+
+def run_trial(
+    config: dict[str, Any],
+    *,
+    trials: dict[str, dict[str, Any]],
+    fault_kill_at_step: int | None = None,
+    fault_dir: str | None = None,
+) -> None:
+    """Tune function trainable (wrap with ``tune.with_parameters(run_trial, trials=...)``)."""
+    import ray.tune
+    import torch
+
+    from harness.training import TrainConfig, train
+
+    trial_id = str(config["trial"])
+    context = ray.tune.get_context()
+    cpus = trial_cpus(context)
+    torch.set_num_threads(cpus)
+
+    work = Path(tempfile.mkdtemp(prefix=f"harness-trial-{trial_id}-"))
+    try:
+        checkpoint_dir = work / "checkpoint"
+        checkpoint_dir.mkdir()
+        cfg = TrainConfig(**{**trials[trial_id], "num_threads": cpus, "checkpoint_dir": str(checkpoint_dir)})
+        resume_from = None
+        checkpoint = ray.tune.get_checkpoint()
+        if checkpoint is not None:
+            restored = Path(checkpoint.to_directory(str(work / "restored")))
+            if (restored / FINAL_RESULT).is_file():
+                # Finished already; only its end was not recorded: report it again, train nothing.
+                metrics = json.loads((restored / FINAL_RESULT).read_text())
+                ray.tune.report(metrics, checkpoint=ray.tune.Checkpoint.from_directory(str(restored)))
+                return
+            if (restored / LAST_CHECKPOINT).is_file():
+                shutil.copy2(restored / LAST_CHECKPOINT, checkpoint_dir / LAST_CHECKPOINT)
+                resume_from = checkpoint_dir / LAST_CHECKPOINT
+        marker = Path(fault_dir) / f"{trial_id}.killed" if fault_dir else None
+        reporter = _report_callback(checkpoint_dir, fault_kill_at_step, marker)
+        result = train(cfg, callbacks=[reporter], mlflow_logging=False, resume_from=resume_from, progress_bar=False)
+        final_dir = work / "final"
+        _write_final(final_dir, result, reporter.module)
+        metrics = final_report(result)
+        if resume_from is not None:
+            metrics["resumed_from_step"] = _checkpoint_step(resume_from)
+        ray.tune.report(metrics, checkpoint=ray.tune.Checkpoint.from_directory(str(final_dir)))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _checkpoint_step(path: Path) -> int:
+    try:
+        from harness.training import load_checkpoint_meta
+
+        return int(load_checkpoint_meta(path)[2])
+    except Exception:  # noqa: BLE001 - bookkeeping only
+        return -1

@@ -1,0 +1,125 @@
+"""A tiny study end to end on an embedded Ray and a real MLflow store: one parent run,
+one child run per trial with its final validation loss, the results table, the report."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import yaml
+from mlflow import MlflowClient
+
+from harness.studies.runner import RESULTS_SCHEMA_COLUMNS, resolve_address, resolve_storage, run_study
+from harness.studies.spec import load_spec, parse_spec
+from harness.studies.tracking import default_tracking_uri
+
+CONTRACT_COLUMNS = (
+    "study, trial_id, dataset, size, params, context_length, variant, position, gate, scoring, seed, tau_init, "
+    "val_loss, test_loss, train_loss, best_val_loss, gen_gap, tau_mean, open_fraction, tokens_per_s, steps, status"
+).split(", ")
+
+
+def test_precedence_flag_spec_env_default(tiny: dict, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    for var in ("MLFLOW_TRACKING_URI", "HARNESS_STORAGE_PATH", "RAY_ADDRESS"):
+        monkeypatch.delenv(var, raising=False)
+    plain = parse_spec(yaml.safe_dump(tiny))
+    with_spec = parse_spec(yaml.safe_dump({**tiny, "tracking": {"uri": "sqlite:///spec.db"}, "storage_path": "spec-results"}))
+    assert default_tracking_uri(None, plain.tracking.uri) == f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert resolve_storage(None, plain) == str(tmp_path / "results")
+    assert resolve_address(None) is None
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///env.db")
+    monkeypatch.setenv("HARNESS_STORAGE_PATH", "s3://bucket/env")
+    monkeypatch.setenv("RAY_ADDRESS", "head:6379")
+    assert default_tracking_uri(None, plain.tracking.uri) == "sqlite:///env.db"
+    assert resolve_storage(None, plain) == "s3://bucket/env"
+    assert resolve_address(None) == "head:6379"
+    assert default_tracking_uri(None, with_spec.tracking.uri) == "sqlite:///spec.db"
+    assert resolve_storage(None, with_spec) == str(tmp_path / "spec-results")
+    assert default_tracking_uri("sqlite:///flag.db", with_spec.tracking.uri) == "sqlite:///flag.db"
+    assert resolve_storage("gs://flag", with_spec) == "gs://flag"
+    assert resolve_address("other:6379") == "other:6379"
+
+
+def test_results_columns_are_the_contract() -> None:
+    assert list(RESULTS_SCHEMA_COLUMNS) == CONTRACT_COLUMNS
+    analysis = pytest.importorskip("harness.analysis.results")
+    assert list(analysis.RESULT_COLUMNS) == CONTRACT_COLUMNS
+
+
+def test_tiny_study_records_one_parent_and_a_child_per_trial(write_spec, study_env: dict, tmp_path: Path) -> None:
+    spec_path = write_spec()
+    outcome = run_study(spec_path, **study_env)
+    log = study_env["stream"].getvalue()
+    assert outcome.status == "finished", log
+    assert outcome.counts == {"finished": 2, "diverged": 0, "failed": 0, "incomplete": 0}
+    assert "Study tiny: 2 trials (2 variants x seed 0 x nano x tinyshakespeare x T=32)" in log
+    assert f"MLflow: parent run {outcome.parent_run_id}" in log and "View it: harness ui --tracking-uri" in log
+
+    client = MlflowClient(study_env["tracking_uri"])
+    experiment = client.get_experiment_by_name("tiny")
+    runs = client.search_runs([experiment.experiment_id])
+    parents = [r for r in runs if r.data.tags.get("harness.role") == "study"]
+    children = [r for r in runs if r.data.tags.get("harness.role") == "trial"]
+    assert len(parents) == 1 and len(children) == 2 and len(runs) == 3
+    parent = parents[0]
+    spec = load_spec(spec_path)
+    assert parent.info.run_id == outcome.parent_run_id and parent.info.status == "FINISHED"
+    assert parent.data.tags["harness.study"] == "tiny"
+    assert parent.data.tags["harness.spec_sha256"] == spec.sha256()
+    assert parent.data.tags["harness.git_commit"]
+    assert parent.data.params["grid_size"] == "2"
+    parent_files = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"spec.yaml", "results.parquet"} <= parent_files
+    if outcome.report is not None:
+        assert "report" in parent_files
+
+    table = pl.read_parquet(Path(outcome.study_dir) / "results.parquet")
+    assert table.columns == CONTRACT_COLUMNS and table.height == 2
+    assert table.get_column("status").to_list() == ["finished", "finished"]
+    by_trial = {row["trial_id"]: row for row in table.iter_rows(named=True)}
+    for child in children:
+        tags = child.data.tags
+        tid = tags["harness.trial_id"]
+        assert child.info.status == "FINISHED" and tags["status"] == "finished"
+        assert tags["mlflow.parentRunId"] == parent.info.run_id
+        assert child.info.run_name == tid
+        assert {tags[k] for k in ("dataset", "size", "context_length", "seed")} == {"tinyshakespeare", "nano", "32", "0"}
+        assert child.data.params["max_steps"] == "10" and child.data.params["variant"] == tags["variant"]
+        final = child.data.metrics["final/val_loss"]
+        assert math.isfinite(final) and final == pytest.approx(by_trial[tid]["val_loss"])
+        assert by_trial[tid]["steps"] == 10 and by_trial[tid]["params"] > 0
+        # each evaluation once, at its step: no duplicated points
+        history = client.get_metric_history(child.info.run_id, "val/loss")
+        assert sorted(m.step for m in history) == [5, 10]
+        files = {a.path for a in client.list_artifacts(child.info.run_id)}
+        assert "window_losses.parquet" in files
+    ega = by_trial["ega_s0_nano_T32_tinyshakespeare"]
+    assert ega["gate"] == "ega" and ega["tau_mean"] is not None and ega["open_fraction"] is not None
+    assert by_trial["baseline_s0_nano_T32_tinyshakespeare"]["tau_mean"] is None
+
+    windows = pl.read_parquet(Path(outcome.study_dir) / "window_losses.parquet")
+    assert {"split", "window", "loss", "variant", "seed", "dataset", "size", "context_length"} <= set(windows.columns)
+
+
+def test_trial_equals_a_plain_training_run(write_spec, study_env: dict, tmp_path: Path) -> None:
+    """The trainable passes the trial's config unchanged: Tune's result is the plain
+    ``train(config)`` result (CPU, same seed)."""
+    from harness.studies.grid import expand_grid
+    from harness.training import train
+
+    spec_path = write_spec(variants=["ega-mope"], seeds=[3])
+    outcome = run_study(spec_path, report=False, **{**study_env, "live": True})  # the live table's code path
+    assert "ega-mope_s3_nano_T32_tinyshakespeare" in study_env["stream"].getvalue()
+    assert "1/1 trials done" in study_env["stream"].getvalue()
+    (trial,) = expand_grid(load_spec(spec_path))
+    plain = train(
+        trial.config.model_copy(update={"checkpoint_dir": str(tmp_path / "plain")}), mlflow_logging=False, progress_bar=False
+    )
+    row = outcome.results.row(0, named=True)
+    np.testing.assert_allclose(row["val_loss"], plain.final_val_loss, rtol=1e-6)
+    np.testing.assert_allclose(row["train_loss"], plain.final_train_loss, rtol=1e-6)
+    assert row["steps"] == plain.steps == 10
