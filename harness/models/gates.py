@@ -241,12 +241,20 @@ class WaveletEnergyGate(KeyGate):
     pi/3, sigma = 2 fixed (``morlet-fixed``) or learned per layer (``morlet-param``; sigma =
     exp(log_sigma), truncated to the 16-tap window). The energy is shared by the heads
     (the paper: "mean squared response"); each head has its own tau and alpha, so these
-    gates cost 2 H parameters per layer (+2 for morlet-param). O(T d M) per layer; the
-    (B, d, T) responses are recomputed in the backward pass rather than kept.
+    gates cost 2 H parameters per layer (+2 for morlet-param).
+
+    Computed without the (B, d, T) responses, through the local autocorrelation of x
+    (an exact identity, since the energy is quadratic in x):
+
+        s_j = sum_{m<M} sum_{l<M-m} c_l(m) A_{j-(M-1)+m}(l),   A_t(l) = mean_c x_{t,c} x_{t+l,c}
+        c_0(m) = |psi_m|^2,   c_l(m) = 2 Re(psi_m conj(psi_{m+l}))  (l > 0)
+
+    i.e. M lagged channel-means of x (O(T d M), transient (B, T, d) products only) and one
+    small convolution over time of the (B, M, T) autocorrelations (O(T M^2)); the filter,
+    learned or not, enters only through the M x M weights c.
     """
 
     name = "wavelet"
-    recompute_signal = True
 
     def __init__(self, d_model: int, n_head: int, *, kind: str, **gate_init: float) -> None:
         super().__init__(n_head, **gate_init)
@@ -268,14 +276,29 @@ class WaveletEnergyGate(KeyGate):
             return torch.stack(morlet_filter(self.omega, torch.exp(self.log_sigma)))  # (2, M)
         return self.filter.view(-1, self.filter.size(-1))  # (1 or 2, M)
 
-    def signal(self, x: Tensor, k: Tensor) -> Tensor:
+    def _pair_weights(self) -> Tensor:
+        """c[l, m] = (2 - [l = 0]) Re(psi_m conj(psi_{m+l})) for m + l < M, else 0: (M, M)."""
         psi = self._filters().float()  # (n_out, M): n_out = 1 (real) or 2 (Re, Im)
-        n_out, taps = psi.shape
-        xt = F.pad(x.float().transpose(1, 2), (taps - 1, 0))  # (B, d, T + M - 1), zeros before the start
-        # conv1d cross-correlates: out[j] = sum_m w[m] xt[j + m] = sum_m w[m] x[j - (M-1) + m].
-        weight = psi.repeat(self.d_model, 1).unsqueeze(1)  # (d * n_out, 1, M)
-        r = F.conv1d(xt, weight, groups=self.d_model)  # (B, d * n_out, T)
-        return r.pow(2).mean(dim=1, keepdim=True) * n_out  # (B, 1, T): mean_c |r_c|^2
+        taps = psi.size(-1)
+        rows = []
+        for lag in range(taps):
+            products = (psi[:, : taps - lag] * psi[:, lag:]).sum(0)  # Re(psi_m conj psi_{m+lag}), (M - lag,)
+            rows.append(F.pad(products * (1.0 if lag == 0 else 2.0), (0, lag)))
+        return torch.stack(rows)  # (M lags, M taps)
+
+    def signal(self, x: Tensor, k: Tensor | None) -> Tensor:
+        c = self._pair_weights()
+        taps = c.size(0)
+        B, T, _ = x.shape
+        # A_t(l) = mean_c x_{t,c} x_{t+l,c}: (B, M, T), zero where t + l >= T (never used: causal).
+        autocorrelation = torch.stack(
+            [F.pad((x[:, : T - lag] * x[:, lag:]).mean(-1), (0, lag)) if lag < T else x.new_zeros(B, T)
+             for lag in range(taps)],
+            dim=1,
+        )
+        padded = F.pad(autocorrelation, (taps - 1, 0))  # zeros before the start
+        # conv1d cross-correlates: s_j = sum_{l, m} c[l, m] A_{j-(M-1)+m}(l).
+        return F.conv1d(padded, c.unsqueeze(0))  # (B, 1, T)
 
     def wavelet_parameters(self) -> dict[str, Tensor]:
         if self.kind != "morlet-param":
