@@ -36,13 +36,7 @@ _COMMAND_MODULES = (
 )
 
 for _module_name in _COMMAND_MODULES:
-    try:
-        _module = importlib.import_module(_module_name)
-    except ModuleNotFoundError as _exc:  # TODO(integration): remove once every area has its cli
-        if not _module_name.startswith(_exc.name or "\0"):
-            raise
-        continue
-    _module.register(app, bench_app)
+    importlib.import_module(_module_name).register(app, bench_app)
 
 
 def main(argv: list[str] | None = None) -> None:
