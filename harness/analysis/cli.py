@@ -25,7 +25,8 @@ def report(
         "--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db).")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Directory for the report files (default: reports/STUDY).")] = None,
     from_path: Annotated[Optional[Path], typer.Option(
-        "--from", help="Read the results from a results.parquet or a study's Tune storage directory instead of MLflow.")] = None,
+        "--from", help="Read the results from a results.parquet or a study's Tune storage directory instead of MLflow; "
+        "a study directory is also recorded in MLflow (what a tracking outage kept out of it) unless --no-log.")] = None,
     log: Annotated[bool, typer.Option("--log/--no-log", help="Log the report to the study's MLflow parent run.")] = True,
     windows: Annotated[bool, typer.Option(
         "--windows/--no-windows", help="Multi-bootstrap over evaluation windows (downloads each trial's window losses).")] = True,
@@ -52,9 +53,28 @@ def report(
     db = _sqlite_file(uri)
     store_exists = db is None or db.exists()  # never create an empty mlflow.db by looking
     parent = None
+    recorded = None
     if from_path is not None:
-        df = results_frame(from_path, study=study)
-        if store_exists:
+        study_dir = None
+        if log:
+            from harness.studies.replay import find_study_dir
+
+            study_dir = find_study_dir(from_path)
+        if study_dir is not None:
+            # A study's storage directory: record in MLflow whatever the study could not
+            # (a tracking outage) before the report goes to its parent run.
+            from harness.studies.replay import record_study
+
+            from_path = Path(study_dir)
+            df = results_frame(from_path, study=study)
+            recorded = record_study(study_dir, tracking_uri=uri, study=study, say=typer.echo)
+        else:
+            df = results_frame(from_path, study=study)
+        if recorded is not None:
+            from mlflow import MlflowClient
+
+            parent = MlflowClient(tracking_uri=uri).get_run(recorded.parent_run_id)
+        elif store_exists:
             try:
                 parent = find_study_run(uri, study)
             except InputError:

@@ -434,6 +434,20 @@ def build_report(
         overview.append("status: " + ", ".join(f"{s}={n}" for s, n in counts.iter_rows()))
     if n_unfinished:
         overview.append(f"{n_unfinished} trial(s) did not finish: their seed blocks are dropped from paired contrasts")
+        # Name them, by status: a diverged trial is a finding about the variant, a failed one
+        # about the infrastructure; the reader must see which and where.
+        bad = df.filter(unfinished_mask(df))
+        label = "trial_id" if "trial_id" in bad.columns else None
+        for status_name, group in bad.group_by(pl.col("status").fill_null("unknown"), maintain_order=True):
+            name = status_name[0] if isinstance(status_name, tuple) else status_name
+            if label is not None:
+                ids = group.get_column(label).cast(pl.String).to_list()
+            else:
+                ids = [f"{v} seed {s}" for v, s in zip(group.get_column("variant").to_list(),
+                                                       group.get_column("seed").to_list() if "seed" in group.columns
+                                                       else [None] * group.height)]
+            shown = ", ".join(map(str, ids[:20])) + (f", ... ({len(ids)} in all)" if len(ids) > 20 else "")
+            overview.append(f"{name}: {len(ids)} trial(s), excluded from the paired contrasts: {shown}")
     headline["trials/total"] = float(df.height)
     headline["trials/unfinished"] = float(n_unfinished)
     sections.append(("Study", [f"<ul>{''.join(f'<li>{html.escape(o)}</li>' for o in overview)}</ul>"],

@@ -301,6 +301,52 @@ def check_cluster(spec: StudySpec, ray_conn: RayConnection, storage: str) -> Non
         )
 
 
+def local_gpus() -> int | None:
+    """GPUs an embedded local Ray would see (Ray's own detection, CUDA_VISIBLE_DEVICES
+    included), without starting Ray; None when it cannot tell."""
+    try:
+        from ray._private.accelerators import get_accelerator_manager_for_resource
+
+        manager = get_accelerator_manager_for_resource("GPU")
+        visible = manager.get_current_process_visible_accelerator_ids()
+        found = int(manager.get_current_node_num_accelerators())
+        return min(found, len(visible)) if visible is not None else found
+    except Exception:  # noqa: BLE001 - a private Ray API: the check after Ray starts still applies
+        return None
+
+
+def check_local_gpus(spec: StudySpec) -> None:
+    """GPUs asked for on a machine without any are refused before the corpora are cached
+    and before Ray starts (the same message as :func:`check_cluster`)."""
+    if spec.resources.gpus > 0 and local_gpus() == 0:
+        raise InputError(
+            f"resources.gpus is {spec.resources.gpus:g} per trial, but local Ray has no GPUs "
+            f"({os.cpu_count()} CPUs); set resources.gpus: 0 to train on CPUs, or use a cluster with GPUs (--address)"
+        )
+
+
+#: Test-only fault injection: ``HARNESS_FAULT_NAN_TRIALS=<trial id>[@step],...`` makes the
+#: training loss of those trials NaN from ``step`` on (default 1), to test divergence handling.
+FAULT_NAN_ENV = "HARNESS_FAULT_NAN_TRIALS"
+
+
+def fault_nan_trials(trials: Sequence[Trial]) -> dict[str, int] | None:
+    """``$HARNESS_FAULT_NAN_TRIALS`` parsed against the grid (an unknown id is an error)."""
+    raw = os.environ.get(FAULT_NAN_ENV, "").strip()
+    if not raw:
+        return None
+    known = {t.trial_id for t in trials}
+    out: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        tid, _, step = item.partition("@")
+        if tid not in known:
+            raise InputError(f"{FAULT_NAN_ENV}: no trial {tid!r} in this study; its trials: {', '.join(sorted(known))}")
+        if step and not step.isdigit():
+            raise InputError(f"{FAULT_NAN_ENV}: {item!r}: the step after '@' must be a non-negative integer")
+        out[tid] = int(step) if step else 1
+    return out or None
+
+
 def prepare_corpora(spec: StudySpec) -> None:
     """Load (and if needed download, checksum-verified, into the cache) every corpus of the
     study once on the driver, before anything starts: a missing or corrupt corpus is one
@@ -493,6 +539,24 @@ def _mope_sigmas(trials: Sequence[Trial], outcomes: dict[str, tuple[dict[str, An
 # -- the study ------------------------------------------------------------------------------------
 
 
+def parent_params(spec: StudySpec, trials: Sequence[Trial]) -> dict[str, Any]:
+    """Params of the study's parent run: the spec's hash, the grid and its factors."""
+    return {
+        "spec_sha256": spec.sha256(),
+        "grid_size": len(trials),
+        "datasets": ",".join(spec.datasets),
+        "sizes": ",".join(spec.sizes),
+        "context_lengths": ",".join(map(str, spec.context_lengths)),
+        "variants": ",".join(spec.variant_names),
+        "seeds": ",".join(map(str, spec.seeds)),
+        "tau_inits": ",".join(f"{t:g}" for t in spec.tau_inits) if spec.tau_inits else "None",
+        "tokens_per_batch": spec.tokens_per_batch,
+        "cpus_per_trial": spec.resources.cpus,
+        "gpus_per_trial": spec.resources.gpus,
+        **{f"train.{k}": v for k, v in spec.train_overrides().items()},
+    }
+
+
 def _trial_name(trial: Any) -> str:
     """Tune trial names and directories are the stable trial ids."""
     return str(trial.config["trial"])
@@ -574,7 +638,9 @@ def run_study(
     from harness.training.tracking import check_tracking_uri
 
     check_tracking_uri(uri)  # a file store or a missing directory: refused before Ray starts
+    fault_nan = fault_nan_trials(trials)
     if ray_address is None:
+        check_local_gpus(spec)
         prepare_corpora(spec)
     previous: tuple[str, dict[str, Any]] | None = None
     if resume:
@@ -620,26 +686,14 @@ def run_study(
             f"{ray_conn.description} ({ray_conn.cpus:g} CPUs{f', {ray_conn.gpus:g} GPUs' if ray_conn.gpus else ''})"
             + (" - resuming" if previous else "")
         )
+        git_commit = (previous[1].get("git_commit") if previous else None) or harness_git_commit()
         parent = recorder.start_parent(
             study=spec.name,
             study_run=study_run,
             spec_text=spec_text,
             spec_sha256=spec.sha256(),
-            params={
-                "spec_sha256": spec.sha256(),
-                "grid_size": len(trials),
-                "datasets": ",".join(spec.datasets),
-                "sizes": ",".join(spec.sizes),
-                "context_lengths": ",".join(map(str, spec.context_lengths)),
-                "variants": ",".join(spec.variant_names),
-                "seeds": ",".join(map(str, spec.seeds)),
-                "tau_inits": ",".join(f"{t:g}" for t in spec.tau_inits) if spec.tau_inits else "None",
-                "tokens_per_batch": spec.tokens_per_batch,
-                "cpus_per_trial": spec.resources.cpus,
-                "gpus_per_trial": spec.resources.gpus,
-                **{f"train.{k}": v for k, v in spec.train_overrides().items()},
-            },
-            tags={"harness.git_commit": harness_git_commit(), "harness.study_dir": study_dir, "ray": ray_conn.description},
+            params=parent_params(spec, trials),
+            tags={"harness.git_commit": git_commit, "harness.study_dir": study_dir, "ray": ray_conn.description},
             previous_run_id=(previous[1].get("parent_run_id") if previous else None),
         )
         try:
@@ -652,6 +706,7 @@ def run_study(
                     trials={t.trial_id: t.config.model_dump() for t in trials},
                     fault_kill_at_step=int(fault_step) if fault_step else None,
                     fault_dir=str(local_dir / "faults") if fault_step and local_dir else None,
+                    fault_nan=fault_nan,
                 ),
                 {"cpu": spec.resources.cpus, "gpu": spec.resources.gpus},
             )
@@ -660,15 +715,23 @@ def run_study(
             )
             tune_callbacks = [MlflowStudyCallback(recorder, by_id, study=spec.name), progress, *callbacks]
             if previous is not None:
-                tuner = tune.Tuner.restore(study_dir, trainable=trainable, resume_errored=True)
-                # Tune restores the RunConfig it pickled; today's callbacks (tracking URI,
-                # terminal) replace the stale copies.
-                tuner._local_tuner.get_run_config().callbacks = tune_callbacks
-                already = {}
-                for result in tuner.get_results():
-                    status = trial_status(result.metrics, None)
-                    if status in ("finished", "diverged"):
-                        already[str(result.config["trial"])] = "DONE" if status == "finished" else "DIVERGED"
+                # Trials that had not reported yet have no result file: Tune warns about each
+                # when it reads the experiment back; they simply have not finished.
+                analysis_log = logging.getLogger("ray.tune.analysis.experiment_analysis")
+                level = analysis_log.level
+                analysis_log.setLevel(logging.ERROR)
+                try:
+                    tuner = tune.Tuner.restore(study_dir, trainable=trainable, resume_errored=True)
+                    # Tune restores the RunConfig it pickled; today's callbacks (tracking URI,
+                    # terminal) replace the stale copies.
+                    tuner._local_tuner.get_run_config().callbacks = tune_callbacks
+                    already = {}
+                    for result in tuner.get_results():
+                        status = trial_status(result.metrics, None)
+                        if status in ("finished", "diverged"):
+                            already[str(result.config["trial"])] = "DONE" if status == "finished" else "DIVERGED"
+                finally:
+                    analysis_log.setLevel(level)
             else:
                 tuner = tune.Tuner(
                     trainable,
@@ -700,6 +763,7 @@ def run_study(
                 "trial_ids": [t.trial_id for t in trials],
                 "design": _design(trials),
                 "created": (previous[1].get("created") if previous else time.strftime("%Y-%m-%dT%H:%M:%S%z")),
+                "git_commit": git_commit,
             }
             study_root = f"{root.rstrip('/')}/{spec.name}/{run_name}"
             _write_bytes(fs, f"{study_root}/{STUDY_FILE}", json.dumps(meta, indent=1).encode())
@@ -751,10 +815,18 @@ def run_study(
     if status == "interrupted":
         say(f"Resume it with: harness run {_spec_hint(spec)} --resume" + (f" --storage-path {storage}" if storage_path else ""))
     ui_url = recorder.ui_url()
-    if recorder.parent_run_id is not None:
+    if recorder.broken is not None:
+        # The one warning came when the store failed; here is what to do about it.
+        ui_url = None
+        say(
+            f"MLflow: not recorded completely (the tracking store {redact(uri)} failed). Everything is kept in "
+            f"{study_dir}; once the store is back, record it there with:\n"
+            f"  harness report {spec.name} --from {study_dir} --tracking-uri {redact(uri)}"
+        )
+    elif recorder.parent_run_id is not None:
         say(f'MLflow: parent run {recorder.parent_run_id} in experiment "{spec.experiment_name()}" ({redact(uri)})')
         default_store = tracking_uri is None and spec.tracking.uri is None and "MLFLOW_TRACKING_URI" not in os.environ
-        ui_cmd = "harness ui" if default_store else f"harness ui --tracking-uri {uri}"
+        ui_cmd = "harness ui" if default_store else f"harness ui --tracking-uri {redact(uri)}"
         say(f"View it: {ui_cmd}  ->  {ui_url}" if urlparse(uri).scheme not in ("http", "https") else f"View it: {redact(ui_url or '')}")
     return StudyOutcome(
         study=spec.name,

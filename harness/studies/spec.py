@@ -396,7 +396,7 @@ def check_registries(spec: StudySpec, *, source: str = "<spec>") -> None:
 
     problems: list[str] = []
     for i, dataset in enumerate(spec.datasets):
-        if dataset not in REGISTRY:
+        if dataset.split(":", 1)[0] not in REGISTRY:  # parameterised names: synthetic-salience:p=0.2,seed=1
             problems.append(f"datasets[{i}]: unknown dataset {dataset!r}{_suggest(dataset, REGISTRY)}; known: {', '.join(REGISTRY)}")
     for i, size in enumerate(spec.sizes):
         if size not in SIZES:

@@ -81,6 +81,7 @@ class StudyRecorder:
         self.experiment = experiment
         self.experiment_id: str | None = None
         self.parent_run_id: str | None = None
+        self.created_parent = False  # the parent run was created (not continued) here
         self.broken: str | None = None  # why MLflow calls stopped
         self._warn = warn or (lambda msg: print(f"warning: {msg}", file=sys.stderr))
         self._client: Any = None
@@ -89,9 +90,14 @@ class StudyRecorder:
 
     # pickling (Tune stores its callbacks): live clients stay behind
     def __getstate__(self) -> dict[str, Any]:
+        from harness.training.tracking import redact_uri
+
         state = self.__dict__.copy()
         state["_client"] = None
         state["_warn"] = None
+        # Tune pickles its callbacks into the study directory (tuner.pkl); a resumed study
+        # replaces them with fresh ones, so the stored copy needs no credentials.
+        state["tracking_uri"] = redact_uri(self.tracking_uri)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -118,7 +124,8 @@ class StudyRecorder:
             self._warn(
                 f"MLflow at {redact(self.tracking_uri)} failed while {what} ({self.broken}). The study goes on without "
                 "MLflow; every result is kept in the study's storage directory (results.parquet, Tune's trial "
-                "results). Record it later with `harness report` once the tracking server is back."
+                "results). Record it in MLflow later with `harness report` once the store is back (the command is printed "
+                "when the study ends)."
             )
 
     def _safely(self, what: str, fn: Callable[[], Any]) -> Any:
@@ -168,8 +175,8 @@ class StudyRecorder:
 
                 self._warn(
                     f"cannot reach the MLflow tracking server {redact(self.tracking_uri)} ({self.broken}). The study runs "
-                    "without MLflow; results are kept in its storage directory. Record them later with "
-                    "`harness report` once the server is up."
+                    "without MLflow; results are kept in its storage directory. Record them in MLflow later with "
+                    "`harness report` once the server is up (the command is printed when the study ends)."
                 )
                 return
             raise InputError(f"cannot use tracking URI {self.tracking_uri!r}: {type(exc).__name__}: {exc}") from exc
@@ -229,6 +236,7 @@ class StudyRecorder:
         }
         run = client.create_run(self.experiment_id, run_name=study_run.replace("/", "-"), tags=all_tags)
         self.parent_run_id = run.info.run_id
+        self.created_parent = True
         items = [Param(k, _text(v)) for k, v in params.items()]
         for i in range(0, len(items), _MAX_PARAMS):
             client.log_batch(self.parent_run_id, params=items[i : i + _MAX_PARAMS])
@@ -397,7 +405,10 @@ class StudyRecorder:
 
 
 def _text(value: Any) -> str:
-    return "None" if value is None else str(value)
+    """A param or tag value as MLflow stores it, without the password of any URI in it."""
+    from harness.training.tracking import redact_uri
+
+    return "None" if value is None else redact_uri(str(value))
 
 
 def default_tracking_uri(flag: str | None, spec_uri: str | None) -> str:
@@ -417,6 +428,9 @@ def quick_failing_http() -> None:
     """A dead tracking server should cost seconds, not MLflow's minutes of retries; the user's
     own settings win."""
     _setdefault_env({"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "15"})
+    # MLflow prints "View run ... at: URL" to stdout for every run it ends on a server, through
+    # the live table; the study prints where its parent run is once, at the end.
+    _setdefault_env({"MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"})
 
 
 # -- the Tune callback ----------------------------------------------------------------------

@@ -69,7 +69,9 @@ def _scalars(metrics: Any) -> dict[str, float]:
     return out
 
 
-def _report_callback(checkpoint_dir: Path, fault_kill_at_step: int | None, fault_marker: Path | None) -> Any:
+def _report_callback(
+    checkpoint_dir: Path, fault_kill_at_step: int | None, fault_marker: Path | None, fault_nan_at_step: int | None = None
+) -> Any:
     """A Lightning callback reporting every evaluation to Tune (built here so that
     Lightning is imported only inside the trial process)."""
     import ray.tune
@@ -95,6 +97,16 @@ def _report_callback(checkpoint_dir: Path, fault_kill_at_step: int | None, fault
                 ray.tune.report(metrics, checkpoint=ray.tune.Checkpoint.from_directory(str(checkpoint_dir)))
             else:
                 ray.tune.report(metrics)
+
+        def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+            # Test-only fault injection (HARNESS_FAULT_NAN_TRIALS): from the given step on, the
+            # weights hold NaN, so the training loss is NaN, as in a real divergence; the
+            # training loop's own divergence check must end the run as "diverged".
+            if fault_nan_at_step is not None and trainer.global_step >= fault_nan_at_step:
+                import torch
+
+                with torch.no_grad():
+                    next(pl_module.parameters()).fill_(float("nan"))
 
         def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
             # Test-only fault injection (HARNESS_FAULT_KILL_AT_STEP): the trial process dies
@@ -163,8 +175,12 @@ def run_trial(
     trials: dict[str, dict[str, Any]],
     fault_kill_at_step: int | None = None,
     fault_dir: str | None = None,
+    fault_nan: dict[str, int] | None = None,
 ) -> None:
-    """Tune function trainable (wrap with ``tune.with_parameters(run_trial, trials=...)``)."""
+    """Tune function trainable (wrap with ``tune.with_parameters(run_trial, trials=...)``).
+
+    ``fault_kill_at_step``/``fault_dir`` and ``fault_nan`` (trial id -> step) are test-only
+    fault injections (``HARNESS_FAULT_KILL_AT_STEP``, ``HARNESS_FAULT_NAN_TRIALS``)."""
     import ray.tune
     import torch
 
@@ -193,7 +209,7 @@ def run_trial(
                 shutil.copy2(restored / LAST_CHECKPOINT, checkpoint_dir / LAST_CHECKPOINT)
                 resume_from = checkpoint_dir / LAST_CHECKPOINT
         marker = Path(fault_dir) / f"{trial_id}.killed" if fault_dir else None
-        reporter = _report_callback(checkpoint_dir, fault_kill_at_step, marker)
+        reporter = _report_callback(checkpoint_dir, fault_kill_at_step, marker, (fault_nan or {}).get(trial_id))
         result = train(cfg, callbacks=[reporter], mlflow_logging=False, resume_from=resume_from, progress_bar=False)
         final_dir = work / "final"
         _write_final(final_dir, result, reporter.module)

@@ -75,6 +75,11 @@ def train_command(
         if variant is None:
             raise InputError("--variant is required (or --resume CHECKPOINT); see `harness zoo` for the variants")
         config = as_train_config({k: v for k, v in fields.items() if v is not None})
+    # MLflow prints "View run ... at: <tracking URI>" when a run on a server ends, password
+    # included; the summary below names the run (and the URI without its password).
+    import os
+
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     result = train(config, resume_from=resume, progress_bar=True)
     _print_summary(result)
 
@@ -87,7 +92,7 @@ def _print_summary(result: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from harness.training.tracking import resolve_tracking_uri
+    from harness.training.tracking import redact_uri, resolve_tracking_uri
 
     c = result.config
     table = Table(title=f"{c.variant} on {c.dataset}, size {c.size}, T={c.context_length}, seed {c.seed}", show_header=False)
@@ -109,7 +114,7 @@ def _print_summary(result: Any) -> None:
         ("checkpoint", result.checkpoint_path or "-"),
     ]
     if result.mlflow_run_id:
-        rows.append(("MLflow run", f"{result.mlflow_run_id} ({c.experiment} @ {resolve_tracking_uri(c.tracking_uri)})"))
+        rows.append(("MLflow run", f"{result.mlflow_run_id} ({c.experiment} @ {redact_uri(resolve_tracking_uri(c.tracking_uri))})"))
     for key, value in rows:
         table.add_row(key, value)
     Console().print(table)

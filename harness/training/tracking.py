@@ -118,7 +118,7 @@ class TrackingTarget:
         from mlflow.entities import Param, RunTag
 
         client = self.client()
-        all_tags = {**{k: str(v) for k, v in tags.items()}, "status": "running"}
+        all_tags = {**{k: redact_uri(str(v)) for k, v in tags.items()}, "status": "running"}
         run = client.create_run(self.experiment_id, run_name=run_name)
         tracked = TrackedRun(client=client, run_id=run.info.run_id)
         try:
@@ -150,8 +150,20 @@ class TrackingTarget:
         return TrackedRun(client=client, run_id=run_id)
 
 
+def redact_uri(text: str) -> str:
+    """``text`` without the password of a URI in it (``http://user:secret@host`` ->
+    ``http://user:***@host``): params, tags and printed lines never carry credentials."""
+    if "@" not in text or "://" not in text:
+        return text
+    return _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:***@", text)
+
+
+# scheme://user:password@  (the password is everything up to the last '@' of the authority)
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)([^:/@\s]*):[^/\s]*@")
+
+
 def _param_value(value: Any) -> str:
-    return "None" if value is None else str(value)
+    return "None" if value is None else redact_uri(str(value))
 
 
 @dataclass

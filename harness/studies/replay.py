@@ -1,0 +1,283 @@
+"""Record a study in MLflow from its Tune storage directory (after a tracking outage).
+
+A study keeps everything it learns in its storage directory, whatever happens to the
+tracking server: ``harness_study.json`` (name, parent run id, trial ids), ``spec.yaml``,
+``results.parquet`` (one row per trial), and per trial Tune's ``result.json`` (every
+report, one JSON object a line: the metric curves and the final summary) and its final
+checkpoint (``window_losses.parquet``, gate and MOPE tables). :func:`record_study` writes
+that into MLflow exactly as a study with a healthy server would have:
+
+* the parent run: continued when it exists (its id is in ``harness_study.json``, else the
+  tag ``harness.study_run``), else created with the spec's params, tags and ``spec.yaml``;
+  ``results.parquet`` and the trial counts are logged and the run is ended;
+* one child run per trial: continued when it exists (tag ``harness.trial_id`` under the
+  parent), else created; the metric points after the last step MLflow has, the final
+  metrics, the final checkpoint's tables, the ``status`` tag and the end state.
+
+Child runs already complete in MLflow (ended, with the status of the results table) are
+left alone, so recording is idempotent: running it twice changes nothing, and after a
+partial outage only what is missing is added. ``harness report STUDY --from STUDY_DIR``
+calls it before logging the report.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import InputError
+
+#: Run statuses of MLflow that mean "ended".
+_ENDED = ("FINISHED", "FAILED", "KILLED")
+#: results-table status -> the child run's status tag.
+_TAG_OF_STATUS = {"finished": "finished", "diverged": "diverged", "failed": "failed", "incomplete": "interrupted"}
+
+
+@dataclass(frozen=True)
+class RecordOutcome:
+    """What :func:`record_study` did: the parent run, and how many child runs it created,
+    completed (existed, but lacked metrics or their end) or left as they were."""
+
+    study: str
+    study_dir: str
+    tracking_uri: str
+    experiment_id: str
+    parent_run_id: str
+    parent_created: bool
+    created: int
+    completed: int
+    unchanged: int
+
+
+def find_study_dir(path: str | Path) -> str | None:
+    """``path`` itself when it holds ``harness_study.json``; the most recent study run
+    under it when it is a ``<storage>/<study>`` folder; None otherwise (e.g. a parquet file)."""
+    from harness.studies.runner import STUDY_FILE, _filesystem, _read_json, is_uri
+
+    text = str(path).rstrip("/")
+    if not is_uri(text):  # pyarrow's local filesystem takes absolute paths only
+        text = str(Path(text.removeprefix("file://")).expanduser().resolve())
+    try:
+        fs, root = _filesystem(text)
+    except InputError:
+        return None
+    if _read_json(fs, f"{root}/{STUDY_FILE}") is not None:
+        return text
+    import pyarrow.fs
+
+    try:
+        infos = fs.get_file_info(pyarrow.fs.FileSelector(root, allow_not_found=True))
+    except Exception:  # noqa: BLE001 - a file, not a folder
+        return None
+    runs = sorted((i for i in infos if i.type == pyarrow.fs.FileType.Directory), key=lambda i: i.base_name, reverse=True)
+    for info in runs:
+        if _read_json(fs, f"{info.path}/{STUDY_FILE}") is not None:
+            return f"{text}/{info.base_name}"
+    return None
+
+
+def _read_text(fs: Any, path: str) -> str | None:
+    try:
+        with fs.open_input_stream(path) as f:
+            return f.read().decode()
+    except Exception:  # noqa: BLE001 - missing
+        return None
+
+
+def result_lines(fs: Any, trial_dir: str) -> list[dict[str, Any]]:
+    """Every report of a trial, in order, from Tune's ``result.json`` (a line a report;
+    NaN allowed). A torn last line (the driver died while writing it) is skipped."""
+    text = _read_text(fs, f"{trial_dir}/result.json") or ""
+    lines = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            lines.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return lines
+
+
+def final_checkpoint_files(fs: Any, trial_dir: str, into: Path) -> list[Path]:
+    """The tables of the trial's final checkpoint (the newest ``checkpoint_*`` holding the
+    trainable's ``train_result.json``), copied to ``into``."""
+    import pyarrow.fs
+
+    from harness.studies.tracking import FINAL_ARTIFACTS
+    from harness.studies.trainable import FINAL_RESULT
+
+    try:
+        infos = fs.get_file_info(pyarrow.fs.FileSelector(trial_dir, allow_not_found=True))
+    except Exception:  # noqa: BLE001
+        return []
+    checkpoints = sorted(
+        (i for i in infos if i.type == pyarrow.fs.FileType.Directory and i.base_name.startswith("checkpoint_")),
+        key=lambda i: i.base_name,
+        reverse=True,
+    )
+    for info in checkpoints:
+        if fs.get_file_info(f"{info.path}/{FINAL_RESULT}").type != pyarrow.fs.FileType.File:
+            continue
+        files = []
+        for name in FINAL_ARTIFACTS:
+            data = _read_bytes(fs, f"{info.path}/{name}")
+            if data is not None:
+                target = into / name
+                target.write_bytes(data)
+                files.append(target)
+        return files
+    return []
+
+
+def _read_bytes(fs: Any, path: str) -> bytes | None:
+    try:
+        with fs.open_input_stream(path) as f:
+            return f.read()
+    except Exception:  # noqa: BLE001 - missing
+        return None
+
+
+def record_study(
+    study_dir: str | Path,
+    *,
+    tracking_uri: str | None = None,
+    study: str | None = None,
+    say: Callable[[str], None] = print,
+) -> RecordOutcome:
+    """Write the study kept in ``study_dir`` into MLflow at ``tracking_uri`` (default:
+    ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db``); see the module docstring.
+
+    Raises
+    ------
+    InputError
+        ``study_dir`` is not a study directory (or not of ``study``), the study has no
+        results table yet (its driver died: resume it first), or the tracking store
+        cannot be reached or written.
+    """
+    import polars as pl
+
+    from harness.studies.grid import expand_grid
+    from harness.studies.runner import STUDY_FILE, _filesystem, _read_json, parent_params, redact
+    from harness.studies.spec import parse_spec
+    from harness.studies.tracking import StudyRecorder, default_tracking_uri, quick_failing_http
+    from harness.training.tracking import check_tracking_uri, harness_git_commit
+
+    study_dir = find_study_dir(study_dir) or str(study_dir)
+    fs, root = _filesystem(study_dir)
+    meta = _read_json(fs, f"{root}/{STUDY_FILE}")
+    if meta is None:
+        raise InputError(f"{study_dir} is not a study directory (no {STUDY_FILE}); pass <storage>/<study>/<date-time>")
+    name = str(meta.get("study"))
+    if study is not None and study != name:
+        raise InputError(f"{study_dir} holds study {name!r}, not {study!r}")
+    spec_text = _read_text(fs, f"{root}/spec.yaml")
+    if spec_text is None:
+        raise InputError(f"{study_dir} has no spec.yaml: it is not a complete study directory")
+    spec = parse_spec(spec_text, source=f"{study_dir}/spec.yaml")
+    trials = expand_grid(spec)
+    if meta.get("trial_ids") and list(meta["trial_ids"]) != [t.trial_id for t in trials]:
+        raise InputError(f"{study_dir}: spec.yaml and {STUDY_FILE} disagree on the trials; the directory was changed by hand?")
+    results = _read_bytes(fs, f"{root}/results.parquet")
+    if results is None:
+        raise InputError(
+            f"{study_dir} has no results.parquet: the study did not end (its driver was stopped). Finish it first with "
+            f"`harness run SPEC --resume --storage-path {study_dir.rsplit('/', 2)[0]}` (it records in MLflow itself)"
+        )
+    table = pl.read_parquet(io.BytesIO(results))
+    rows = {row["trial_id"]: row for row in table.iter_rows(named=True)}
+
+    uri = default_tracking_uri(tracking_uri, None)
+    check_tracking_uri(uri)
+    quick_failing_http()
+    problems: list[str] = []
+    recorder = StudyRecorder(uri, spec.experiment_name(), warn=problems.append)
+
+    def check() -> None:
+        if recorder.broken is not None:
+            raise InputError(
+                f"cannot record study {name} in MLflow at {redact(uri)} ({recorder.broken}); is the tracking server up? "
+                "Nothing is lost: run the same command again once it is (it adds only what is missing)"
+            )
+
+    recorder.connect()
+    check()
+    recorder.start_parent(
+        study=name,
+        study_run=str(meta.get("study_run") or f"{name}/{study_dir.rsplit('/', 1)[1]}"),
+        spec_text=spec_text,
+        spec_sha256=spec.sha256(),
+        params=parent_params(spec, trials),
+        tags={
+            "harness.git_commit": str(meta.get("git_commit") or harness_git_commit()),
+            "harness.study_dir": study_dir,
+            "harness.recorded_from_storage": "true",
+        },
+        previous_run_id=meta.get("parent_run_id"),
+    )
+    check()
+    client = recorder.client
+    created = completed = unchanged = 0
+    for trial in trials:
+        tid = trial.trial_id
+        row = rows.get(tid)
+        status = str(row["status"]) if row is not None else "incomplete"
+        tag = _TAG_OF_STATUS.get(status, status)
+        run_id = recorder._children.get(tid)
+        trial_dir = f"{root}/{tid}"
+        lines = result_lines(fs, trial_dir)
+        if run_id is None and status == "incomplete" and not lines:
+            continue  # never started: like a live study, no run until it starts
+        if run_id is not None:
+            try:
+                run = client.get_run(run_id)
+            except Exception as exc:  # noqa: BLE001 - the store went away while recording
+                recorder._fail(f"reading the run of trial {tid}", exc)
+                check()
+            if run.info.status in _ENDED and run.data.tags.get("status") == tag:
+                unchanged += 1
+                continue
+            completed += 1
+        else:
+            created += 1
+        recorder.child(tid, study=name, tags=trial.tags(), params=trial.config.model_dump())
+        for line in lines:
+            step = line.get("step")
+            if isinstance(step, (int, float)) and not isinstance(step, bool):
+                recorder.trial_metrics(tid, line, step=int(step))
+        if status in ("finished", "diverged"):
+            final = next((line for line in reversed(lines) if line.get("status") in ("finished", "diverged")), {})
+            with tempfile.TemporaryDirectory() as tmp:
+                files = final_checkpoint_files(fs, trial_dir, Path(tmp))
+                recorder.end_trial(tid, status, metrics=final, step=int(final.get("step", 0) or 0), files=files)
+        else:
+            recorder.end_trial(tid, tag)
+        check()
+    counts = {s: int((table.get_column("status") == s).sum()) for s in ("finished", "diverged", "failed", "incomplete")}
+    recorder.end_parent(
+        "interrupted" if counts["incomplete"] else "finished",
+        results=table,
+        metrics={f"trials/{s}": n for s, n in counts.items()},
+    )
+    check()
+    say(
+        f"MLflow: recorded study {name} from {study_dir} in parent run {recorder.parent_run_id} "
+        f"({'created' if recorder.created_parent else 'continued'}; child runs: {created} created, {completed} completed, "
+        f"{unchanged} already complete) at {redact(uri)}"
+    )
+    return RecordOutcome(
+        study=name,
+        study_dir=study_dir,
+        tracking_uri=uri,
+        experiment_id=str(recorder.experiment_id),
+        parent_run_id=str(recorder.parent_run_id),
+        parent_created=recorder.created_parent,
+        created=created,
+        completed=completed,
+        unchanged=unchanged,
+    )

@@ -1,0 +1,243 @@
+"""Helpers of the fault tests: the harness CLI in a subprocess, a real MLflow server on
+127.0.0.1, Tune's record of trial states, and exact process clean-up.
+
+Processes are always started in a session of their own and ended by that session id
+(every process of the session, nothing else): never `ray stop` or a kill by name, which
+would end other people's Ray and MLflow instances on a shared machine."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: The tiny study of these tests: nano model, T=32, 10 steps, one CPU per trial.
+TINY: dict[str, Any] = {
+    "name": "tiny",
+    "datasets": ["tinyshakespeare"],
+    "variants": ["baseline", "ega"],
+    "seeds": 2,
+    "sizes": ["nano"],
+    "context_lengths": [32],
+    "train": {
+        "max_steps": 10,
+        "batch_size": 8,
+        "eval_every": 5,
+        "eval_windows": 8,
+        "eval_batch_size": 8,
+        "warmup_steps": 2,
+        "dropout": 0.0,
+    },
+    "resources": {"cpus": 1},
+    "retries": 1,
+}
+
+
+def write_spec(path: Path, **overrides: Any) -> Path:
+    """The tiny study (updated with ``overrides``) as a YAML file at ``path``."""
+    import copy
+
+    data = copy.deepcopy(TINY)
+    data.update(overrides)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a `harness` subprocess: this checkout first on the path, no
+    tracking/storage/Ray settings inherited from the person running the tests."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI", "HARNESS_STORAGE_PATH")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env.update(extra or {})
+    return env
+
+
+def harness_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "harness.cli", *args]
+
+
+def run_harness(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``harness ARGS`` to completion in its own session; whatever it leaves running in
+    that session (it should leave nothing) is ended afterwards and listed in the result's
+    ``left_running`` (pid -> command line)."""
+    proc = subprocess.Popen(
+        harness_cmd(*args), cwd=cwd, env=cli_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    left: dict[int, str] = {}
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        left = end_session(proc.pid)
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    done.left_running = left  # type: ignore[attr-defined] - what the command left running in its session
+    return done
+
+
+# -- processes ---------------------------------------------------------------------------------
+
+
+def session_processes(sid: int, *, zombies: bool = False) -> dict[int, str]:
+    """pid -> command line of the live processes of session ``sid``."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        try:
+            if os.getsid(pid) != sid:
+                continue
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state == "Z" and not zombies:
+                continue
+            found[pid] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (ProcessLookupError, PermissionError, FileNotFoundError):
+            continue
+    return found
+
+
+def end_session(sid: int, *, grace: float = 5.0) -> dict[int, str]:
+    """SIGTERM, then SIGKILL, every live process of session ``sid``; returns what was
+    still running when this was called."""
+    left = session_processes(sid)
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        for pid in session_processes(sid):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and session_processes(sid):
+            time.sleep(0.2)
+        if not session_processes(sid):
+            break
+    return left
+
+
+def wait_until(predicate, *, timeout: float, interval: float = 0.2, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+# -- Tune's record -----------------------------------------------------------------------------
+
+
+def tune_trial_states(storage: Path, study: str = "tiny") -> dict[str, str]:
+    """Trial id -> Tune status (PENDING, RUNNING, TERMINATED, ERROR) from the newest
+    experiment snapshot in the study's storage directory ({} before the first)."""
+    snapshots = sorted(glob.glob(str(storage / study / "*" / "experiment_state-*.json")))
+    if not snapshots:
+        return {}
+    try:
+        data = json.loads(Path(snapshots[-1]).read_text())
+    except (OSError, ValueError):
+        return {}  # being written
+    states = {}
+    for entry in data.get("trial_data", []):
+        trial = json.loads(entry[0])
+        states[str(trial["config"]["trial"])] = str(trial["status"])
+    return states
+
+
+def result_reports(study_dir: Path) -> dict[str, int]:
+    """Trial id -> number of results in Tune's result.json (one line per report)."""
+    out = {}
+    for path in study_dir.glob("*/result.json"):
+        out[path.parent.name] = sum(1 for line in path.read_text().splitlines() if line.strip())
+    return out
+
+
+# -- MLflow ------------------------------------------------------------------------------------
+
+
+def all_runs(uri: str) -> list:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    return [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id], max_results=1000)]
+
+
+def sqlite_runs(db: Path) -> int:
+    """Number of runs in an MLflow SQLite database (0 when there is no database or no
+    table), read with sqlite3 itself: looking must not create a store."""
+    import sqlite3
+
+    if not db.exists():
+        return 0
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        try:
+            return int(conn.execute("select count(*) from runs").fetchone()[0])
+        except sqlite3.OperationalError:
+            return 0
+
+
+class MlflowServer:
+    """A real ``mlflow server`` on 127.0.0.1 (SQLite backend, proxied artifacts, one
+    worker, no job runner: STACK-NOTES), in a session of its own."""
+
+    def __init__(self, root: Path, port: int | None = None) -> None:
+        self.root = root
+        self.port = port or free_port()
+        self.db = root / "mlflow-server.db"
+        self.artifacts = root / "mlflow-server-artifacts"
+        self.proc: subprocess.Popen | None = None
+        self.log = root / "mlflow-server.log"
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.uri}/health", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    def start(self, timeout: float = 90) -> MlflowServer:
+        self.root.mkdir(parents=True, exist_ok=True)
+        cmd = [
+            sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
+            "--backend-store-uri", f"sqlite:///{self.db}", "--artifacts-destination", str(self.artifacts), "--workers", "1",
+        ]  # fmt: skip
+        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+        with open(self.log, "a") as log:
+            self.proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while not self.healthy():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"mlflow server did not start: {self.log.read_text()[-2000:]}")
+            time.sleep(0.3)
+        return self
+
+    def stop(self) -> None:
+        """End the server: every process of its session (gunicorn/uvicorn workers too)."""
+        if self.proc is None:
+            return
+        end_session(self.proc.pid)
+        self.proc.wait(timeout=10)
+        self.proc = None
