@@ -135,38 +135,12 @@ def final_report(result: Any) -> dict[str, Any]:
 
 def _write_final(directory: Path, result: Any, module: Any) -> None:
     """Final checkpoint: the result summary and the tables ``harness train`` logs as
-    artifacts (same files and columns): per-window losses (``split, window, loss``; none
-    for a diverged run), gate parameters per head (``layer, head, tau, alpha ...``), MOPE
-    parameters per dimension."""
-    import numpy as np
-    import polars as pl
+    artifacts (same files and columns, :func:`harness.training.run.write_run_tables`)."""
+    from harness.training.run import write_run_tables
 
     directory.mkdir(parents=True, exist_ok=True)
     (directory / FINAL_RESULT).write_text(json.dumps(final_report(result), allow_nan=True))
-    frames = [
-        pl.DataFrame({"split": [split] * len(v), "window": np.arange(len(v), dtype=np.int64), "loss": np.asarray(v, dtype=np.float64)})
-        for split, v in result.window_losses.items()
-    ]
-    if frames:
-        pl.concat(frames).write_parquet(directory / "window_losses.parquet")
-    model = getattr(module, "model", None)
-    if model is None:
-        return
-    gates = {k: v.detach().float().cpu().numpy() for k, v in model.gate_parameters().items()}
-    if gates:
-        n_layer, n_head = next(iter(gates.values())).shape[:2]
-        frame: dict[str, Any] = {"layer": np.repeat(np.arange(n_layer), n_head), "head": np.tile(np.arange(n_head), n_layer)}
-        frame.update({name: values.reshape(-1).astype(np.float64) for name, values in gates.items()})
-        pl.DataFrame(frame).write_parquet(directory / "gate_parameters.parquet")
-    mope = {k: v.detach().float().cpu().numpy().reshape(-1).astype(np.float64) for k, v in model.mope_parameters().items()}
-    if mope:
-        if len({len(v) for v in mope.values()}) == 1:
-            table = pl.DataFrame({"dimension": np.arange(len(next(iter(mope.values())))), **mope})
-        else:  # long format when the parameters differ in size
-            table = pl.concat(
-                [pl.DataFrame({"param": [k] * len(v), "dimension": np.arange(len(v)), "value": v}) for k, v in mope.items()]
-            )
-        table.write_parquet(directory / "mope_parameters.parquet")
+    write_run_tables(directory, model=getattr(module, "model", None), window_losses=result.window_losses)
 
 
 def run_trial(

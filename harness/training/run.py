@@ -287,41 +287,52 @@ def _step_progress_bar() -> Any:
     return StepProgressBar()
 
 
-def _write_artifacts(run: Any, module: Any, directory: Path, *, final: bool) -> None:
-    """Per-window losses of the final evaluation (not for a diverged run: it has none),
-    final gate parameters per head and MOPE parameters per dimension."""
+def write_run_tables(directory: Path, *, model: Any | None, window_losses: Mapping[str, Any]) -> list[Path]:
+    """Write a run's tables as parquet into ``directory`` and return their paths:
+    ``window_losses.parquet`` (``split, window, loss``; skipped when there are none, e.g.
+    for a diverged run), ``gate_parameters.parquet`` (``layer, head, tau, alpha ...`` per
+    head) and ``mope_parameters.parquet`` (``dimension, omega, sigma``), the last two from
+    ``model`` when it has them. Shared by ``harness train`` and the study trainable so
+    both record the same files and columns."""
     import polars as pl
 
-    rows = [] if not final else [
+    paths: list[Path] = []
+    rows = [
         pl.DataFrame(
-            {"split": [split] * len(losses), "window": np.arange(len(losses), dtype=np.int64), "loss": losses.astype(np.float64)}
+            {"split": [split] * len(losses), "window": np.arange(len(losses), dtype=np.int64), "loss": np.asarray(losses, dtype=np.float64)}
         )
-        for split, losses in module.window_losses.items()
+        for split, losses in window_losses.items()
     ]
     if rows:
-        path = directory / "window_losses.parquet"
-        pl.concat(rows).write_parquet(path)
-        run.log_artifact(path)
-    gates = {k: v.detach().float().cpu().numpy() for k, v in module.model.gate_parameters().items()}
+        paths.append(directory / "window_losses.parquet")
+        pl.concat(rows).write_parquet(paths[-1])
+    if model is None:
+        return paths
+    gates = {k: v.detach().float().cpu().numpy() for k, v in model.gate_parameters().items()}
     if gates:
         L, H = next(iter(gates.values())).shape[:2]
         frame = {"layer": np.repeat(np.arange(L), H), "head": np.tile(np.arange(H), L)}
         frame.update({name: values.reshape(-1).astype(np.float64) for name, values in gates.items()})
-        path = directory / "gate_parameters.parquet"
-        pl.DataFrame(frame).write_parquet(path)
-        run.log_artifact(path)
-    mope = {k: v.detach().float().cpu().numpy().reshape(-1).astype(np.float64) for k, v in module.model.mope_parameters().items()}
+        paths.append(directory / "gate_parameters.parquet")
+        pl.DataFrame(frame).write_parquet(paths[-1])
+    mope = {k: v.detach().float().cpu().numpy().reshape(-1).astype(np.float64) for k, v in model.mope_parameters().items()}
     if mope:
         lengths = {len(v) for v in mope.values()}
         if len(lengths) == 1:
-            frame = {"dimension": np.arange(lengths.pop()), **mope}
-            table = pl.DataFrame(frame)
+            table = pl.DataFrame({"dimension": np.arange(lengths.pop()), **mope})
         else:  # long format if the parameters differ in size
             table = pl.concat(
                 [pl.DataFrame({"param": [k] * len(v), "dimension": np.arange(len(v)), "value": v}) for k, v in mope.items()]
             )
-        path = directory / "mope_parameters.parquet"
-        table.write_parquet(path)
+        paths.append(directory / "mope_parameters.parquet")
+        table.write_parquet(paths[-1])
+    return paths
+
+
+def _write_artifacts(run: Any, module: Any, directory: Path, *, final: bool) -> None:
+    """Log the run's tables (:func:`write_run_tables`); per-window losses only for the
+    final evaluation (a diverged run has none)."""
+    for path in write_run_tables(directory, model=module.model, window_losses=module.window_losses if final else {}):
         run.log_artifact(path)
 
 
