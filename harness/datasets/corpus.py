@@ -27,7 +27,6 @@ encoding any split's text never fails):
 from __future__ import annotations
 
 import codecs
-import contextlib
 import hashlib
 import json
 import os
@@ -41,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from harness.datasets.cards import SPLITS, DatasetCard, get_card
-from harness.datasets.fetch import Located, cache_root, fetch
+from harness.datasets.fetch import Located, cache_root, fetch, fsync_path
 from harness.errors import InputError
 
 CACHE_FORMAT = 1  # bump when the encoding or the cache layout changes
@@ -259,15 +258,6 @@ def cache_key(payload: dict[str, Any]) -> str:
     return hashlib.sha256(blob).hexdigest()[:24]
 
 
-def _fsync(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def write_cache_dir(final: Path, build) -> Path:
     """Create ``final`` atomically: ``build(tmp_dir) -> meta`` writes the arrays into a
     temporary sibling folder, then ``meta.json`` is written and the folder renamed.
@@ -278,7 +268,7 @@ def write_cache_dir(final: Path, build) -> Path:
         meta = build(tmp)
         meta = {"format": CACHE_FORMAT, **meta}
         for f in tmp.iterdir():
-            _fsync(f)
+            fsync_path(f)
         with open(tmp / "meta.json", "w", encoding="utf-8") as fh:
             json.dump(meta, fh)
             fh.flush()
@@ -290,7 +280,7 @@ def write_cache_dir(final: Path, build) -> Path:
                 raise
             shutil.rmtree(tmp, ignore_errors=True)  # lost a race: the other copy is complete
         else:
-            _fsync(final.parent)
+            fsync_path(final.parent)
         tmp = None  # type: ignore[assignment]
         return final
     finally:

@@ -371,7 +371,8 @@ class _AttemptFailed(Exception):
     """One URL failed (network error, truncated, wrong checksum); the next one is tried."""
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """Flush a file or directory entry to disk (best effort: some filesystems refuse)."""
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
         try:
@@ -444,7 +445,7 @@ def _download_one(
                 check = FileCheck(dest, actual, received, result.status)
         os.replace(tmp, dest)
         tmp = None
-        _fsync_dir(dest.parent)
+        fsync_path(dest.parent)
         return check
     finally:
         if tmp is not None:
