@@ -38,6 +38,7 @@ from urllib.parse import urlparse
 from harness.errors import InputError
 from harness.studies.grid import Trial, expand_grid
 from harness.studies.spec import StudySpec, load_spec
+from harness.studies.tune_state import repair_stale_checkpoints
 
 STUDY_FILE = "harness_study.json"
 DEFAULT_STORAGE = "results"
@@ -721,6 +722,9 @@ def run_study(
                 level = analysis_log.level
                 analysis_log.setLevel(logging.ERROR)
                 try:
+                    for stale, newest in repair_stale_checkpoints(study_dir):
+                        trial_name, newest_name = newest.rstrip("/").rsplit("/", 2)[-2:]
+                        say(f"  {trial_name}: resuming from {newest_name} (Tune's snapshot named {stale.rsplit('/', 1)[-1]}, already deleted)")
                     tuner = tune.Tuner.restore(study_dir, trainable=trainable, resume_errored=True)
                     # Tune restores the RunConfig it pickled; today's callbacks (tracking URI,
                     # terminal) replace the stale copies.

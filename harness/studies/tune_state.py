@@ -1,0 +1,121 @@
+"""Repair of a Tune experiment snapshot whose checkpoint references went stale.
+
+Why this exists: with ``CheckpointConfig(num_to_keep=1)`` Ray Tune (checked on 2.60)
+deletes a trial's previous checkpoint the moment it registers the new one
+(``_CheckpointManager.register_checkpoint``), but writes the experiment snapshot
+(``experiment_state-*.json``) only at the end of that controller step and uploads it to
+storage asynchronously. A driver killed in between leaves a snapshot whose latest
+checkpoint no longer exists, and ``Tuner.restore`` then fails the trial on every retry
+with "Could not recover from checkpoint as it does not exist on storage anymore".
+
+Only older checkpoints are ever deleted, so the trial's newest ``checkpoint_*`` folder
+on storage is the one whose registration deleted the stale one: it is complete (Tune
+persists a checkpoint before reporting it) and newer than what the snapshot holds.
+:func:`repair_stale_checkpoints` points each stale reference at it before the resume.
+
+The snapshot stores each trial's checkpoint manager as a cloudpickle blob inside the
+JSON (``TuneFunctionEncoder``); decoding it runs pickle on the study's own storage,
+which the harness wrote and trusts like Tune itself does on restore. Anything not shaped
+as expected is left untouched (Tune then reports the problem as before).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_CHECKPOINT_DIR = re.compile(r"^checkpoint_(\d+)$")
+
+
+def newest_checkpoint_dir(fs: Any, trial_dir: str) -> str | None:
+    """The ``checkpoint_<n>`` folder with the largest ``n`` under ``trial_dir`` (a path
+    on ``fs``), or None when there is none."""
+    import pyarrow.fs
+
+    try:
+        infos = fs.get_file_info(pyarrow.fs.FileSelector(trial_dir, allow_not_found=True))
+    except OSError:
+        return None
+    numbered = [
+        (int(m.group(1)), info.path)
+        for info in infos
+        if info.type == pyarrow.fs.FileType.Directory and (m := _CHECKPOINT_DIR.match(info.base_name))
+    ]
+    return max(numbered)[1] if numbered else None
+
+
+def _exists(fs: Any, path: str) -> bool:
+    import pyarrow.fs
+
+    return fs.get_file_info(path).type != pyarrow.fs.FileType.NotFound
+
+
+def _repair_manager(manager: Any) -> tuple[str, str] | None:
+    """Point a trial checkpoint manager's missing latest checkpoint at the newest one on
+    storage; returns (old path, new path) when it changed something."""
+    from ray.tune import Checkpoint
+
+    latest = getattr(manager, "_latest_checkpoint_result", None)
+    checkpoint = getattr(latest, "checkpoint", None)
+    if checkpoint is None or _exists(checkpoint.filesystem, checkpoint.path):
+        return None
+    trial_dir = checkpoint.path.rstrip("/").rsplit("/", 1)[0]
+    newest = newest_checkpoint_dir(checkpoint.filesystem, trial_dir)
+    if newest is None or newest == checkpoint.path:
+        return None
+    old_path = checkpoint.path
+    replacement = Checkpoint(path=newest, filesystem=checkpoint.filesystem)
+    # The latest result is also an entry of the kept list (same object after unpickling);
+    # fix every entry whose folder is gone so Tune's bookkeeping stays consistent.
+    for result in [latest, *getattr(manager, "_checkpoint_results", [])]:
+        ckpt = getattr(result, "checkpoint", None)
+        if ckpt is not None and (ckpt.path == old_path or not _exists(ckpt.filesystem, ckpt.path)):
+            result.checkpoint = replacement
+    return old_path, newest
+
+
+def repair_stale_checkpoints(experiment_path: str) -> list[tuple[str, str]]:
+    """Rewrite the newest experiment snapshot under ``experiment_path`` (local path or
+    URI) so that no trial refers to a deleted checkpoint; returns the (old, new) pairs
+    it changed ([] when the snapshot was consistent or not understood)."""
+    from ray.train._internal.storage import get_fs_and_path
+    from ray.tune.execution.experiment_state import _find_newest_experiment_checkpoint
+    from ray.tune.utils.serialization import TuneFunctionEncoder, _loads_with_cloudpickle
+
+    fs, fs_path = get_fs_and_path(experiment_path)
+    snapshot = _find_newest_experiment_checkpoint(fs_path, fs=fs)
+    if snapshot is None:
+        return []
+    with fs.open_input_stream(snapshot) as f:
+        state = json.loads(f.read())
+    changed: list[tuple[str, str]] = []
+    trial_data = state.get("trial_data")
+    if not isinstance(trial_data, list):
+        return []
+    for entry in trial_data:
+        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], str)):
+            continue
+        try:
+            run_metadata = _loads_with_cloudpickle(entry[1])
+        except Exception as exc:  # noqa: BLE001 - another Ray's format: leave it to Tune
+            log.warning("cannot read a trial's run metadata in %s: %s", snapshot, exc)
+            continue
+        manager = run_metadata.get("checkpoint_manager") if isinstance(run_metadata, dict) else None
+        fixed = _repair_manager(manager) if manager is not None else None
+        if fixed is None:
+            continue
+        run_metadata["checkpoint_manager"] = manager
+        entry[1] = json.dumps(run_metadata, indent=2, cls=TuneFunctionEncoder)
+        changed.append(fixed)
+    if changed:
+        # Write a sibling, then move it over the snapshot: a kill mid-write leaves the
+        # original intact (a move is atomic on local disks; object stores copy whole).
+        tmp = f"{snapshot}.harness-tmp"
+        with fs.open_output_stream(tmp) as f:
+            f.write(json.dumps(state, cls=TuneFunctionEncoder).encode())
+        fs.move(tmp, snapshot)
+    return changed
