@@ -44,6 +44,7 @@ from urllib.parse import urlparse
 from ray.tune import Callback
 
 from harness.errors import InputError
+from harness.training.tracking import ensure_experiment
 
 # MLflow REST/SQL batch limits.
 _MAX_METRICS = 1000
@@ -63,13 +64,6 @@ def is_metric(key: str, value: Any) -> bool:
     if key in _NOT_METRICS or isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     return "/" in key or key in ("gen_gap", "num_parameters")
-
-
-def _sqlite_path(uri: str) -> Path | None:
-    rest = uri[len("sqlite://") :]
-    if rest in ("", "/", "/:memory:"):
-        return None
-    return Path((rest[1:] if rest.startswith("/") else rest).split("?", 1)[0])
 
 
 class StudyRecorder:
@@ -151,20 +145,12 @@ class StudyRecorder:
 
         logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # "Creating initial tables..."
         try:
-            found = self.client.get_experiment_by_name(self.experiment)
-            if found is not None and found.lifecycle_stage != "active":
-                raise InputError(
-                    f"MLflow experiment {self.experiment!r} at {self.tracking_uri} is deleted; restore it "
-                    "(mlflow experiments restore) or set tracking.experiment in the spec"
-                )
-            if found is None:
-                location = None
-                db = _sqlite_path(self.tracking_uri) if urlparse(self.tracking_uri).scheme == "sqlite" else None
-                if db is not None:  # artifacts beside the database, not in ./mlruns of whatever cwd
-                    location = (db.parent.resolve() / "mlartifacts" / self.experiment).as_uri()
-                self.experiment_id = self.client.create_experiment(self.experiment, artifact_location=location)
-            else:
-                self.experiment_id = found.experiment_id
+            self.experiment_id = ensure_experiment(
+                self.client,
+                self.tracking_uri,
+                self.experiment,
+                deleted_hint="restore it (mlflow experiments restore) or set tracking.experiment in the spec",
+            )
         except InputError:
             raise
         except Exception as exc:  # noqa: BLE001

@@ -345,10 +345,14 @@ class CharLMModule(LightningModule):
 
     # -- checkpoints -------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        from harness.training.tracking import redact_uri
+
+        config = self.config.model_dump(mode="json")
         # Plain containers only: the checkpoint must load with torch.load(weights_only=True).
         checkpoint["harness"] = {
             "format": CHECKPOINT_FORMAT,
-            "config": self.config.model_dump(mode="json"),
+            # A checkpoint travels (copied, uploaded, shared): no password of the tracking URI.
+            "config": {**config, "tracking_uri": redact_uri(config["tracking_uri"]) if config["tracking_uri"] else None},
             "best_val_loss": float(self.best_val_loss),
             "mlflow_run_id": self.mlflow_run_id,
             "vocab_size": int(self.vocab_size),

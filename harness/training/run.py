@@ -151,8 +151,22 @@ def load_checkpoint_meta(path: str | os.PathLike[str]) -> tuple[Path, dict[str, 
 
 def config_from_checkpoint(path: str | os.PathLike[str], **overrides: Any) -> TrainConfig:
     """The config stored in a checkpoint, with ``overrides`` (``None`` values ignored)."""
-    _, meta, _ = load_checkpoint_meta(path)
+    from harness.training.tracking import redact_uri
+
+    ckpt_path, meta, _ = load_checkpoint_meta(path)
     merged = {**meta["config"], **{k: v for k, v in overrides.items() if v is not None}}
+    saved_uri = merged.get("tracking_uri")
+    if saved_uri and ":***@" in saved_uri:
+        # Checkpoints store the tracking URI without its password: take it back from the
+        # environment when that names the same server, else ask for it.
+        env_uri = os.environ.get("MLFLOW_TRACKING_URI", "")
+        if env_uri and redact_uri(env_uri) == saved_uri:
+            merged["tracking_uri"] = env_uri
+        else:
+            raise InputError(
+                f"checkpoint {str(ckpt_path)!r} was logged to {saved_uri}, whose password checkpoints do not keep; "
+                "pass --tracking-uri with the password (or set MLFLOW_TRACKING_URI)"
+            )
     return as_train_config(merged)
 
 

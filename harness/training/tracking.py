@@ -94,6 +94,29 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "experiment"
 
 
+#: Tags of every experiment the harness creates. ``mlflow.experimentKind`` makes MLflow 3's
+#: UI open it as model training (runs table, metric charts), not as a GenAI app (traces).
+EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
+
+
+def ensure_experiment(client: Any, tracking_uri: str, name: str, *, deleted_hint: str) -> str:
+    """The id of the active experiment ``name``, created (with :data:`EXPERIMENT_TAGS`) if
+    missing. A new experiment in a SQLite store keeps its artifacts beside the database
+    (``<db dir>/mlartifacts/<name>``) instead of MLflow's default ``./mlruns`` in whatever
+    the working directory is. A deleted one is an :class:`InputError` ending in
+    ``deleted_hint`` (what the user does instead)."""
+    found = client.get_experiment_by_name(name)
+    if found is not None and found.lifecycle_stage != "active":
+        raise InputError(f"MLflow experiment {name!r} at {redact_uri(tracking_uri)} is deleted; {deleted_hint}")
+    if found is not None:
+        return str(found.experiment_id)
+    location = None
+    db = _sqlite_path(tracking_uri) if urlparse(tracking_uri).scheme == "sqlite" else None
+    if db is not None:
+        location = (db.parent.resolve() / "mlartifacts" / _slug(name)).as_uri()
+    return str(client.create_experiment(name, artifact_location=location, tags=EXPERIMENT_TAGS))
+
+
 @dataclass(frozen=True)
 class TrackingTarget:
     """A checked tracking store and experiment, ready for :meth:`start_run`."""
@@ -228,19 +251,9 @@ def prepare_tracking(uri: str | None, experiment: str) -> TrackingTarget:
     os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = "10"
     try:
         client = MlflowClient(tracking_uri=resolved)
-        found = client.get_experiment_by_name(experiment)
-        if found is not None and found.lifecycle_stage != "active":
-            raise InputError(
-                f"experiment {experiment!r} in {resolved} is deleted; restore it or pass another --experiment"
-            )
-        if found is None:
-            location = None
-            db = _sqlite_path(resolved) if urlparse(resolved).scheme == "sqlite" else None
-            if db is not None:
-                location = (db.parent.resolve() / "mlartifacts" / _slug(experiment)).as_uri()
-            experiment_id = client.create_experiment(experiment, artifact_location=location)
-        else:
-            experiment_id = found.experiment_id
+        experiment_id = ensure_experiment(
+            client, resolved, experiment, deleted_hint="restore it (mlflow experiments restore) or pass another --experiment"
+        )
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - any store failure here is a bad URI for the user

@@ -119,7 +119,7 @@ def test_no_secret_reaches_mlflow(tmp_path: Path, shared_data_dir: Path, mlflow_
     """A study and a `harness train` run, against an MLflow server reached through a URI
     with a password, with secrets in the environment: no secret appears in any param, tag,
     metric name or artifact of any run, in the server's database, in the study's storage
-    directory or in what the commands print."""
+    directory, in the training run's checkpoints or in what the commands print."""
     server = mlflow_server()
     uri = f"http://harness:{URI_PASSWORD}@127.0.0.1:{server.port}"
     env = {**SECRETS, "MLFLOW_TRACKING_USERNAME": "harness", "HARNESS_CACHE_DIR": str(tmp_path / "cache")}
@@ -153,7 +153,7 @@ def test_no_secret_reaches_mlflow(tmp_path: Path, shared_data_dir: Path, mlflow_
     assert any("tracking_uri" in t for t in texts.values())  # the URI is logged (redacted) ...
     assert any("harness:***@127.0.0.1" in t for t in texts.values())  # ... without its password
     assert any(k.endswith("report/report.html") for k in texts) and any(k.endswith("results.parquet") for k in texts)
-    for root in (server.db, server.artifacts, tmp_path / "results"):
+    for root in (server.db, server.artifacts, tmp_path / "results", tmp_path / "ckpt"):
         for path in [root] if root.is_file() else root.rglob("*"):
             if path.is_file():
                 texts[str(path)] = _strings_of(path)

@@ -161,6 +161,30 @@ def test_checkpoint_is_weights_only_and_guarded(tiny_config, tmp_path) -> None:
         train(config, resume_from=tmp_path / "nowhere.ckpt", mlflow_logging=False, progress_bar=False)
 
 
+def test_checkpoint_keeps_no_tracking_password(tiny_config, monkeypatch) -> None:
+    from harness.training.run import config_from_checkpoint
+
+    uri = "http://harness:pw-SECRET-51c2@127.0.0.1:5999"
+    config = tiny_config(max_steps=2, eval_every=2, tracking_uri=uri)
+    result = train(config, mlflow_logging=False, progress_bar=False)
+    assert b"pw-SECRET-51c2" not in Path(result.checkpoint_path).read_bytes()
+    saved = torch.load(result.checkpoint_path, weights_only=True)["harness"]["config"]
+    assert saved["tracking_uri"] == "http://harness:***@127.0.0.1:5999"
+
+    # Resuming needs the password back: from the environment when it names the same
+    # server, from --tracking-uri, else a clear error.
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(InputError, match="pass --tracking-uri with the password"):
+        config_from_checkpoint(result.checkpoint_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://harness:other@127.0.0.1:6000")
+    with pytest.raises(InputError, match="pass --tracking-uri"):
+        config_from_checkpoint(result.checkpoint_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    assert config_from_checkpoint(result.checkpoint_path).tracking_uri == uri
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    assert config_from_checkpoint(result.checkpoint_path, tracking_uri=uri).tracking_uri == uri
+
+
 def test_divergence_is_a_status_not_an_exception(tiny_config, sqlite_tracking_uri) -> None:
     config = tiny_config(lr=1e6, min_lr=0.0, warmup_steps=0, grad_clip=0.0, max_steps=30, checkpoint_every=1,
                          tracking_uri=sqlite_tracking_uri)
