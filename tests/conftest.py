@@ -1,8 +1,11 @@
-"""Test-wide settings: the shared corpora, a private cache, no telemetry, few threads."""
+"""Test-wide settings and fixtures: the shared corpora, a private cache, no telemetry, one
+embedded Ray for the in-process studies, a fresh MLflow SQLite store."""
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +26,18 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cache
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _working_directory_stays_clean() -> Iterator[None]:
+    """Tests write only in their temporary directories: nothing MLflow or Ray would drop
+    in the working directory (an experiment's default ``./mlruns``, ``./mlflow.db``,
+    ``./results``) may appear there during the session."""
+    watched = [Path.cwd() / name for name in ("mlruns", "mlflow.db", "results")]
+    before = {path for path in watched if path.exists()}
+    yield
+    appeared = sorted(str(path) for path in watched if path.exists() and path not in before)
+    assert not appeared, f"tests wrote into the working directory: {appeared}"
+
+
 @pytest.fixture(scope="session")
 def shared_data_dir() -> Path:
     """``../shared/data`` (or $HARNESS_DATA_DIR): TinyShakespeare and PTB."""
@@ -36,3 +51,20 @@ def shared_data_dir() -> Path:
 def sqlite_tracking_uri(tmp_path: Path) -> str:
     """A fresh MLflow SQLite store for one test."""
     return f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+
+@pytest.fixture(scope="session")
+def local_ray(_private_cache: Path) -> Iterator[None]:
+    """One embedded Ray (2 CPUs) for every in-process study of the session (ray.init costs
+    ~3.5 s); ``run_study`` reuses an initialised Ray and leaves it running."""
+    import ray
+
+    if ray.is_initialized():
+        yield
+        return
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    try:
+        yield
+    finally:
+        ray.shutdown()

@@ -64,8 +64,10 @@ def populate_mlflow_study(tracking_uri: str, df: pl.DataFrame, *, study: str = "
     from mlflow import MlflowClient
     from mlflow.entities import Metric, Param, RunTag
 
+    from harness.training.tracking import ensure_experiment
+
     client = MlflowClient(tracking_uri=tracking_uri)
-    exp_id = client.create_experiment(study)
+    exp_id = ensure_experiment(client, tracking_uri, study, deleted_hint="")  # artifacts beside the database, not ./mlruns
     parent = client.create_run(exp_id, tags={"harness.role": "study", "harness.study": study,
                                              "harness.spec_sha256": "0" * 64, "harness.git_commit": "test"},
                                run_name=study)

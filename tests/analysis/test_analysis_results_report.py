@@ -78,9 +78,11 @@ def test_results_frame_falls_back_to_the_parents_results_parquet(tmp_path: Path,
                                                                  make_study) -> None:
     from mlflow import MlflowClient
 
+    from harness.training.tracking import ensure_experiment
+
     uri = shared_mlflow_study[0]
     client = MlflowClient(tracking_uri=uri)
-    exp = client.create_experiment("table-only")
+    exp = ensure_experiment(client, uri, "table-only", deleted_hint="")  # artifacts beside the database
     run = client.create_run(exp, tags={"harness.role": "study", "harness.study": "table-only"})
     df = make_study(seeds=2).with_columns(pl.lit("table-only").alias("study"))
     df.write_parquet(tmp_path / "results.parquet")

@@ -15,7 +15,6 @@ This is the slow suite's only run of the smoke study (about 4 minutes on 2 cores
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -25,21 +24,14 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from harness_support import REPO, cli_env, free_port, stop_session
 from mlflow import MlflowClient
 
-REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
     "--disable-sync", "--no-first-run",
 ]  # fmt: skip
-
-
-def _env(cache: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI", "HARNESS_STORAGE_PATH")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))  # this checkout's harness
-    env["HARNESS_CACHE_DIR"] = str(cache)
-    return env
 
 
 def _harness() -> list[str]:
@@ -48,50 +40,12 @@ def _harness() -> list[str]:
     return [found] if found else [sys.executable, "-m", "harness.cli"]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _session_pids(sid: int) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if os.getsid(int(entry.name)) == sid:
-                    pids.append(int(entry.name))
-            except (ProcessLookupError, PermissionError):
-                pass
-    return pids
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """End the UI server: every process of its session, nothing else."""
-    import signal
-
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in _session_pids(proc.pid):
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.2)
-        if proc.poll() is not None and not _session_pids(proc.pid):
-            break
-    proc.wait(timeout=10)
-
-
 @pytest.mark.slow
 def test_readme_command_then_the_report_in_the_mlflow_ui(tmp_path: Path, shared_data_dir: Path) -> None:
     work = tmp_path / "work"  # a clean working directory with the study file, as after a checkout
     (work / "studies").mkdir(parents=True)
     shutil.copy(REPO / "studies" / "smoke.yaml", work / "studies" / "smoke.yaml")
-    env = _env(tmp_path / "cache")
+    env = cli_env({"HARNESS_CACHE_DIR": str(tmp_path / "cache")})
 
     # -- 1. the README's main command ------------------------------------------------------
     started = time.perf_counter()
@@ -134,7 +88,7 @@ def test_readme_command_then_the_report_in_the_mlflow_ui(tmp_path: Path, shared_
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is absent (Debian package `chromium`; .ci/run installs it): browser part not run")
     playwright = pytest.importorskip("playwright.sync_api", reason="playwright (the [test] extra) is not installed")
-    port = _free_port()
+    port = free_port()
     ui = subprocess.Popen(
         [*_harness(), "ui", "--port", str(port)], cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True,
@@ -196,4 +150,4 @@ def test_readme_command_then_the_report_in_the_mlflow_ui(tmp_path: Path, shared_
             assert shot.stat().st_size > 10_000
             print(f"screenshot: {shot}")
     finally:
-        _stop(ui)
+        stop_session(ui, grace=10)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from harness.errors import InputError
-from harness.models import SIZES, VARIANTS, ModelSize, Variant, build_model, get_size, get_variant, make_variant
+from harness.models import SIZES, VARIANTS, ModelSize, build_model, get_size, get_variant, make_variant
 from harness.models.gates import GATES as GATE_FAMILIES
 from harness.models.positional import POSITION_ENCODINGS
 from harness.models.variants import GATES, POSITIONS, SCORINGS

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from reliability_support import TINY, free_port, run_harness, sqlite_runs, write_spec
+from harness_support import TINY, free_port, run_harness, sqlite_runs, write_spec
 
 
 @dataclass(frozen=True)

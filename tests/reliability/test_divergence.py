@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from mlflow import MlflowClient
-from reliability_support import write_spec
+from harness_support import write_spec
 
 from harness.studies.runner import run_study
 
@@ -24,7 +24,7 @@ DIVERGING = "ega_s1_nano_T32_tinyshakespeare"
 
 @pytest.mark.slow
 def test_diverged_trial_is_recorded_and_excluded_from_contrasts(
-    tmp_path: Path, shared_data_dir: Path, reliability_ray: None, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, shared_data_dir: Path, local_ray: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec = write_spec(tmp_path / "spec.yaml", variants=["baseline", "ega"], seeds=3)
     monkeypatch.setenv("HARNESS_FAULT_NAN_TRIALS", f"{DIVERGING}@4")

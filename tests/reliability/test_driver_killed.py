@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 import pytest
 from mlflow import MlflowClient
-from reliability_support import (
+from harness_support import (
     all_runs,
     cli_env,
     end_session,
@@ -50,7 +50,7 @@ def _parent_metrics(uri: str) -> dict[str, float]:
 
 @pytest.mark.slow
 def test_killed_driver_resumes_to_the_uninterrupted_result(
-    tmp_path: Path, shared_data_dir: Path, reliability_ray: None
+    tmp_path: Path, shared_data_dir: Path, local_ray: None
 ) -> None:
     # baseline, ega x 2 seeds: 4 trials of 10 steps, one at a time, so that the kill after the
     # first lands with one trial mid-run and two not started.

@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from mlflow import MlflowClient
-from reliability_support import (
+from harness_support import (
     all_runs,
     cli_env,
     end_session,

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from reliability_support import all_runs, run_harness, sqlite_runs, write_spec
+from harness_support import all_runs, run_harness, sqlite_runs, write_spec
 
 
 class _RunsCode:

@@ -1,36 +1,19 @@
-"""Fixtures of the studies tests: tiny specs, one embedded Ray reused by the in-process
-studies, real MLflow stores in temporary directories."""
+"""Fixtures of the studies tests: tiny specs and the ``run_study`` arguments that keep a
+study in the test's directory (the embedded Ray is the test-wide ``local_ray``)."""
 
 from __future__ import annotations
 
 import io
-import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import harness_support
 import pytest
 import yaml
 
-TINY = {
-    "name": "tiny",
-    "datasets": ["tinyshakespeare"],
-    "variants": ["baseline", "ega"],
-    "seeds": 1,
-    "sizes": ["nano"],
-    "context_lengths": [32],
-    "train": {
-        "max_steps": 10,
-        "batch_size": 8,
-        "eval_every": 5,
-        "eval_windows": 8,
-        "eval_batch_size": 8,
-        "warmup_steps": 2,
-        "dropout": 0.0,
-    },
-    "resources": {"cpus": 1},
-    "retries": 1,
-}
+#: The tiny study of the studies tests: 2 variants x 1 seed (the shared one has 2 seeds).
+TINY = {**harness_support.TINY, "seeds": 1}
 
 
 @pytest.fixture
@@ -57,23 +40,6 @@ def write_spec(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return make
-
-
-@pytest.fixture(scope="session")
-def local_ray(_private_cache: Path) -> Iterator[None]:
-    """One embedded Ray (2 CPUs) for every in-process study of the session (ray.init costs
-    ~3.5 s); ``run_study`` reuses an initialised Ray and leaves it running."""
-    import ray
-
-    if ray.is_initialized():
-        yield
-        return
-    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 @pytest.fixture

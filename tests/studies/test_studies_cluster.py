@@ -10,8 +10,6 @@ import os
 import random
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,44 +21,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from harness_support import free_port, stop_session
 from mlflow import MlflowClient
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _session_pids(sid: int) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if os.getsid(int(entry.name)) == sid:
-                    pids.append(int(entry.name))
-            except (ProcessLookupError, PermissionError):
-                pass
-    return pids
-
-
-def _end_session(proc: subprocess.Popen) -> None:
-    """SIGTERM, then SIGKILL, every process of the session that `ray start` leads."""
-    sid = proc.pid
-    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        for pid in _session_pids(sid):
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and _session_pids(sid):
-            time.sleep(0.2)
-        if not _session_pids(sid):
-            break
-    proc.wait(timeout=10)
 
 
 class LocalCluster:
@@ -69,8 +33,8 @@ class LocalCluster:
     def __init__(self, env: dict[str, str]) -> None:
         self.env = env
         self.temp_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths
-        self.port = _free_port()
-        self.dashboard_port = _free_port()
+        self.port = free_port()
+        self.dashboard_port = free_port()
         self.nodes: list[subprocess.Popen] = []
 
     @property
@@ -82,13 +46,13 @@ class LocalCluster:
         return f"http://127.0.0.1:{self.dashboard_port}"
 
     def _start(self, args: list[str], log: str) -> subprocess.Popen:
-        # Worker ports below Linux's ephemeral range (32768-60999, where _free_port's come
+        # Worker ports below Linux's ephemeral range (32768-60999, where free_port's come
         # from) and above Ray's default range (10002-19999, other Ray instances).
         low = random.randrange(20000, 32400, 200)
         common = [
             "--block", "--num-cpus=2", "--disable-usage-stats", "--node-ip-address=127.0.0.1",
             f"--min-worker-port={low}", f"--max-worker-port={low + 150}",
-            f"--dashboard-agent-listen-port={_free_port()}", f"--metrics-export-port={_free_port()}",
+            f"--dashboard-agent-listen-port={free_port()}", f"--metrics-export-port={free_port()}",
         ]  # fmt: skip
         with open(Path(self.temp_dir) / log, "w") as out:  # the child keeps its own descriptor
             proc = subprocess.Popen(
@@ -104,7 +68,7 @@ class LocalCluster:
     def start_head(self) -> None:
         head = self._start(
             [
-                "--head", f"--port={self.port}", f"--ray-client-server-port={_free_port()}",
+                "--head", f"--port={self.port}", f"--ray-client-server-port={free_port()}",
                 "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={self.dashboard_port}",
                 f"--temp-dir={self.temp_dir}",
             ],
@@ -126,12 +90,12 @@ class LocalCluster:
 
     def stop_workers(self) -> None:
         for proc in self.nodes[1:]:
-            _end_session(proc)
+            stop_session(proc)
         del self.nodes[1:]
 
     def stop(self) -> None:
         for proc in reversed(self.nodes):
-            _end_session(proc)
+            stop_session(proc)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 

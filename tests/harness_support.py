@@ -1,5 +1,6 @@
-"""Helpers of the fault tests: the harness CLI in a subprocess, a real MLflow server on
-127.0.0.1, Tune's record of trial states, and exact process clean-up.
+"""Helpers shared by the tests (importable as ``harness_support``: pytest puts ``tests/`` on
+the path for its conftest): the tiny study, the harness CLI in a subprocess, a real MLflow
+server on 127.0.0.1, Tune's record of trial states, and exact process clean-up.
 
 Processes are always started in a session of their own and ended by that session id
 (every process of the session, nothing else): never `ray stop` or a kill by name, which
@@ -21,9 +22,9 @@ from typing import Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
-#: The tiny study of these tests: nano model, T=32, 10 steps, one CPU per trial.
+#: The tiny study: nano model, T=32, 10 steps, one CPU per trial, 2 variants x 2 seeds.
 TINY: dict[str, Any] = {
     "name": "tiny",
     "datasets": ["tinyshakespeare"],
@@ -130,6 +131,13 @@ def end_session(sid: int, *, grace: float = 5.0) -> dict[int, str]:
         if not session_processes(sid):
             break
     return left
+
+
+def stop_session(proc: subprocess.Popen, *, grace: float = 5.0) -> None:
+    """End a process started with ``start_new_session=True`` and everything it started
+    (its whole session, nothing else), then reap it."""
+    end_session(proc.pid, grace=grace)
+    proc.wait(timeout=10)
 
 
 def wait_until(predicate, *, timeout: float, interval: float = 0.2, what: str = "condition") -> Any:
