@@ -172,6 +172,14 @@ class CharTransformer(nn.Module):
             "alpha": torch.stack([g.alpha.detach() for g in gates]).clone(),
         }
 
+    def wavelet_parameters(self) -> dict[str, Tensor]:
+        """The learned Morlet gate filter per layer, ``{"omega": [L], "sigma": [L]}``
+        (``morlet-param`` only; {} for every other gate, whose filters are fixed)."""
+        per_layer = [p for g in self.key_gates() if (p := getattr(g, "wavelet_parameters", dict)())]
+        if not per_layer:
+            return {}
+        return {name: torch.stack([p[name] for p in per_layer]).clone() for name in per_layer[0]}
+
     def mope_parameters(self) -> dict[str, Tensor]:
         """MOPE's ``{"omega": [d/2], "sigma": [d/2]}`` ({} without MOPE)."""
         if not isinstance(self.position, MorletPositionalEncoding):

@@ -24,6 +24,10 @@ def train_command(
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Optimizer steps. (default: 5000)"),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Training batch size. (default: 64)"),
     lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate (cosine to min_lr). (default: 1e-3)"),
+    dropout: Optional[float] = typer.Option(None, "--dropout", help="Dropout on embeddings, residuals and MLP. (default: 0.2)"),
+    attention_dropout: Optional[float] = typer.Option(
+        None, "--attention-dropout", help="Dropout on attention weights; 0 is much faster on CPU. (default: --dropout)"
+    ),
     eval_every: Optional[int] = typer.Option(None, "--eval-every", help="Evaluate (and checkpoint) every K steps. (default: 250)"),
     eval_windows: Optional[int] = typer.Option(None, "--eval-windows", help="Fixed evaluation windows per split. (default: 256)"),
     tracking_uri: Optional[str] = typer.Option(
@@ -54,6 +58,8 @@ def train_command(
         "max_steps": max_steps,
         "batch_size": batch_size,
         "lr": lr,
+        "dropout": dropout,
+        "attention_dropout": attention_dropout,
         "eval_every": eval_every,
         "eval_windows": eval_windows,
         "tracking_uri": tracking_uri,

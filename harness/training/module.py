@@ -115,6 +115,7 @@ def build_char_model(config: TrainConfig, vocab_size: int) -> Any:
         vocab_size=vocab_size,
         block_size=config.context_length,
         dropout=config.dropout,
+        attention_dropout=config.attention_dropout,
         **overrides,
     )
 
@@ -310,13 +311,18 @@ class CharLMModule(LightningModule):
     @torch.no_grad()
     def parameter_telemetry(self) -> dict[str, float]:
         """Gate parameters per layer and head (``gate/tau/l0h3``, ``gate/alpha/l0h3``, ...,
-        their means ``gate/tau_mean``), MOPE omega/sigma summaries (``mope/omega_mean`` ...)."""
+        their means ``gate/tau_mean``), the learned Morlet gate filter per layer
+        (``gate/morlet_omega/l0``, ``gate/morlet_sigma/l0``), MOPE omega/sigma summaries
+        (``mope/omega_mean`` ...)."""
         metrics: dict[str, float] = {}
         for name, values in self.model.gate_parameters().items():
             values = values.detach().float().cpu()  # (L, H)
             for (layer, head), v in np.ndenumerate(values.numpy().reshape(values.shape[0], -1)):
                 metrics[f"gate/{name}/l{layer}h{head}"] = float(v)
             metrics[f"gate/{name}_mean"] = float(values.mean())
+        for name, values in self.model.wavelet_parameters().items():  # (L,): one filter per layer
+            for layer, v in enumerate(values.detach().float().cpu().tolist()):
+                metrics[f"gate/morlet_{name}/l{layer}"] = float(v)
         for name, values in self.model.mope_parameters().items():
             values = values.detach().float().cpu()
             metrics[f"mope/{name}_mean"] = float(values.mean())

@@ -60,6 +60,7 @@ TRAJECTORY_FIELDS = (
     "beta2",
     "grad_clip",
     "dropout",
+    "attention_dropout",
     "eval_every",
     "eval_windows",
 )
@@ -304,8 +305,8 @@ def _step_progress_bar() -> Any:
 def write_run_tables(directory: Path, *, model: Any | None, window_losses: Mapping[str, Any]) -> list[Path]:
     """Write a run's tables as parquet into ``directory`` and return their paths:
     ``window_losses.parquet`` (``split, window, loss``; skipped when there are none, e.g.
-    for a diverged run), ``gate_parameters.parquet`` (``layer, head, tau, alpha ...`` per
-    head) and ``mope_parameters.parquet`` (``dimension, omega, sigma``), the last two from
+    for a diverged run), ``gate_parameters.parquet`` (``layer, head, tau, alpha`` per
+    head, plus ``morlet_omega, morlet_sigma`` of the layer for a learned Morlet gate) and ``mope_parameters.parquet`` (``dimension, omega, sigma``), the last two from
     ``model`` when it has them. Shared by ``harness train`` and the study trainable so
     both record the same files and columns."""
     import polars as pl
@@ -327,6 +328,8 @@ def write_run_tables(directory: Path, *, model: Any | None, window_losses: Mappi
         L, H = next(iter(gates.values())).shape[:2]
         frame = {"layer": np.repeat(np.arange(L), H), "head": np.tile(np.arange(H), L)}
         frame.update({name: values.reshape(-1).astype(np.float64) for name, values in gates.items()})
+        for name, values in model.wavelet_parameters().items():  # one Morlet filter per layer: (L,) -> (L*H,)
+            frame[f"morlet_{name}"] = np.repeat(values.detach().float().cpu().numpy().astype(np.float64), H)
         paths.append(directory / "gate_parameters.parquet")
         pl.DataFrame(frame).write_parquet(paths[-1])
     mope = {k: v.detach().float().cpu().numpy().reshape(-1).astype(np.float64) for k, v in model.mope_parameters().items()}

@@ -101,6 +101,21 @@ def test_gate_and_mope_parameters_for_logging():
     assert set(mope) == {"omega", "sigma"} and mope["omega"].shape == (128,) and bool((mope["sigma"] > 0).all())
     baseline = build_model("baseline", vocab_size=65, block_size=64)
     assert baseline.gate_parameters() == {} and baseline.mope_parameters() == {}
+    assert model.wavelet_parameters() == {} and baseline.wavelet_parameters() == {}
+    assert build_model("ega-morlet-fixed", vocab_size=65, block_size=64).wavelet_parameters() == {}  # nothing learned
+
+
+def test_learned_morlet_gate_parameters_per_layer():
+    from harness.models.gates import MORLET_OMEGA_INIT, MORLET_SIGMA_INIT
+
+    model = build_model("ega-morlet-param", size="paper", vocab_size=65, block_size=64)
+    wavelet = model.wavelet_parameters()
+    assert set(wavelet) == {"omega", "sigma"} and wavelet["omega"].shape == (6,) and not wavelet["sigma"].requires_grad
+    torch.testing.assert_close(wavelet["omega"], torch.full((6,), float(MORLET_OMEGA_INIT)))
+    torch.testing.assert_close(wavelet["sigma"], torch.full((6,), float(MORLET_SIGMA_INIT)))
+    with torch.no_grad():
+        model.blocks[2].attn.gate.log_sigma.fill_(0.0)
+    assert model.wavelet_parameters()["sigma"][2] == 1.0  # sigma = exp(log_sigma), read live
 
 
 def test_model_attributes_tied_embeddings_and_weight_decay_split():

@@ -56,6 +56,7 @@ def test_acceptance_command(tmp_path: Path, sqlite_tracking_uri: str, shared_dat
         (["--variant", "baseline", "--max-steps", "0"], "max_steps"),
         (["--variant", "baseline", "--position", "fourier"], "fourier"),
         (["--variant", "baseline", "--tau-init", "0.3"], "tau_init"),
+        (["--variant", "baseline", "--attention-dropout", "1.5"], "attention_dropout"),
         (["--dataset", "tinyshakespeare"], "--variant is required"),
     ],
 )

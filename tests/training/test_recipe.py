@@ -10,7 +10,7 @@ import torch
 from scipy import stats
 
 from harness.training.config import TrainConfig
-from harness.training.module import _auc_from_histograms, learning_rate, optimizer_groups, step_seed
+from harness.training.module import _auc_from_histograms, build_char_model, learning_rate, optimizer_groups, step_seed
 
 
 def test_learning_rate_is_nanogpt_warmup_then_cosine() -> None:
@@ -111,3 +111,14 @@ def test_eval_windows_are_fixed_and_content_mask_aligned(tmp_path) -> None:
         for w in batch["window"].tolist():
             seen[(batch["split"], w)] = seen.get((batch["split"], w), 0) + 1
     assert seen == {(s, i): 1 for s in ("val", "train", "test") for i in range(7)}
+
+
+def test_attention_dropout_defaults_to_dropout_and_can_be_set_apart() -> None:
+    def attention_p(**fields) -> set[float]:
+        model = build_char_model(TrainConfig(variant="ega-mope", context_length=32, **fields), vocab_size=11)
+        return {block.attn.attention_dropout for block in model.blocks}
+
+    assert attention_p(dropout=0.2) == {0.2}  # the papers' recipe: the same dropout everywhere
+    assert attention_p(dropout=0.2, attention_dropout=0.0) == {0.0}  # CPU-friendly: SDPA's fused kernel
+    with pytest.raises(ValueError, match="attention_dropout"):
+        TrainConfig(variant="ega", attention_dropout=1.0)

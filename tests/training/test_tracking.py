@@ -28,3 +28,29 @@ def test_deleted_experiment_is_refused_by_train_and_study(sqlite_tracking_uri: s
         prepare_tracking(sqlite_tracking_uri, "gone")
     with pytest.raises(InputError, match=r"is deleted; restore it .* set tracking.experiment in the spec"):
         StudyRecorder(sqlite_tracking_uri, "gone").connect()
+
+
+def test_learned_morlet_gate_is_logged_per_layer(tmp_path: Path) -> None:
+    """ega-morlet-param learns one Morlet filter (omega, sigma) per layer: it appears in the
+    telemetry metrics and, per layer and head, in gate_parameters.parquet."""
+    import numpy as np
+    import polars as pl
+    import torch
+
+    from harness.models import build_model
+    from harness.training.config import TrainConfig
+    from harness.training.module import CharLMModule
+    from harness.training.run import write_run_tables
+
+    model = build_model("ega-morlet-param", vocab_size=11, block_size=32)  # nano: 2 layers x 2 heads
+    with torch.no_grad():
+        model.blocks[1].attn.gate.log_sigma.fill_(np.log(3.0))
+    config = TrainConfig(variant="ega-morlet-param", context_length=32)
+    metrics = CharLMModule(config, vocab_size=11, model=model).parameter_telemetry()
+    assert metrics["gate/morlet_sigma/l1"] == pytest.approx(3.0) and metrics["gate/morlet_sigma/l0"] == pytest.approx(2.0)
+    assert {"gate/morlet_omega/l0", "gate/morlet_omega/l1", "gate/tau/l1h1"} <= set(metrics)
+
+    (path,) = write_run_tables(tmp_path, model=model, window_losses={})
+    table = pl.read_parquet(path)
+    assert table.columns == ["layer", "head", "tau", "alpha", "morlet_omega", "morlet_sigma"]
+    assert table["morlet_sigma"].to_list() == pytest.approx([2.0, 2.0, 3.0, 3.0])
