@@ -8,10 +8,12 @@ storage asynchronously. A driver killed in between leaves a snapshot whose lates
 checkpoint no longer exists, and ``Tuner.restore`` then fails the trial on every retry
 with "Could not recover from checkpoint as it does not exist on storage anymore".
 
-Only older checkpoints are ever deleted, so the trial's newest ``checkpoint_*`` folder
-on storage is the one whose registration deleted the stale one: it is complete (Tune
-persists a checkpoint before reporting it) and newer than what the snapshot holds.
-:func:`repair_stale_checkpoints` points each stale reference at it before the resume.
+Only older checkpoints are ever deleted, so a newer checkpoint of the trial is on storage:
+the one whose registration deleted the stale one. Complete checkpoints are told from one
+being written when the driver died by the trial's ``result.json``: a worker persists a
+checkpoint before it reports the result naming it (``checkpoint_dir_name``), and the
+driver logs that result before it registers the checkpoint. :func:`repair_stale_checkpoints`
+points each stale reference at the newest reported checkpoint before the resume.
 
 The snapshot stores each trial's checkpoint manager as a cloudpickle blob inside the
 JSON (``TuneFunctionEncoder``); decoding it runs pickle on the study's own storage,
@@ -31,9 +33,29 @@ log = logging.getLogger(__name__)
 _CHECKPOINT_DIR = re.compile(r"^checkpoint_(\d+)$")
 
 
-def newest_checkpoint_dir(fs: Any, trial_dir: str) -> str | None:
+def reported_checkpoints(fs: Any, trial_dir: str) -> set[str] | None:
+    """Names of the checkpoints the trial reported (``checkpoint_dir_name`` of the rows of
+    its ``result.json``): each was fully persisted. None when there is no ``result.json``
+    (Tune's JSON logger turned off)."""
+    try:
+        with fs.open_input_stream(f"{trial_dir}/result.json") as f:
+            text = f.read().decode(errors="replace")
+    except (OSError, FileNotFoundError):
+        return None
+    names = set()
+    for line in text.splitlines():
+        try:
+            name = json.loads(line).get("checkpoint_dir_name")
+        except (ValueError, AttributeError):  # a line cut short by the kill
+            continue
+        if isinstance(name, str):
+            names.add(name)
+    return names
+
+
+def newest_checkpoint_dir(fs: Any, trial_dir: str, *, among: set[str] | None = None) -> str | None:
     """The ``checkpoint_<n>`` folder with the largest ``n`` under ``trial_dir`` (a path
-    on ``fs``), or None when there is none."""
+    on ``fs``), only those named in ``among`` if given; None when there is none."""
     import pyarrow.fs
 
     try:
@@ -43,7 +65,9 @@ def newest_checkpoint_dir(fs: Any, trial_dir: str) -> str | None:
     numbered = [
         (int(m.group(1)), info.path)
         for info in infos
-        if info.type == pyarrow.fs.FileType.Directory and (m := _CHECKPOINT_DIR.match(info.base_name))
+        if info.type == pyarrow.fs.FileType.Directory
+        and (m := _CHECKPOINT_DIR.match(info.base_name))
+        and (among is None or info.base_name in among)
     ]
     return max(numbered)[1] if numbered else None
 
@@ -55,8 +79,8 @@ def _exists(fs: Any, path: str) -> bool:
 
 
 def _repair_manager(manager: Any) -> tuple[str, str] | None:
-    """Point a trial checkpoint manager's missing latest checkpoint at the newest one on
-    storage; returns (old path, new path) when it changed something."""
+    """Point a trial checkpoint manager's missing latest checkpoint at the newest reported
+    one on storage; returns (old path, new path) when it changed something."""
     from ray.tune import Checkpoint
 
     latest = getattr(manager, "_latest_checkpoint_result", None)
@@ -64,7 +88,8 @@ def _repair_manager(manager: Any) -> tuple[str, str] | None:
     if checkpoint is None or _exists(checkpoint.filesystem, checkpoint.path):
         return None
     trial_dir = checkpoint.path.rstrip("/").rsplit("/", 1)[0]
-    newest = newest_checkpoint_dir(checkpoint.filesystem, trial_dir)
+    fs = checkpoint.filesystem
+    newest = newest_checkpoint_dir(fs, trial_dir, among=reported_checkpoints(fs, trial_dir))
     if newest is None or newest == checkpoint.path:
         return None
     old_path = checkpoint.path

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ray import cloudpickle, tune
 
-from harness.studies.tune_state import newest_checkpoint_dir, repair_stale_checkpoints
+from harness.studies.tune_state import newest_checkpoint_dir, repair_stale_checkpoints, reported_checkpoints
 
 # Ray's workers cannot import this test module: ship the trainable by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -53,11 +53,15 @@ def test_stale_checkpoint_reference_is_repointed_and_the_trial_resumes(tmp_path:
     trial_dir = Path(result.path)
     assert [p.name for p in trial_dir.glob("checkpoint_*")] == ["checkpoint_000002"]
 
-    # The race: Tune registered a newer checkpoint (step 9) and deleted checkpoint_000002,
-    # and the driver died before the snapshot that would name the new one.
+    # The race: the trial reported a newer checkpoint (step 9; its result is in result.json),
+    # Tune registered it and deleted checkpoint_000002, the worker began writing the next
+    # one, and the driver died before the snapshot that would name checkpoint_000003.
     newer = trial_dir / "checkpoint_000003"
     (trial_dir / "checkpoint_000002").rename(newer)
     (newer / "state.json").write_text(json.dumps({"step": 9}))
+    with open(trial_dir / "result.json", "a") as f:
+        f.write(json.dumps({"step": 9, "checkpoint_dir_name": newer.name}) + "\n")
+    (trial_dir / "checkpoint_000004").mkdir()  # being written, never reported: not complete
 
     changed = repair_stale_checkpoints(str(tmp_path / "exp"))
     assert changed == [(str(trial_dir / "checkpoint_000002"), str(newer))]
@@ -69,12 +73,20 @@ def test_stale_checkpoint_reference_is_repointed_and_the_trial_resumes(tmp_path:
     assert result.metrics["start"] == 10 and result.metrics["step"] == 12
 
 
-def test_newest_checkpoint_dir_orders_by_number_not_name(tmp_path: Path) -> None:
+def test_newest_checkpoint_dir_orders_by_number_and_keeps_to_reported_ones(tmp_path: Path) -> None:
     import pyarrow.fs
 
-    for name in ("checkpoint_000009", "checkpoint_000010", "checkpoint_tmp", "other"):
+    for name in ("checkpoint_000009", "checkpoint_000010", "checkpoint_000100", "checkpoint_tmp", "other"):
         (tmp_path / name).mkdir()
-    (tmp_path / "checkpoint_000011").write_text("a file, not a checkpoint")
+    (tmp_path / "checkpoint_000101").write_text("a file, not a checkpoint")
     fs = pyarrow.fs.LocalFileSystem()
-    assert newest_checkpoint_dir(fs, str(tmp_path)) == str(tmp_path / "checkpoint_000010")
+    assert newest_checkpoint_dir(fs, str(tmp_path)) == str(tmp_path / "checkpoint_000100")
     assert newest_checkpoint_dir(fs, str(tmp_path / "missing")) is None
+
+    assert reported_checkpoints(fs, str(tmp_path)) is None  # no result.json
+    rows = [{"step": 1, "checkpoint_dir_name": "checkpoint_000009"}, {"step": 2, "checkpoint_dir_name": None},
+            {"step": 3, "checkpoint_dir_name": "checkpoint_000010"}]  # fmt: skip
+    (tmp_path / "result.json").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 4, "checkpo')
+    reported = reported_checkpoints(fs, str(tmp_path))
+    assert reported == {"checkpoint_000009", "checkpoint_000010"}  # the line cut by the kill is skipped
+    assert newest_checkpoint_dir(fs, str(tmp_path), among=reported) == str(tmp_path / "checkpoint_000010")
