@@ -383,11 +383,18 @@ class StudyRecorder:
         return True
 
     def ui_url(self, host: str = "127.0.0.1", port: int = 5000) -> str | None:
-        """Where ``harness ui`` shows the parent run."""
+        """Where the MLflow UI (``harness ui``, or the tracking server itself) shows the
+        parent run, in MLflow 3's "Model training" view (``workflowType``; its default is
+        the GenAI view). Never with the URI's credentials: the browser asks for them."""
         if self.parent_run_id is None or self.experiment_id is None:
             return None
-        base = self.tracking_uri if urlparse(self.tracking_uri).scheme in ("http", "https") else f"http://{host}:{port}"
-        return f"{base.rstrip('/')}/#/experiments/{self.experiment_id}/runs/{self.parent_run_id}"
+        parsed = urlparse(self.tracking_uri)
+        if parsed.scheme in ("http", "https"):
+            base = parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[-1], query="", fragment="").geturl()
+        else:
+            base = f"http://{host}:{port}"
+        run = f"/#/experiments/{self.experiment_id}/runs/{self.parent_run_id}"
+        return f"{base.rstrip('/')}{run}?workflowType=machine_learning"
 
 
 def _text(value: Any) -> str:

@@ -62,6 +62,7 @@ def test_readme_command_then_the_report_in_the_mlflow_ui(tmp_path: Path, shared_
     assert sorted(p.name for p in work.iterdir()) == ["mlartifacts", "mlflow.db", "results", "studies"]
     ui_line = next(line for line in out.stdout.splitlines() if line.startswith("View it: "))
     assert ui_line.startswith("View it: harness ui  ->  http://127.0.0.1:5000/#/experiments/"), ui_line
+    assert ui_line.endswith("?workflowType=machine_learning"), ui_line  # MLflow 3's "Model training" view
 
     uri = f"sqlite:///{work / 'mlflow.db'}"
     client = MlflowClient(uri)
