@@ -72,7 +72,8 @@ def ui(
         raise InputError(f"no MLflow database at {uri}: run a study first (harness run studies/smoke.yaml) or pass --tracking-uri")
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": os.environ.get("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")}
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", host, "--port", str(port), "--workers", "1"]
-    typer.echo(f"MLflow UI for {uri}: http://{host}:{port}  (Ctrl-C stops it)")
+    # The experiments in MLflow 3's "Model training" view (its default view is GenAI's).
+    typer.echo(f"MLflow UI for {uri}: http://{host}:{port}/#/experiments?workflowType=machine_learning  (Ctrl-C stops it)")
     try:
         raise typer.Exit(subprocess.call(cmd, env=env))
     except KeyboardInterrupt:

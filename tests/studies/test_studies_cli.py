@@ -4,13 +4,13 @@ nothing behind (no MLflow database or run, no Tune directory); --dry-run starts 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from harness_support import free_port, stop_session
 
 
 def _harness(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
@@ -23,12 +23,6 @@ def _harness(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: 
 
 def _left_behind(directory: Path, spec: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if p != spec)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.parametrize(
@@ -73,7 +67,7 @@ def test_gpu_request_on_a_cluster_without_gpus(tmp_path: Path, tiny: dict, share
 
 def test_unreachable_address(tmp_path: Path, write_spec) -> None:
     spec = write_spec()
-    port = _free_port()
+    port = free_port()
     out = _harness("run", str(spec), "--address", f"127.0.0.1:{port}", cwd=tmp_path, timeout=60)
     assert out.returncode == 2, out.stderr
     assert f"cannot reach the Ray cluster at 127.0.0.1:{port}" in out.stderr
@@ -121,7 +115,6 @@ def test_dry_run_prints_the_plan(tmp_path: Path, tiny: dict) -> None:
 def test_ui_serves_the_store_on_loopback(tmp_path: Path, write_spec) -> None:
     """`harness ui` starts the MLflow UI on 127.0.0.1 with the given store; it refuses a
     store that does not exist instead of creating an empty one."""
-    import signal
     import time
     import urllib.request
 
@@ -133,7 +126,7 @@ def test_ui_serves_the_store_on_loopback(tmp_path: Path, write_spec) -> None:
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     MlflowClient(uri).create_experiment("seen-in-ui")
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "ui", "--tracking-uri", uri, "--port", str(port)],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
@@ -156,12 +149,9 @@ def test_ui_serves_the_store_on_loopback(tmp_path: Path, write_spec) -> None:
         for line in listening.splitlines():  # State Recv-Q Send-Q Local:Port Peer:Port
             assert line.split()[3].startswith("127.0.0.1:"), listening
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_session(proc, grace=20)
+    printed = proc.stdout.read()
+    assert f"http://127.0.0.1:{port}/#/experiments?workflowType=machine_learning" in printed, printed
 
 
 def test_corrupt_corpus_exits_2_before_anything_starts(tmp_path: Path, write_spec) -> None:
