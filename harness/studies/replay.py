@@ -163,10 +163,10 @@ def record_study(
     import polars as pl
 
     from harness.studies.grid import expand_grid
-    from harness.studies.runner import STUDY_FILE, _filesystem, _read_json, parent_params, redact
+    from harness.studies.runner import STUDY_FILE, _filesystem, _read_json, parent_params
     from harness.studies.spec import parse_spec
     from harness.studies.tracking import StudyRecorder, default_tracking_uri, quick_failing_http
-    from harness.training.tracking import check_tracking_uri, harness_git_commit
+    from harness.training.tracking import check_tracking_uri, harness_git_commit, redact_uri
 
     study_dir = find_study_dir(study_dir) or str(study_dir)
     fs, root = _filesystem(study_dir)
@@ -201,7 +201,7 @@ def record_study(
     def check() -> None:
         if recorder.broken is not None:
             raise InputError(
-                f"cannot record study {name} in MLflow at {redact(uri)} ({recorder.broken}); is the tracking server up? "
+                f"cannot record study {name} in MLflow at {redact_uri(uri)} ({recorder.broken}); is the tracking server up? "
                 "Nothing is lost: run the same command again once it is (it adds only what is missing)"
             )
 
@@ -268,7 +268,7 @@ def record_study(
     say(
         f"MLflow: recorded study {name} from {study_dir} in parent run {recorder.parent_run_id} "
         f"({'created' if recorder.created_parent else 'continued'}; child runs: {created} created, {completed} completed, "
-        f"{unchanged} already complete) at {redact(uri)}"
+        f"{unchanged} already complete) at {redact_uri(uri)}"
     )
     return RecordOutcome(
         study=name,

@@ -39,6 +39,7 @@ from harness.errors import InputError
 from harness.studies.grid import Trial, expand_grid
 from harness.studies.spec import StudySpec, load_spec
 from harness.studies.tune_state import repair_stale_checkpoints
+from harness.training.tracking import redact_uri
 
 STUDY_FILE = "harness_study.json"
 DEFAULT_STORAGE = "results"
@@ -69,16 +70,6 @@ class StudyOutcome:
 
 
 # -- where things go ------------------------------------------------------------------------
-
-
-def redact(uri: str) -> str:
-    """A URI without its password (``http://user:secret@host`` -> ``http://user:***@host``):
-    URIs are printed and stored in the study directory, credentials must not be."""
-    parsed = urlparse(uri)
-    if parsed.password is None:
-        return uri
-    netloc = parsed.netloc.replace(f":{parsed.password}@", ":***@", 1)
-    return parsed._replace(netloc=netloc).geturl()
 
 
 def is_uri(path: str) -> bool:
@@ -761,7 +752,7 @@ def run_study(
                 "study": spec.name,
                 "study_run": study_run,
                 "spec_sha256": spec.sha256(),
-                "tracking_uri": redact(uri),
+                "tracking_uri": redact_uri(uri),
                 "experiment_id": recorder.experiment_id,
                 "parent_run_id": parent,
                 "trial_ids": [t.trial_id for t in trials],
@@ -823,15 +814,16 @@ def run_study(
         # The one warning came when the store failed; here is what to do about it.
         ui_url = None
         say(
-            f"MLflow: not recorded completely (the tracking store {redact(uri)} failed). Everything is kept in "
+            f"MLflow: not recorded completely (the tracking store {redact_uri(uri)} failed). Everything is kept in "
             f"{study_dir}; once the store is back, record it there with:\n"
-            f"  harness report {spec.name} --from {study_dir} --tracking-uri {redact(uri)}"
+            f"  harness report {spec.name} --from {study_dir} --tracking-uri {redact_uri(uri)}"
         )
     elif recorder.parent_run_id is not None:
-        say(f'MLflow: parent run {recorder.parent_run_id} in experiment "{spec.experiment_name()}" ({redact(uri)})')
+        say(f'MLflow: parent run {recorder.parent_run_id} in experiment "{spec.experiment_name()}" ({redact_uri(uri)})')
         default_store = tracking_uri is None and spec.tracking.uri is None and "MLFLOW_TRACKING_URI" not in os.environ
-        ui_cmd = "harness ui" if default_store else f"harness ui --tracking-uri {redact(uri)}"
-        say(f"View it: {ui_cmd}  ->  {ui_url}" if urlparse(uri).scheme not in ("http", "https") else f"View it: {redact(ui_url or '')}")
+        ui_cmd = "harness ui" if default_store else f"harness ui --tracking-uri {redact_uri(uri)}"
+        # The link never holds credentials (StudyRecorder.ui_url drops them).
+        say(f"View it: {ui_cmd}  ->  {ui_url}" if urlparse(uri).scheme not in ("http", "https") else f"View it: {ui_url}")
     return StudyOutcome(
         study=spec.name,
         status=status,

@@ -44,7 +44,7 @@ from urllib.parse import urlparse
 from ray.tune import Callback
 
 from harness.errors import InputError
-from harness.training.tracking import ensure_experiment
+from harness.training.tracking import ensure_experiment, redact_uri
 
 # MLflow REST/SQL batch limits.
 _MAX_METRICS = 1000
@@ -84,8 +84,6 @@ class StudyRecorder:
 
     # pickling (Tune stores its callbacks): live clients stay behind
     def __getstate__(self) -> dict[str, Any]:
-        from harness.training.tracking import redact_uri
-
         state = self.__dict__.copy()
         state["_client"] = None
         state["_warn"] = None
@@ -111,12 +109,11 @@ class StudyRecorder:
         return self.broken is None and self.experiment_id is not None
 
     def _fail(self, what: str, exc: BaseException) -> None:
-        from harness.studies.runner import redact
 
         if self.broken is None:
             self.broken = f"{type(exc).__name__}: {exc}"
             self._warn(
-                f"MLflow at {redact(self.tracking_uri)} failed while {what} ({self.broken}). The study goes on without "
+                f"MLflow at {redact_uri(self.tracking_uri)} failed while {what} ({self.broken}). The study goes on without "
                 "MLflow; every result is kept in the study's storage directory (results.parquet, Tune's trial "
                 "results). Record it in MLflow later with `harness report` once the store is back (the command is printed "
                 "when the study ends)."
@@ -157,10 +154,9 @@ class StudyRecorder:
             if urlparse(self.tracking_uri).scheme in ("http", "https", "databricks"):
                 self.experiment_id = None
                 self.broken = f"{type(exc).__name__}: {exc}"
-                from harness.studies.runner import redact
-
+        
                 self._warn(
-                    f"cannot reach the MLflow tracking server {redact(self.tracking_uri)} ({self.broken}). The study runs "
+                    f"cannot reach the MLflow tracking server {redact_uri(self.tracking_uri)} ({self.broken}). The study runs "
                     "without MLflow; results are kept in its storage directory. Record them in MLflow later with "
                     "`harness report` once the server is up (the command is printed when the study ends)."
                 )
@@ -399,8 +395,6 @@ class StudyRecorder:
 
 def _text(value: Any) -> str:
     """A param or tag value as MLflow stores it, without the password of any URI in it."""
-    from harness.training.tracking import redact_uri
-
     return "None" if value is None else redact_uri(str(value))
 
 

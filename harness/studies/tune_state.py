@@ -85,15 +85,16 @@ def _repair_manager(manager: Any) -> tuple[str, str] | None:
 
     latest = getattr(manager, "_latest_checkpoint_result", None)
     checkpoint = getattr(latest, "checkpoint", None)
-    if checkpoint is None or _exists(checkpoint.filesystem, checkpoint.path):
+    if checkpoint is None:
         return None
-    trial_dir = checkpoint.path.rstrip("/").rsplit("/", 1)[0]
-    fs = checkpoint.filesystem
+    fs, old_path = checkpoint.filesystem, checkpoint.path
+    if _exists(fs, old_path):
+        return None
+    trial_dir = old_path.rstrip("/").rsplit("/", 1)[0]
     newest = newest_checkpoint_dir(fs, trial_dir, among=reported_checkpoints(fs, trial_dir))
-    if newest is None or newest == checkpoint.path:
+    if newest is None or newest == old_path:
         return None
-    old_path = checkpoint.path
-    replacement = Checkpoint(path=newest, filesystem=checkpoint.filesystem)
+    replacement = Checkpoint(path=newest, filesystem=fs)
     # The latest result is also an entry of the kept list (same object after unpickling);
     # fix every entry whose folder is gone so Tune's bookkeeping stays consistent.
     for result in [latest, *getattr(manager, "_checkpoint_results", [])]:

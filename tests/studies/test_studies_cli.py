@@ -3,22 +3,12 @@ nothing behind (no MLflow database or run, no Tune directory); --dry-run starts 
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from harness_support import free_port, stop_session
-
-
-def _harness(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI", "HARNESS_STORAGE_PATH")}
-    environ.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "harness.cli", *args], cwd=cwd, env=environ, capture_output=True, text=True, timeout=timeout
-    )
+from harness_support import cli_env, free_port, harness_cmd, run_harness, stop_session
 
 
 def _left_behind(directory: Path, spec: Path) -> list[str]:
@@ -48,7 +38,7 @@ def test_bad_spec_exits_2_and_writes_nothing(tmp_path: Path, tiny: dict, text: s
         text = yaml.safe_dump(data)
     spec = tmp_path / "bad.yaml"
     spec.write_text(text)
-    out = _harness("run", str(spec), cwd=tmp_path)  # default tracking and storage: here
+    out = run_harness("run", str(spec), cwd=tmp_path)  # default tracking and storage: here
     assert out.returncode == 2, out.stderr
     assert expected in out.stderr
     assert "bad.yaml" in out.stderr
@@ -59,7 +49,7 @@ def test_bad_spec_exits_2_and_writes_nothing(tmp_path: Path, tiny: dict, text: s
 def test_gpu_request_on_a_cluster_without_gpus(tmp_path: Path, tiny: dict, shared_data_dir: Path) -> None:
     spec = tmp_path / "gpu.yaml"
     spec.write_text(yaml.safe_dump({**tiny, "resources": {"cpus": 1, "gpus": 0.5}}))
-    out = _harness("run", str(spec), cwd=tmp_path)
+    out = run_harness("run", str(spec), cwd=tmp_path)
     assert out.returncode == 2, out.stderr
     assert "resources.gpus is 0.5 per trial" in out.stderr and "has no GPUs" in out.stderr
     assert _left_behind(tmp_path, spec) == []
@@ -68,28 +58,28 @@ def test_gpu_request_on_a_cluster_without_gpus(tmp_path: Path, tiny: dict, share
 def test_unreachable_address(tmp_path: Path, write_spec) -> None:
     spec = write_spec()
     port = free_port()
-    out = _harness("run", str(spec), "--address", f"127.0.0.1:{port}", cwd=tmp_path, timeout=60)
+    out = run_harness("run", str(spec), "--address", f"127.0.0.1:{port}", cwd=tmp_path, timeout=60)
     assert out.returncode == 2, out.stderr
     assert f"cannot reach the Ray cluster at 127.0.0.1:{port}" in out.stderr
     assert _left_behind(tmp_path, spec) == []
     # RAY_ADDRESS is the same as --address (and a dashboard URL is explained, not tried).
-    out = _harness("run", str(spec), cwd=tmp_path, env={"RAY_ADDRESS": "http://127.0.0.1:8265"}, timeout=60)
+    out = run_harness("run", str(spec), cwd=tmp_path, env={"RAY_ADDRESS": "http://127.0.0.1:8265"}, timeout=60)
     assert out.returncode == 2 and "dashboard (job submission) address" in out.stderr
     assert _left_behind(tmp_path, spec) == []
 
 
 def test_resume_without_a_study(tmp_path: Path, write_spec) -> None:
     spec = write_spec()
-    out = _harness("run", str(spec), "--resume", cwd=tmp_path)
+    out = run_harness("run", str(spec), "--resume", cwd=tmp_path)
     assert out.returncode == 2 and "nothing to resume" in out.stderr
     assert _left_behind(tmp_path, spec) == []
 
 
 def test_unusable_tracking_uri_is_refused(tmp_path: Path, write_spec) -> None:
     spec = write_spec()
-    out = _harness("run", str(spec), "--tracking-uri", str(tmp_path / "mlruns"), cwd=tmp_path)
+    out = run_harness("run", str(spec), "--tracking-uri", str(tmp_path / "mlruns"), cwd=tmp_path)
     assert out.returncode == 2 and "file store" in out.stderr
-    out = _harness("run", str(spec), "--tracking-uri", f"sqlite:///{tmp_path}/missing/dir/mlflow.db", cwd=tmp_path)
+    out = run_harness("run", str(spec), "--tracking-uri", f"sqlite:///{tmp_path}/missing/dir/mlflow.db", cwd=tmp_path)
     assert out.returncode == 2 and "does not exist" in out.stderr
     assert _left_behind(tmp_path, spec) == []
 
@@ -97,7 +87,7 @@ def test_unusable_tracking_uri_is_refused(tmp_path: Path, write_spec) -> None:
 def test_dry_run_prints_the_plan(tmp_path: Path, tiny: dict) -> None:
     spec = tmp_path / "plan.yaml"
     spec.write_text(yaml.safe_dump({**tiny, "seeds": 2, "variants": ["baseline", "ega", "mope", "ega-mope"]}))
-    out = _harness("run", str(spec), "--dry-run", cwd=tmp_path)
+    out = run_harness("run", str(spec), "--dry-run", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert "Study tiny: 8 trials (4 variants x 2 seeds x nano x tinyshakespeare x T=32), 1 CPU each" in text
@@ -120,7 +110,7 @@ def test_ui_serves_the_store_on_loopback(tmp_path: Path, write_spec) -> None:
 
     from mlflow import MlflowClient
 
-    missing = _harness("ui", "--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}", cwd=tmp_path)
+    missing = run_harness("ui", "--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}", cwd=tmp_path)
     assert missing.returncode == 2 and "no MLflow database" in missing.stderr
     assert not (tmp_path / "none.db").exists()
 
@@ -128,8 +118,8 @@ def test_ui_serves_the_store_on_loopback(tmp_path: Path, write_spec) -> None:
     MlflowClient(uri).create_experiment("seen-in-ui")
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "ui", "--tracking-uri", uri, "--port", str(port)],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        harness_cmd("ui", "--tracking-uri", uri, "--port", str(port)),
+        cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 90
@@ -160,17 +150,17 @@ def test_corrupt_corpus_exits_2_before_anything_starts(tmp_path: Path, write_spe
     data.mkdir(parents=True)
     (data / "input.txt").write_text("not the corpus\n")
     env = {"HARNESS_DATA_DIR": str(tmp_path / "data"), "HARNESS_CACHE_DIR": str(tmp_path / "cache")}
-    out = _harness("run", str(spec), cwd=tmp_path, env=env)
+    out = run_harness("run", str(spec), cwd=tmp_path, env=env)
     assert out.returncode == 2, out.stderr
     assert "tinyshakespeare" in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "results").exists()
 
 
 def test_commands_are_registered(tmp_path: Path) -> None:
-    root = _harness("--help", cwd=tmp_path)
+    root = run_harness("--help", cwd=tmp_path)
     assert root.returncode == 0 and " run " in root.stdout and " ui " in root.stdout
-    bench = _harness("bench", "--help", cwd=tmp_path)
+    bench = run_harness("bench", "--help", cwd=tmp_path)
     assert bench.returncode == 0 and " study " in bench.stdout
-    run_help = _harness("run", "--help", cwd=tmp_path)
+    run_help = run_harness("run", "--help", cwd=tmp_path)
     for flag in ("--address", "--tracking-uri", "--storage-path", "--resume", "--dry-run"):
         assert flag in run_help.stdout
