@@ -66,11 +66,22 @@ def main() -> None:
             )
             print(
                 f"{variant:<12} {result.status:<9} {result.wall_time_s:8.1f} s  {result.tokens_per_s:12,.0f} tokens/s  "
-                f"val {result.final_val_loss:.4f}  best {result.best_val_loss:.4f}  train {result.final_train_loss:.4f}",
+                f"val {result.final_val_loss:.4f}  best {result.best_val_loss:.4f}  train "
+                f"{result.final_train_loss:.4f}",
                 flush=True,
             )
-    device = torch.cuda.get_device_name() if torch.cuda.is_available() and args.accelerator != "cpu" else platform.processor()
-    payload = {"benchmark": "train_paper", "size": args.size, "max_steps": args.max_steps, "device": device, "runs": rows}
+    device = (
+        torch.cuda.get_device_name()
+        if torch.cuda.is_available() and args.accelerator != "cpu"
+        else platform.processor()
+    )
+    payload = {
+        "benchmark": "train_paper",
+        "size": args.size,
+        "max_steps": args.max_steps,
+        "device": device,
+        "runs": rows,
+    }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(payload, indent=2) + "\n")
     print(f"wrote {args.output}")

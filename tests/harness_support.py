@@ -65,7 +65,9 @@ def free_port() -> int:
 def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a `harness` subprocess: this checkout first on the path, no
     tracking/storage/Ray settings inherited from the person running the tests."""
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI", "HARNESS_STORAGE_PATH")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI", "HARNESS_STORAGE_PATH")
+    }
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env.update(extra or {})
     return env
@@ -75,14 +77,21 @@ def harness_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "harness.cli", *args]
 
 
-def run_harness(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_harness(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """``harness ARGS`` to completion in its own session; whatever it leaves running in
     that session (it should leave nothing) is ended afterwards and listed in the result's
     ``left_running`` (pid -> command line)."""
     proc = subprocess.Popen(
-        harness_cmd(*args), cwd=cwd, env=cli_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        harness_cmd(*args),
+        cwd=cwd,
+        env=cli_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,
-    )  # fmt: skip
+    )
     left: dict[int, str] = {}
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -228,9 +237,21 @@ class MlflowServer:
     def start(self, timeout: float = 90) -> MlflowServer:
         self.root.mkdir(parents=True, exist_ok=True)
         cmd = [
-            sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
-            "--backend-store-uri", f"sqlite:///{self.db}", "--artifacts-destination", str(self.artifacts), "--workers", "1",
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--backend-store-uri",
+            f"sqlite:///{self.db}",
+            "--artifacts-destination",
+            str(self.artifacts),
+            "--workers",
+            "1",
+        ]
         env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
         with open(self.log, "a") as log:
             self.proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -12,5 +12,8 @@ def test_help_lists_commands() -> None:
 
 
 def test_importing_harness_has_no_side_effects() -> None:
-    code = "import harness, sys; assert 'ray' not in sys.modules and 'mlflow' not in sys.modules and 'torch' not in sys.modules"
+    code = (
+        "import harness, sys; "
+        "assert 'ray' not in sys.modules and 'mlflow' not in sys.modules and 'torch' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -71,14 +71,36 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from harness.analysis.contrasts import (effect_trend, effects_table, interaction_contrast, linear_contrast,
-                                            main_effect, multi_bootstrap, seeds_needed)
+    from harness.analysis.contrasts import (
+        effect_trend,
+        effects_table,
+        interaction_contrast,
+        linear_contrast,
+        main_effect,
+        multi_bootstrap,
+        seeds_needed,
+    )
     from harness.analysis.corpus import corpus_info_for
     from harness.analysis.mope import mope_scales
     from harness.analysis.report import Report, Verdict, build_report, format_verdict_table, log_report
-    from harness.analysis.results import (CELL_COLUMNS, RESULT_COLUMNS, find_study_run, mlflow_results_frame,
-                                          mope_sigma_frame, results_frame, window_losses_frame)
-    from harness.analysis.results_types import (AnalysisSettings, ConfidenceInterval, ContrastResult,
-                                                HeterogeneityResult, MopeScalesResult, OpenFractionResult,
-                                                SeedsNeededResult, TauStabilityResult, TrendResult)
+    from harness.analysis.results import (
+        CELL_COLUMNS,
+        RESULT_COLUMNS,
+        find_study_run,
+        mlflow_results_frame,
+        mope_sigma_frame,
+        results_frame,
+        window_losses_frame,
+    )
+    from harness.analysis.results_types import (
+        AnalysisSettings,
+        ConfidenceInterval,
+        ContrastResult,
+        HeterogeneityResult,
+        MopeScalesResult,
+        OpenFractionResult,
+        SeedsNeededResult,
+        TauStabilityResult,
+        TrendResult,
+    )
     from harness.analysis.tau import open_fraction_analysis, tau_heterogeneity, tau_runs, tau_stability, tost_pvalue

@@ -7,7 +7,7 @@ inside the command.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -16,20 +16,40 @@ def _sqlite_file(uri: str) -> Path | None:
     """The database file of a ``sqlite:///`` URI (None for other stores)."""
     if not uri.startswith("sqlite:///"):
         return None
-    return Path(uri[len("sqlite:///"):])
+    return Path(uri[len("sqlite:///") :])
 
 
 def report(
-    study: Annotated[str, typer.Argument(help="Study name (the spec's name: tag harness.study of its MLflow parent run).")],
-    tracking_uri: Annotated[Optional[str], typer.Option(
-        "--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db).")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Directory for the report files (default: reports/STUDY).")] = None,
-    from_path: Annotated[Optional[Path], typer.Option(
-        "--from", help="Read the results from a results.parquet or a study's Tune storage directory instead of MLflow; "
-        "a study directory is also recorded in MLflow (what a tracking outage kept out of it) unless --no-log.")] = None,
-    log: Annotated[bool, typer.Option("--log/--no-log", help="Log the report to the study's MLflow parent run.")] = True,
-    windows: Annotated[bool, typer.Option(
-        "--windows/--no-windows", help="Multi-bootstrap over evaluation windows (downloads each trial's window losses).")] = True,
+    study: Annotated[
+        str, typer.Argument(help="Study name (the spec's name: tag harness.study of its MLflow parent run).")
+    ],
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(
+            "--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)."
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Directory for the report files (default: reports/STUDY).")
+    ] = None,
+    from_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--from",
+            help="Read the results from a results.parquet or a study's Tune storage directory instead of MLflow; "
+            "a study directory is also recorded in MLflow (what a tracking outage kept out of it) unless --no-log.",
+        ),
+    ] = None,
+    log: Annotated[
+        bool, typer.Option("--log/--no-log", help="Log the report to the study's MLflow parent run.")
+    ] = True,
+    windows: Annotated[
+        bool,
+        typer.Option(
+            "--windows/--no-windows",
+            help="Multi-bootstrap over evaluation windows (downloads each trial's window losses).",
+        ),
+    ] = True,
 ) -> None:
     """Recompute a study's statistics (from MLflow, or --from a results table), write the
     report (HTML with embedded plots, PNGs, markdown, parquet tables) and log it to the
@@ -81,8 +101,10 @@ def report(
                 parent = None
     else:
         if not store_exists:
-            raise InputError(f"no MLflow database at {db} (tracking URI {uri}): pass --tracking-uri, "
-                             "or --from a results.parquet / study directory")
+            raise InputError(
+                f"no MLflow database at {db} (tracking URI {uri}): pass --tracking-uri, "
+                "or --from a results.parquet / study directory"
+            )
         df = mlflow_results_frame(uri, study)
         parent = find_study_run(uri, study)
 
@@ -100,8 +122,11 @@ def report(
                 spec = yaml.safe_load(Path(spec_path).read_text()) or {}
             settings = AnalysisSettings.from_mapping(spec.get("analysis"))
         except InputError as exc:
-            typer.secho(f"warning: the spec's analysis settings were not usable ({exc}); using defaults",
-                        fg=typer.colors.YELLOW, err=True)
+            typer.secho(
+                f"warning: the spec's analysis settings were not usable ({exc}); using defaults",
+                fg=typer.colors.YELLOW,
+                err=True,
+            )
         except Exception:  # noqa: BLE001 - no spec.yaml artifact: the defaults apply
             pass
         if from_path is None:
@@ -119,8 +144,15 @@ def report(
     datasets = df.get_column("dataset").drop_nulls().unique().to_list() if "dataset" in df.columns else []
     corpus_info = corpus_info_for(datasets)
     out_dir = out or Path("reports") / study
-    rep = build_report(df, settings=settings, out_dir=out_dir, window_losses=window_df, mope_sigmas=sigma_df,
-                       corpus_info=corpus_info, title=study)
+    rep = build_report(
+        df,
+        settings=settings,
+        out_dir=out_dir,
+        window_losses=window_df,
+        mope_sigmas=sigma_df,
+        corpus_info=corpus_info,
+        title=study,
+    )
     typer.echo(rep.verdict_table)
     for note in rep.notes:
         typer.echo(f"note: {note}")
@@ -129,8 +161,10 @@ def report(
         typer.echo(f"(no MLflow parent run of study {study!r} at {uri}: the report was not logged)")
     elif log:
         log_report(rep, run_id=parent.info.run_id, tracking_uri=uri)
-        typer.echo(f"MLflow: logged report/ and {len(rep.headline_metrics)} metrics to parent run "
-                   f"{parent.info.run_id} (experiment {parent.info.experiment_id}, {uri})")
+        typer.echo(
+            f"MLflow: logged report/ and {len(rep.headline_metrics)} metrics to parent run "
+            f"{parent.info.run_id} (experiment {parent.info.experiment_id}, {uri})"
+        )
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:

@@ -75,9 +75,7 @@ def _check_alternative(alternative: str) -> None:
         raise InputError(f"alternative must be 'two-sided', 'less' or 'greater', got {alternative!r}")
 
 
-def _seed_blocks(
-    df: pl.DataFrame, variants: Sequence[str], metric: str, by: Sequence[str] | None
-) -> _Blocks:
+def _seed_blocks(df: pl.DataFrame, variants: Sequence[str], metric: str, by: Sequence[str] | None) -> _Blocks:
     """Group the rows of ``variants`` into seed blocks, keeping only complete ones."""
     df = require_table(df)
     require_columns(df, ("variant", "seed", metric))
@@ -97,7 +95,11 @@ def _seed_blocks(
         design = ("study", "tau_init", "position", "gate", "scoring", "dataset", "size", "context_length")
         same = rows.filter(*(pl.col(k) == first[k] for k in key_cols))
         varying = [c for c in design if c in rows.columns and c not in key_cols and same.get_column(c).n_unique() > 1]
-        hint = f" (they differ in {', '.join(varying)}: filter the table or pass by=[...] to split cells)" if varying else ""
+        hint = (
+            f" (they differ in {', '.join(varying)}: filter the table or pass by=[...] to split cells)"
+            if varying
+            else ""
+        )
         raise InputError(f"{dup.height} duplicate trial(s) for one variant and seed in a cell, e.g. {block}{hint}")
     index = {v: j for j, v in enumerate(variants)}
     table: dict[tuple[tuple, Any], list[float | None]] = {}
@@ -130,7 +132,7 @@ def _per_seed(blocks: _Blocks, weights: np.ndarray) -> tuple[np.ndarray, tuple, 
     and the number of cells. A seed counts only when complete in every cell."""
     contrast = blocks.values @ weights if len(blocks.keys) else np.zeros(0)  # (n_blocks,)
     by_seed: dict[Any, dict[tuple, float]] = {}
-    for (cell, seed), c in zip(blocks.keys, contrast):
+    for (cell, seed), c in zip(blocks.keys, contrast, strict=False):
         by_seed.setdefault(seed, {})[cell] = float(c)
     n_cells = len(blocks.all_cells)
     dropped_seeds = {seed for _, seed in blocks.dropped}
@@ -141,8 +143,12 @@ def _per_seed(blocks: _Blocks, weights: np.ndarray) -> tuple[np.ndarray, tuple, 
             continue
         seeds.append(seed)
         values.append(float(np.mean([by_seed[seed][c] for c in blocks.all_cells])))
-    return (np.array(values, dtype=float), tuple(seeds),
-            tuple(sorted((s for s in dropped_seeds if s is not None), key=_sort_key)), max(n_cells, 1))
+    return (
+        np.array(values, dtype=float),
+        tuple(seeds),
+        tuple(sorted((s for s in dropped_seeds if s is not None), key=_sort_key)),
+        max(n_cells, 1),
+    )
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -156,13 +162,15 @@ def _bootstrap_interval(values: np.ndarray, confidence: float, n_resamples: int,
     method = "BCa" if len(values) >= BCA_MIN_SEEDS else "percentile"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # degenerate resamples: handled below
-        res = stats.bootstrap((values,), np.mean, n_resamples=n_resamples, confidence_level=confidence,
-                              method=method, rng=rng)
+        res = stats.bootstrap(
+            (values,), np.mean, n_resamples=n_resamples, confidence_level=confidence, method=method, rng=rng
+        )
         ci = res.confidence_interval
         if method == "BCa" and not (np.isfinite(ci.low) and np.isfinite(ci.high)):
             method = "percentile"
-            res = stats.bootstrap((values,), np.mean, n_resamples=n_resamples, confidence_level=confidence,
-                                  method=method, rng=rng)
+            res = stats.bootstrap(
+                (values,), np.mean, n_resamples=n_resamples, confidence_level=confidence, method=method, rng=rng
+            )
             ci = res.confidence_interval
     return ConfidenceInterval(float(ci.low), float(ci.high)), method
 
@@ -171,8 +179,13 @@ def _sign_flip_pvalue(values: np.ndarray, alternative: str, n_resamples: int, rn
     """Paired permutation test: under H0 each seed's contrast is as likely to have either
     sign. Exact (all 2^n sign patterns) when 2^n <= n_resamples, else random flips."""
     res = stats.permutation_test(
-        (values,), lambda x, axis: np.mean(x, axis=axis), permutation_type="samples", vectorized=True,
-        n_resamples=n_resamples, alternative=alternative, rng=rng,
+        (values,),
+        lambda x, axis: np.mean(x, axis=axis),
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=n_resamples,
+        alternative=alternative,
+        rng=rng,
     )
     return float(res.pvalue)
 
@@ -187,9 +200,16 @@ def _summarise(
 ) -> dict[str, Any]:
     """Estimate, t-interval, bootstrap interval and sign-flip p-value of per-seed values."""
     n = len(values)
-    out: dict[str, Any] = dict(estimate=math.nan, confidence_interval=None, pvalue=None,
-                               bootstrap_interval=None, bootstrap_method=None, permutation_pvalue=None,
-                               sd=None, message="")
+    out: dict[str, Any] = dict(
+        estimate=math.nan,
+        confidence_interval=None,
+        pvalue=None,
+        bootstrap_interval=None,
+        bootstrap_method=None,
+        permutation_pvalue=None,
+        sd=None,
+        message="",
+    )
     if n == 0:
         out["message"] = "no complete seed block: every seed lacks a finished trial of some variant"
         return out
@@ -208,7 +228,7 @@ def _summarise(
     out["bootstrap_interval"], out["bootstrap_method"] = _bootstrap_interval(values, confidence, n_resamples, rng)
     out["permutation_pvalue"] = _sign_flip_pvalue(values, alternative, n_resamples, rng)
     if n < 6 and alternative == "two-sided":
-        out["message"] = f"{n} seeds: the smallest possible sign-flip p-value is {2 / 2 ** n:.3g}"
+        out["message"] = f"{n} seeds: the smallest possible sign-flip p-value is {2 / 2**n:.3g}"
     return out
 
 
@@ -240,16 +260,29 @@ def _contrast(
         notes.append(f"dropped {len(dropped)} incomplete seed block(s) (seeds {', '.join(map(str, dropped))})")
     if n_cells > 1:
         notes.append(f"averaged over {n_cells} cells ({', '.join(blocks.cells)})")
-    cell = dict(zip(blocks.cells, blocks.all_cells[0])) if len(blocks.all_cells) == 1 else {}
+    cell = dict(zip(blocks.cells, blocks.all_cells[0], strict=False)) if len(blocks.all_cells) == 1 else {}
     method = f"paired t over seeds ({alternative}); bootstrap over seeds; sign-flip permutation"
     return ContrastResult(
-        name=name, kind=kind, metric=metric, n_seeds=len(values), per_seed=_readonly(values), seeds=seeds,
-        method=method, n_dropped=len(dropped), dropped_seeds=dropped, confidence=confidence, n_cells=n_cells,
-        cell=cell, message="; ".join(m for m in notes if m), **summary,
+        name=name,
+        kind=kind,
+        metric=metric,
+        n_seeds=len(values),
+        per_seed=_readonly(values),
+        seeds=seeds,
+        method=method,
+        n_dropped=len(dropped),
+        dropped_seeds=dropped,
+        confidence=confidence,
+        n_cells=n_cells,
+        cell=cell,
+        message="; ".join(m for m in notes if m),
+        **summary,
     )
 
 
-def interaction_weights(base: str = "baseline", a: str = "ega", b: str = "mope", ab: str = "ega-mope") -> dict[str, float]:
+def interaction_weights(
+    base: str = "baseline", a: str = "ega", b: str = "mope", ab: str = "ega-mope"
+) -> dict[str, float]:
     """I = L_a + L_b - L_base - L_ab (positive = superadditive)."""
     return {base: -1.0, a: 1.0, b: 1.0, ab: -1.0}
 
@@ -308,9 +341,18 @@ def interaction_contrast(
     names = (base, a, b, ab)
     if len(set(names)) != 4:
         raise InputError(f"interaction_contrast: base, a, b, ab must be four different variants, got {names}")
-    return _contrast(df, interaction_weights(base, a, b, ab), name=f"interaction {a} x {b}", kind="interaction",
-                     metric=metric, confidence=confidence, rng=rng, by=by, alternative=alternative,
-                     n_resamples=n_resamples)
+    return _contrast(
+        df,
+        interaction_weights(base, a, b, ab),
+        name=f"interaction {a} x {b}",
+        kind="interaction",
+        metric=metric,
+        confidence=confidence,
+        rng=rng,
+        by=by,
+        alternative=alternative,
+        n_resamples=n_resamples,
+    )
 
 
 def main_effect(
@@ -330,9 +372,18 @@ def main_effect(
     Same intervals and tests as :func:`interaction_contrast`."""
     if treatment == control:
         raise InputError(f"main_effect: treatment and control are the same variant {treatment!r}")
-    return _contrast(df, {control: 1.0, treatment: -1.0}, name=f"{treatment} vs {control}", kind="main_effect",
-                     metric=metric, confidence=confidence, rng=rng, by=by, alternative=alternative,
-                     n_resamples=n_resamples)
+    return _contrast(
+        df,
+        {control: 1.0, treatment: -1.0},
+        name=f"{treatment} vs {control}",
+        kind="main_effect",
+        metric=metric,
+        confidence=confidence,
+        rng=rng,
+        by=by,
+        alternative=alternative,
+        n_resamples=n_resamples,
+    )
 
 
 def linear_contrast(
@@ -351,8 +402,18 @@ def linear_contrast(
     the combined model). Main effect and interaction are special cases."""
     if not weights:
         raise InputError("linear_contrast: weights is empty")
-    return _contrast(df, dict(weights), name=name, kind="contrast", metric=metric, confidence=confidence,
-                     rng=rng, by=by, alternative=alternative, n_resamples=n_resamples)
+    return _contrast(
+        df,
+        dict(weights),
+        name=name,
+        kind="contrast",
+        metric=metric,
+        confidence=confidence,
+        rng=rng,
+        by=by,
+        alternative=alternative,
+        n_resamples=n_resamples,
+    )
 
 
 # ----------------------------------------------------------------------------- multi-bootstrap
@@ -388,8 +449,10 @@ def multi_bootstrap(
     require_columns(windows, ("variant", "seed", "window", loss), "window-loss table")
     cells = cell_columns(windows)
     if cells and windows.select(cells).unique().height > 1:
-        raise InputError(f"multi_bootstrap works on one cell; the window-loss table has several ({', '.join(cells)}): "
-                         "filter it to one")
+        raise InputError(
+            f"multi_bootstrap works on one cell; the window-loss table has several ({', '.join(cells)}): "
+            "filter it to one"
+        )
     if treatment is None:
         weights, name, kind = interaction_weights(base, a, b, ab), f"interaction {a} x {b}", "interaction"
     else:
@@ -400,8 +463,9 @@ def multi_bootstrap(
     if "status" in rows.columns:
         rows = rows.filter(~unfinished_mask(rows))
     rows = rows.filter(pl.col(loss).is_not_null() & pl.col(loss).is_finite())
-    all_seeds = sorted(set(windows.filter(pl.col("variant").is_in(list(variants))).get_column("seed").to_list()),
-                       key=_sort_key)
+    all_seeds = sorted(
+        set(windows.filter(pl.col("variant").is_in(list(variants))).get_column("seed").to_list()), key=_sort_key
+    )
     # windows common to every (variant, seed) of a complete seed
     per_seed: dict[Any, dict[str, dict[int, float]]] = {}
     for rec in rows.select("variant", "seed", "window", loss).iter_rows():
@@ -436,11 +500,20 @@ def multi_bootstrap(
     if dropped:
         notes.append(f"dropped {len(dropped)} incomplete seed block(s) (seeds {', '.join(map(str, dropped))})")
     return ContrastResult(
-        name=name, kind=kind, metric=f"{loss} (per window)", estimate=estimate, confidence_interval=ci, pvalue=None,
-        n_seeds=n_s, per_seed=_readonly(seed_values), seeds=tuple(seeds),
+        name=name,
+        kind=kind,
+        metric=f"{loss} (per window)",
+        estimate=estimate,
+        confidence_interval=ci,
+        pvalue=None,
+        n_seeds=n_s,
+        per_seed=_readonly(seed_values),
+        seeds=tuple(seeds),
         method=f"multi-bootstrap over {n_s} seeds x {n_w} windows, percentile, {n_resamples} replicates",
-        n_dropped=len(dropped), dropped_seeds=dropped,
-        sd=float(np.std(seed_values, ddof=1)) if n_s >= 2 else None, confidence=confidence,
+        n_dropped=len(dropped),
+        dropped_seeds=dropped,
+        sd=float(np.std(seed_values, ddof=1)) if n_s >= 2 else None,
+        confidence=confidence,
         message="; ".join(notes),
     )
 
@@ -497,7 +570,7 @@ def effects_table(
     groups = df.partition_by(list(cells), as_dict=True, maintain_order=True) if cells else {(): df}
     rows = []
     for key, cell_df in sorted(groups.items(), key=lambda kv: _sort_key(kv[0])):
-        cell = dict(zip(cells, key))
+        cell = dict(zip(cells, key, strict=False))
         in_cell = set(cell_df.get_column("variant").to_list())
         common = dict(metric=metric, confidence=confidence, rng=rng, by=cells, n_resamples=n_resamples)
         if control in in_cell:
@@ -506,8 +579,9 @@ def effects_table(
                     res = main_effect(cell_df, treatment, control, **common)
                     rows.append({**cell, "treatment": treatment, "control": control, **res.to_row()})
         if all(v in in_cell for v in factorial):
-            res = interaction_contrast(cell_df, base=settings.base, a=settings.a, b=settings.b, ab=settings.ab,
-                                       **common)
+            res = interaction_contrast(
+                cell_df, base=settings.base, a=settings.a, b=settings.b, ab=settings.ab, **common
+            )
             rows.append({**cell, "treatment": settings.ab, "control": settings.base, **res.to_row()})
     if not rows:
         raise InputError(f"no cell holds {control!r} and a treatment: nothing to compare")
@@ -515,8 +589,11 @@ def effects_table(
     pvals = table.get_column("pvalue").cast(pl.Float64).to_numpy()
     adjusted = np.full(len(pvals), np.nan)
     reject = np.zeros(len(pvals), dtype=bool)
-    families = (np.zeros(len(pvals), dtype=int) if holm_family == "table"
-                else np.unique(table.get_column("effect").to_numpy(), return_inverse=True)[1])
+    families = (
+        np.zeros(len(pvals), dtype=int)
+        if holm_family == "table"
+        else np.unique(table.get_column("effect").to_numpy(), return_inverse=True)[1]
+    )
     for fam in np.unique(families):
         idx = np.flatnonzero((families == fam) & np.isfinite(pvals))
         if len(idx):
@@ -525,7 +602,7 @@ def effects_table(
     # an interval that excludes 0 in one cell of many may not survive the correction: say so
     verdicts = [
         f"{v} — not significant after Holm" if "excludes 0" in v and np.isfinite(p) and not r else v
-        for v, p, r in zip(table.get_column("verdict").to_list(), adjusted, reject)
+        for v, p, r in zip(table.get_column("verdict").to_list(), adjusted, reject, strict=False)
     ]
     return table.with_columns(
         pl.Series("pvalue_holm", adjusted).fill_nan(None),
@@ -571,7 +648,9 @@ def effect_trend(
     """
     _check_confidence(confidence)
     if against not in ("params", "context_length") and against not in getattr(df, "columns", ()):
-        raise InputError(f"effect_trend: against must be 'params', 'context_length' or a numeric column, got {against!r}")
+        raise InputError(
+            f"effect_trend: against must be 'params', 'context_length' or a numeric column, got {against!r}"
+        )
     if method not in ("per-seed", "cluster"):
         raise InputError(f"effect_trend: method must be 'per-seed' or 'cluster', got {method!r}")
     if treatment is None:
@@ -594,21 +673,24 @@ def effect_trend(
     # x of each cell
     if against == "params":
         ref = df.filter(pl.col("variant") == reference)
-        xs = {tuple(k): float(np.nanmean(g.get_column("params").cast(pl.Float64).to_numpy()))
-              for k, g in (ref.partition_by(list(cells), as_dict=True).items())}
+        xs = {
+            tuple(k): float(np.nanmean(g.get_column("params").cast(pl.Float64).to_numpy()))
+            for k, g in (ref.partition_by(list(cells), as_dict=True).items())
+        }
     else:
         xs = {cell: float(cell[cells.index(against)]) for cell in blocks.all_cells}
     if any(not (x > 0) for c, x in xs.items() if c in blocks.all_cells):
         raise InputError(f"effect_trend: {against} must be positive in every cell to take its log")
     controls = [c for c in cells if c != against and not (against == "params" and c == "size")]
     points = []  # (seed, log x, y, control levels)
-    for (cell, seed), y in zip(blocks.keys, contrast):
-        cd = dict(zip(cells, cell))
+    for (cell, seed), y in zip(blocks.keys, contrast, strict=False):
+        cd = dict(zip(cells, cell, strict=False))
         points.append((seed, math.log(xs[cell]), float(y), tuple(cd[c] for c in controls)))
     distinct_x = sorted({p[1] for p in points})
     if len(distinct_x) < 2:
-        raise InputError(f"effect_trend: need at least 2 distinct values of {against} among complete cells, "
-                         f"got {len(distinct_x)}")
+        raise InputError(
+            f"effect_trend: need at least 2 distinct values of {against} among complete cells, got {len(distinct_x)}"
+        )
     levels = sorted({p[3] for p in points}, key=_sort_key)
 
     def design(pts) -> np.ndarray:
@@ -669,10 +751,21 @@ def effect_trend(
     if controls and len(levels) > 1:
         label += f", fixed effects for {', '.join(controls)}"
     return TrendResult(
-        effect=name, against=against, metric=metric, estimate=estimate, confidence_interval=ci, pvalue=pvalue,
-        n_seeds=len(used) if method == "per-seed" else len(seeds_all), per_seed=_readonly(slopes_arr),
-        seeds=tuple(used), method=label, intercept=intercept, x_values=_readonly(cell_x),
-        cell_estimates=_readonly(cell_est), n_dropped=len(blocks.dropped), confidence=confidence,
+        effect=name,
+        against=against,
+        metric=metric,
+        estimate=estimate,
+        confidence_interval=ci,
+        pvalue=pvalue,
+        n_seeds=len(used) if method == "per-seed" else len(seeds_all),
+        per_seed=_readonly(slopes_arr),
+        seeds=tuple(used),
+        method=label,
+        intercept=intercept,
+        x_values=_readonly(cell_x),
+        cell_estimates=_readonly(cell_est),
+        n_dropped=len(blocks.dropped),
+        confidence=confidence,
         message="; ".join(notes),
     )
 
@@ -729,9 +822,12 @@ def seeds_needed(
     if alternative == "two-sided":
         d = abs(d)
     elif (alternative == "larger") != (d > 0):
-        return SeedsNeededResult(n_seeds=None, effect_size=d,
-                                 message=f"a one-sided '{alternative}' test cannot detect an effect of sign {effect:+g}",
-                                 **common)
+        return SeedsNeededResult(
+            n_seeds=None,
+            effect_size=d,
+            message=f"a one-sided '{alternative}' test cannot detect an effect of sign {effect:+g}",
+            **common,
+        )
     analysis = TTestPower()
 
     def power_at(n: int) -> float:
@@ -743,8 +839,9 @@ def seeds_needed(
     hi = 4
     while power_at(hi) < power:  # exponential search, then bisection on integers
         if hi >= max_seeds:
-            return SeedsNeededResult(n_seeds=None, effect_size=d,
-                                     message=f"more than {max_seeds} seeds needed", **common)
+            return SeedsNeededResult(
+                n_seeds=None, effect_size=d, message=f"more than {max_seeds} seeds needed", **common
+            )
         lo, hi = hi, min(2 * hi, max_seeds)
     while hi - lo > 1:
         mid = (lo + hi) // 2

@@ -42,8 +42,14 @@ def _stats_dict(stats: Any) -> dict[str, float]:
     return {_FIELDS[k]: float(v) for k, v in raw.items() if k in _FIELDS and v is not None}
 
 
-def corpus_info_for(datasets: Iterable[str], *, data_dir: str | None = None, split: str = "val",
-                    download: bool = False, max_chars: int | None = 2_000_000) -> dict[str, dict[str, float]]:
+def corpus_info_for(
+    datasets: Iterable[str],
+    *,
+    data_dir: str | None = None,
+    split: str = "val",
+    download: bool = False,
+    max_chars: int | None = 2_000_000,
+) -> dict[str, dict[str, float]]:
     """``{dataset: {"content_fraction", "content_letter_fraction", "mean_word_length",
     "mean_clause_length", "mean_sentence_length", "salient_fraction"}}`` for the datasets
     that can be read (statistics of the ``split``, at most ``max_chars`` characters)."""

@@ -75,8 +75,7 @@ def mope_scales(
     scores: dict[int, float] = {}
     fits = {}
     for k in range(1, k_max + 1):
-        gm = GaussianMixture(n_components=k, covariance_type="full", n_init=3, random_state=seed,
-                             reg_covar=1e-4).fit(x)
+        gm = GaussianMixture(n_components=k, covariance_type="full", n_init=3, random_state=seed, reg_covar=1e-4).fit(x)
         scores[k] = float(gm.bic(x) if criterion == "bic" else gm.aic(x))
         fits[k] = gm
     best = min(scores, key=scores.get)
@@ -95,9 +94,17 @@ def mope_scales(
         nearest = tuple(names[int(np.argmin(np.abs(logs - math.log(c))))] for c in centres)
     message = "" if len(values) >= 10 else f"only {len(values)} sigma values: the number of clusters is fragile"
     return MopeScalesResult(
-        k=best, centres=_readonly(centres), weights=_readonly(weights), labels=np.asarray(labels),
-        scores=scores, criterion=criterion, n=len(values), corpus_lengths=lengths, nearest_scale=nearest,
-        method=f"Gaussian mixture on log(sigma), k=1..{k_max} by lowest {criterion.upper()}", message=message,
+        k=best,
+        centres=_readonly(centres),
+        weights=_readonly(weights),
+        labels=np.asarray(labels),
+        scores=scores,
+        criterion=criterion,
+        n=len(values),
+        corpus_lengths=lengths,
+        nearest_scale=nearest,
+        method=f"Gaussian mixture on log(sigma), k=1..{k_max} by lowest {criterion.upper()}",
+        message=message,
     )
 
 

@@ -74,9 +74,15 @@ class Verdict:
 
     def to_row(self) -> dict[str, Any]:
         ci = self.confidence_interval
-        return {"effect": self.effect, "estimate": self.estimate,
-                "ci_low": None if ci is None else ci.low, "ci_high": None if ci is None else ci.high,
-                "pvalue": self.pvalue, "n_seeds": self.n_seeds, "verdict": self.verdict}
+        return {
+            "effect": self.effect,
+            "estimate": self.estimate,
+            "ci_low": None if ci is None else ci.low,
+            "ci_high": None if ci is None else ci.high,
+            "pvalue": self.pvalue,
+            "n_seeds": self.n_seeds,
+            "verdict": self.verdict,
+        }
 
 
 @dataclass(frozen=True)
@@ -133,8 +139,11 @@ def _figure(width: float, height: float):
 
 
 def _contrast_headline(prefix: str, res: ContrastResult) -> dict[str, float]:
-    out = {f"{prefix}/estimate": res.estimate, f"{prefix}/n_seeds": float(res.n_seeds),
-           f"{prefix}/n_dropped": float(res.n_dropped)}
+    out = {
+        f"{prefix}/estimate": res.estimate,
+        f"{prefix}/n_seeds": float(res.n_seeds),
+        f"{prefix}/n_dropped": float(res.n_dropped),
+    }
     if res.confidence_interval is not None:
         out[f"{prefix}/ci_low"], out[f"{prefix}/ci_high"] = res.confidence_interval
     if res.pvalue is not None:
@@ -159,12 +168,20 @@ def format_verdict_table(verdicts: Sequence[Verdict], *, confidence: float = 0.9
     rows = [head]
     for v in verdicts:
         est = "n/a" if not _finite(v.estimate) else (f"{v.estimate:+.4f}" if v.signed else f"{v.estimate:.4f}")
-        rows.append((v.effect, est, format_interval(v.confidence_interval, v.signed, 4), format_pvalue(v.pvalue),
-                     "" if v.n_seeds is None else str(v.n_seeds), v.verdict))
+        rows.append(
+            (
+                v.effect,
+                est,
+                format_interval(v.confidence_interval, v.signed, 4),
+                format_pvalue(v.pvalue),
+                "" if v.n_seeds is None else str(v.n_seeds),
+                v.verdict,
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
     lines = [title] if title else []
     for r in rows:
-        lines.append(" " + "  ".join(c.ljust(w) for c, w in zip(r[:-1], widths)) + "  " + r[-1])
+        lines.append(" " + "  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=False)) + "  " + r[-1])
     return "\n".join(lines)
 
 
@@ -218,8 +235,10 @@ def _forest_plot(effects: pl.DataFrame, cells: Sequence[str], confidence: float)
     ax.axvline(0.0, color="black", lw=0.8, ls="--")
     ax.set_yticks(range(n))
     ax.set_yticklabels(labels[::-1], fontsize=8)
-    ax.set_xlabel(f"gain in {effects.get_column('metric')[0]} (positive = better / superadditive); "
-                  f"thick: {confidence:.0%} t-interval, thin: bootstrap")
+    ax.set_xlabel(
+        f"gain in {effects.get_column('metric')[0]} (positive = better / superadditive); "
+        f"thick: {confidence:.0%} t-interval, thin: bootstrap"
+    )
     ax.set_title("Effects per cell (paired seeds)")
     return _png(fig)
 
@@ -232,15 +251,20 @@ def _interaction_plot(df: pl.DataFrame, settings: AnalysisSettings) -> bytes:
     axes = np.atleast_1d(fig.subplots(math.ceil(len(cells) / 3), min(len(cells), 3), squeeze=False)).ravel()
     from scipy import stats
 
-    for ax, cell in zip(axes, cells):
+    for ax, cell in zip(axes, cells, strict=False):
         idx = [i for i, k in enumerate(blocks.keys) if k[0] == cell]
         vals = blocks.values[idx]  # (n_seeds, 4): base, a, b, ab
-        for (j0, j1), label, color in (((0, 1), f"without {settings.b}", "tab:blue"),
-                                       ((2, 3), f"with {settings.b}", "tab:orange")):
+        for (j0, j1), label, color in (
+            ((0, 1), f"without {settings.b}", "tab:blue"),
+            ((2, 3), f"with {settings.b}", "tab:orange"),
+        ):
             means = vals[:, [j0, j1]].mean(axis=0) if len(vals) else np.full(2, np.nan)
             if len(vals) >= 2:
-                half = stats.t.ppf(0.5 + settings.confidence / 2, len(vals) - 1) * vals[:, [j0, j1]].std(
-                    axis=0, ddof=1) / math.sqrt(len(vals))
+                half = (
+                    stats.t.ppf(0.5 + settings.confidence / 2, len(vals) - 1)
+                    * vals[:, [j0, j1]].std(axis=0, ddof=1)
+                    / math.sqrt(len(vals))
+                )
             else:
                 half = np.zeros(2)
             ax.errorbar([0, 1], means, yerr=half, marker="o", capsize=4, color=color, label=label)
@@ -249,16 +273,22 @@ def _interaction_plot(df: pl.DataFrame, settings: AnalysisSettings) -> bytes:
         ax.set_xticks([0, 1])
         ax.set_xticklabels([f"without {settings.a}", f"with {settings.a}"])
         ax.set_ylabel(settings.metric)
-        ax.set_title(f"{_cell_label(dict(zip(blocks.cells, cell)))} ({len(vals)} seeds)", fontsize=9)
+        ax.set_title(f"{_cell_label(dict(zip(blocks.cells, cell, strict=False)))} ({len(vals)} seeds)", fontsize=9)
         ax.legend(fontsize=8)
-    for ax in axes[len(cells):]:
+    for ax in axes[len(cells) :]:
         ax.set_visible(False)
     fig.suptitle(f"Interaction plot: parallel lines = additive (means, {settings.confidence:.0%} t-intervals)")
     return _png(fig)
 
 
-def _trend_plot(effects: pl.DataFrame, trends: Sequence[TrendResult], x_by_cell: Mapping[tuple, float],
-                cells: Sequence[str], xlabel: str, title: str) -> bytes:
+def _trend_plot(
+    effects: pl.DataFrame,
+    trends: Sequence[TrendResult],
+    x_by_cell: Mapping[tuple, float],
+    cells: Sequence[str],
+    xlabel: str,
+    title: str,
+) -> bytes:
     fig = _figure(6.5, 4.6)
     ax = fig.subplots()
     palette = ["tab:red", "tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown"]
@@ -274,8 +304,16 @@ def _trend_plot(effects: pl.DataFrame, trends: Sequence[TrendResult], x_by_cell:
             ys.append(r["estimate"])
             lo.append(r["estimate"] - r["ci_low"] if r["ci_low"] is not None else 0.0)
             hi.append(r["ci_high"] - r["estimate"] if r["ci_high"] is not None else 0.0)
-        ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, color=color, alpha=0.8,
-                    label=f"{trend.effect}: slope {trend.estimate:+.3g} {format_interval(trend.confidence_interval)}")
+        ax.errorbar(
+            xs,
+            ys,
+            yerr=[lo, hi],
+            fmt="o",
+            capsize=3,
+            color=color,
+            alpha=0.8,
+            label=f"{trend.effect}: slope {trend.estimate:+.3g} {format_interval(trend.confidence_interval)}",
+        )
         lx = np.log(trend.x_values)
         if len(lx) >= 2 and _finite(trend.estimate):
             grid = np.linspace(lx.min(), lx.max(), 50)
@@ -298,19 +336,35 @@ def _tau_plot(runs: pl.DataFrame, tau: TauStabilityResult, column: str) -> bytes
     keys = runs.select(groups).unique(maintain_order=True).rows() if groups else [()]
     rng = np.random.default_rng(0)  # jitter only
     for i, key in enumerate(keys):
-        sub = runs.filter(*(pl.col(g) == v for g, v in zip(groups, key))) if groups else runs
+        sub = runs.filter(*(pl.col(g) == v for g, v in zip(groups, key, strict=False))) if groups else runs
         y = sub.get_column(column).to_numpy()
         x = i + rng.uniform(-0.15, 0.15, len(y))
         if "tau_head_min" in sub.columns and sub.get_column("tau_head_min").drop_nulls().len() == len(y):
-            ax.vlines(x, sub.get_column("tau_head_min").to_numpy(), sub.get_column("tau_head_max").to_numpy(),
-                      color="gray", alpha=0.4, lw=1)
+            ax.vlines(
+                x,
+                sub.get_column("tau_head_min").to_numpy(),
+                sub.get_column("tau_head_max").to_numpy(),
+                color="gray",
+                alpha=0.4,
+                lw=1,
+            )
         ax.plot(x, y, "o", ms=4, color="tab:blue")
-    ax.axhspan(tau.reference - tau.margin, tau.reference + tau.margin, color="tab:green", alpha=0.15,
-               label=f"reference {tau.reference:g} ± {tau.margin:g}")
+    ax.axhspan(
+        tau.reference - tau.margin,
+        tau.reference + tau.margin,
+        color="tab:green",
+        alpha=0.15,
+        label=f"reference {tau.reference:g} ± {tau.margin:g}",
+    )
     ax.axhline(tau.reference, color="tab:green", lw=1)
     if tau.confidence_interval is not None:
-        ax.axhspan(tau.confidence_interval.low, tau.confidence_interval.high, color="tab:red", alpha=0.15,
-                   label=f"mean {tau.estimate:.3f}, {tau.confidence:.0%} CI")
+        ax.axhspan(
+            tau.confidence_interval.low,
+            tau.confidence_interval.high,
+            color="tab:red",
+            alpha=0.15,
+            label=f"mean {tau.estimate:.3f}, {tau.confidence:.0%} CI",
+        )
     ax.axhline(tau.estimate, color="tab:red", lw=1, ls="--")
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels(["/".join(map(str, k)) for k in keys], rotation=20, fontsize=8, ha="right")
@@ -333,7 +387,9 @@ def _open_fraction_plot(runs: pl.DataFrame, tau: TauStabilityResult, column: str
     ax.plot(t, o, "o", color="tab:blue", ms=5, label="measured open fraction (runs)")
     of = tau.open_fraction
     if of is not None and of.content_fraction is not None:
-        ax.axhline(of.content_fraction, color="tab:orange", ls="--", label=f"content-word fraction {of.content_fraction:.3f}")
+        ax.axhline(
+            of.content_fraction, color="tab:orange", ls="--", label=f"content-word fraction {of.content_fraction:.3f}"
+        )
     if of is not None and of.ground_truth is not None:
         ax.axhline(of.ground_truth, color="tab:purple", ls=":", label=f"synthetic ground truth {of.ground_truth:.3f}")
     ax.axvline(tau.reference, color="tab:green", lw=0.8, ls="--")
@@ -422,7 +478,7 @@ def build_report(
     variants = list(dict.fromkeys(df.get_column("variant").drop_nulls().to_list()))
     seeds = sorted(set(df.get_column("seed").drop_nulls().to_list())) if "seed" in df.columns else []
     cell_keys = df.select(cells).unique(maintain_order=True).rows() if cells else []
-    cell_text = ", ".join(_cell_label(dict(zip(cells, k))) for k in cell_keys[:20])
+    cell_text = ", ".join(_cell_label(dict(zip(cells, k, strict=False))) for k in cell_keys[:20])
     if len(cell_keys) > 20:
         cell_text += f", ... ({len(cell_keys)} cells)"
     overview = [
@@ -443,15 +499,21 @@ def build_report(
             if label is not None:
                 ids = group.get_column(label).cast(pl.String).to_list()
             else:
-                ids = [f"{v} seed {s}" for v, s in zip(group.get_column("variant").to_list(),
-                                                       group.get_column("seed").to_list() if "seed" in group.columns
-                                                       else [None] * group.height)]
+                ids = [
+                    f"{v} seed {s}"
+                    for v, s in zip(
+                        group.get_column("variant").to_list(),
+                        group.get_column("seed").to_list() if "seed" in group.columns else [None] * group.height,
+                        strict=False,
+                    )
+                ]
             shown = ", ".join(map(str, ids[:20])) + (f", ... ({len(ids)} in all)" if len(ids) > 20 else "")
             overview.append(f"{name}: {len(ids)} trial(s), excluded from the paired contrasts: {shown}")
     headline["trials/total"] = float(df.height)
     headline["trials/unfinished"] = float(n_unfinished)
-    sections.append(("Study", [f"<ul>{''.join(f'<li>{html.escape(o)}</li>' for o in overview)}</ul>"],
-                     [f"- {o}" for o in overview]))
+    sections.append(
+        ("Study", [f"<ul>{''.join(f'<li>{html.escape(o)}</li>' for o in overview)}</ul>"], [f"- {o}" for o in overview])
+    )
 
     common = dict(metric=settings.metric, confidence=settings.confidence, n_resamples=settings.n_resamples)
     rng = np.random.default_rng(settings.seed)
@@ -480,8 +542,9 @@ def build_report(
                 verdicts.append(_verdict_of(f"{name} gain", res))
         if has_factorial:
             try:
-                res = interaction_contrast(df, base=settings.base, a=settings.a, b=settings.b, ab=settings.ab,
-                                           rng=rng, **common)
+                res = interaction_contrast(
+                    df, base=settings.base, a=settings.a, b=settings.b, ab=settings.ab, rng=rng, **common
+                )
             except InputError as exc:
                 notes.append(f"interaction: {exc}")
             else:
@@ -497,15 +560,29 @@ def build_report(
         if contrast_results:
             summary = pl.DataFrame([r.to_row() for r in contrast_results.values()], infer_schema_length=None)
             tables["contrasts"] = summary
-            shown = summary.select("effect", "estimate", "ci_low", "ci_high", "pvalue", "boot_low", "boot_high",
-                                   "permutation_pvalue", "n_seeds", "n_dropped", "verdict", "message")
+            shown = summary.select(
+                "effect",
+                "estimate",
+                "ci_low",
+                "ci_high",
+                "pvalue",
+                "boot_low",
+                "boot_high",
+                "permutation_pvalue",
+                "n_seeds",
+                "n_dropped",
+                "verdict",
+                "message",
+            )
             h.append(_df_to_html(shown))
             m.append(_df_to_markdown(shown))
-            h.append("<p>Gain = L<sub>control</sub> − L<sub>treatment</sub> per seed (positive: lower loss); "
-                     "interaction I = L<sub>a</sub> + L<sub>b</sub> − L<sub>base</sub> − L<sub>ab</sub> "
-                     "(positive: superadditive). t-interval and t-test p over seeds; bootstrap over seeds "
-                     "(BCa from 10 seeds, percentile below); sign-flip permutation p. With several cells, each "
-                     "seed's contrast is averaged over the cells first.</p>")
+            h.append(
+                "<p>Gain = L<sub>control</sub> − L<sub>treatment</sub> per seed (positive: lower loss); "
+                "interaction I = L<sub>a</sub> + L<sub>b</sub> − L<sub>base</sub> − L<sub>ab</sub> "
+                "(positive: superadditive). t-interval and t-test p over seeds; bootstrap over seeds "
+                "(BCa from 10 seeds, percentile below); sign-flip permutation p. With several cells, each "
+                "seed's contrast is averaged over the cells first.</p>"
+            )
     sections.append(("Effects (paired seeds)", h, m))
 
     # -- per cell, Holm -------------------------------------------------------------
@@ -518,8 +595,18 @@ def build_report(
     if effects is not None:
         tables["effects"] = effects
         pngs["forest"] = _forest_plot(effects, cells, settings.confidence)
-        shown = effects.select(*cells, "effect", "estimate", "ci_low", "ci_high", "pvalue", "pvalue_holm",
-                               "n_seeds", "n_dropped", "verdict")
+        shown = effects.select(
+            *cells,
+            "effect",
+            "estimate",
+            "ci_low",
+            "ci_high",
+            "pvalue",
+            "pvalue_holm",
+            "n_seeds",
+            "n_dropped",
+            "verdict",
+        )
         h = [_df_to_html(shown), "<p>p-values adjusted with Holm's method across the table.</p>"]
         if effects.height > _MAX_FOREST_ROWS:
             h.append(f"<p class='note'>The forest plot shows the first {_MAX_FOREST_ROWS} rows.</p>")
@@ -539,20 +626,34 @@ def build_report(
         groups = window_losses.partition_by(list(wcells), as_dict=True) if wcells else {(): window_losses}
         for key, wdf in groups.items():
             try:
-                res = multi_bootstrap(wdf, base=settings.base, a=settings.a, b=settings.b, ab=settings.ab,
-                                      confidence=settings.confidence, rng=rng)
+                res = multi_bootstrap(
+                    wdf,
+                    base=settings.base,
+                    a=settings.a,
+                    b=settings.b,
+                    ab=settings.ab,
+                    confidence=settings.confidence,
+                    rng=rng,
+                )
             except InputError as exc:
-                notes.append(f"multi-bootstrap {_cell_label(dict(zip(wcells, key)))}: {exc}")
+                notes.append(f"multi-bootstrap {_cell_label(dict(zip(wcells, key, strict=False)))}: {exc}")
                 continue
-            rows.append({**dict(zip(wcells, key)), **res.to_row()})
+            rows.append({**dict(zip(wcells, key, strict=False)), **res.to_row()})
         if rows:
             mb = pl.DataFrame(rows, infer_schema_length=None)
             tables["multi_bootstrap"] = mb
             shown = mb.select(*wcells, "effect", "estimate", "ci_low", "ci_high", "n_seeds", "method", "message")
-            sections.append(("Multi-bootstrap (seeds × evaluation windows)",
-                             [_df_to_html(shown), "<p>Resamples seeds and evaluation windows together, so the "
-                              "interval also carries the uncertainty of the finite evaluation set.</p>"],
-                             [_df_to_markdown(shown)]))
+            sections.append(
+                (
+                    "Multi-bootstrap (seeds × evaluation windows)",
+                    [
+                        _df_to_html(shown),
+                        "<p>Resamples seeds and evaluation windows together, so the "
+                        "interval also carries the uncertainty of the finite evaluation set.</p>",
+                    ],
+                    [_df_to_markdown(shown)],
+                )
+            )
             if len(rows) == 1 and rows[0]["ci_low"] is not None:
                 headline["superadditivity/multiboot_low"] = rows[0]["ci_low"]
                 headline["superadditivity/multiboot_high"] = rows[0]["ci_high"]
@@ -572,9 +673,18 @@ def build_report(
         specs += [(v, f"{v} gain") for v in (settings.a, settings.b, settings.ab) if v in variants]
         for treatment, short in specs:
             try:
-                tr = effect_trend(df, against=against, treatment=treatment, control=settings.base, base=settings.base,
-                                  a=settings.a, b=settings.b, ab=settings.ab, metric=settings.metric,
-                                  confidence=settings.confidence)
+                tr = effect_trend(
+                    df,
+                    against=against,
+                    treatment=treatment,
+                    control=settings.base,
+                    base=settings.base,
+                    a=settings.a,
+                    b=settings.b,
+                    ab=settings.ab,
+                    metric=settings.metric,
+                    confidence=settings.confidence,
+                )
             except InputError as exc:
                 notes.append(f"trend of {short} against {label}: {exc}")
                 continue
@@ -583,30 +693,51 @@ def build_report(
             key = "superadditivity" if treatment is None else f"{treatment}/gain"
             headline[f"{key}/slope_log_{label}"] = tr.estimate
             if tr.confidence_interval is not None:
-                headline[f"{key}/slope_log_{label}_ci_low"], headline[f"{key}/slope_log_{label}_ci_high"] = \
+                headline[f"{key}/slope_log_{label}_ci_low"], headline[f"{key}/slope_log_{label}_ci_high"] = (
                     tr.confidence_interval
+                )
             if treatment in (None, settings.a):  # the terminal table stays short; the rest is in trends.parquet
-                verdicts.append(Verdict(f"{short} vs log {label}", tr.estimate, tr.confidence_interval, tr.pvalue,
-                                        tr.n_seeds, tr.verdict))
+                verdicts.append(
+                    Verdict(
+                        f"{short} vs log {label}",
+                        tr.estimate,
+                        tr.confidence_interval,
+                        tr.pvalue,
+                        tr.n_seeds,
+                        tr.verdict,
+                    )
+                )
         if trends:
             if against == "params":
                 ref = df.filter(pl.col("variant") == settings.base)
-                x_by_cell = {tuple(k): float(g.get_column("params").cast(pl.Float64).mean())
-                             for k, g in ref.partition_by(list(cells), as_dict=True).items()}
+                x_by_cell = {
+                    tuple(k): float(g.get_column("params").cast(pl.Float64).mean())
+                    for k, g in ref.partition_by(list(cells), as_dict=True).items()
+                }
             else:
-                x_by_cell = {tuple(k): float(k[cells.index(against)])
-                             for k in df.select(cells).unique().rows()}
+                x_by_cell = {tuple(k): float(k[cells.index(against)]) for k in df.select(cells).unique().rows()}
             pngs[png_name] = _trend_plot(effects, trends, x_by_cell, cells, xlabel, f"Effects against {label}")
     if trend_rows:
         trend_df = pl.DataFrame(trend_rows, infer_schema_length=None)
         tables["trends"] = trend_df
-        sections.append(("Trends with size and context", [
-            _df_to_html(trend_df.drop("metric", "method")),
-            "<p>Slope of the effect per e-fold increase of the parameter count or the context length: fitted within "
-            "each seed across its cells, t-interval over seeds (cells of one seed are correlated; seeds are the "
-            "independent replicates). Other cell columns that vary enter as fixed effects.</p>"],
-            [_df_to_markdown(trend_df.drop("metric", "method")), "",
-             *(f"![{n}]({n}.png)" for n in ("effects_vs_size", "effects_vs_context") if n in pngs)]))
+        sections.append(
+            (
+                "Trends with size and context",
+                [
+                    _df_to_html(trend_df.drop("metric", "method")),
+                    "<p>Slope of the effect per e-fold increase of the parameter count or the context "
+                    "length: fitted within "
+                    "each seed across its cells, t-interval over seeds (cells of one seed are correlated; "
+                    "seeds are the "
+                    "independent replicates). Other cell columns that vary enter as fixed effects.</p>",
+                ],
+                [
+                    _df_to_markdown(trend_df.drop("metric", "method")),
+                    "",
+                    *(f"![{n}]({n}.png)" for n in ("effects_vs_size", "effects_vs_context") if n in pngs),
+                ],
+            )
+        )
 
     # -- seeds needed ------------------------------------------------------------------
     power_rows = []
@@ -614,20 +745,37 @@ def build_report(
         if res.sd is None:
             continue
         need = seeds_needed(res, power=settings.power)
-        power_rows.append({"effect": res.name, "observed_effect": res.estimate, "seed_sd": res.sd,
-                           "power": settings.power, "alpha": need.alpha, "seeds_needed": need.n_seeds,
-                           "seeds_now": res.n_seeds, "message": need.message})
+        power_rows.append(
+            {
+                "effect": res.name,
+                "observed_effect": res.estimate,
+                "seed_sd": res.sd,
+                "power": settings.power,
+                "alpha": need.alpha,
+                "seeds_needed": need.n_seeds,
+                "seeds_now": res.n_seeds,
+                "message": need.message,
+            }
+        )
         if need.n_seeds is not None:
-            headline[("superadditivity" if key == "interaction" else f"{key}/gain") + "/seeds_needed"] = \
-                float(need.n_seeds)
+            headline[("superadditivity" if key == "interaction" else f"{key}/gain") + "/seeds_needed"] = float(
+                need.n_seeds
+            )
     if power_rows:
         power_df = pl.DataFrame(power_rows, infer_schema_length=None)
         tables["seeds_needed"] = power_df
-        sections.append(("Seeds needed", [
-            _df_to_html(power_df),
-            f"<p>Seeds for a paired t-test to detect the observed effect with power {settings.power:.0%}, from the "
-            "observed seed-to-seed spread (itself uncertain with few seeds: an order of magnitude).</p>"],
-            [_df_to_markdown(power_df)]))
+        sections.append(
+            (
+                "Seeds needed",
+                [
+                    _df_to_html(power_df),
+                    "<p>Seeds for a paired t-test to detect the observed effect with power "
+                    f"{settings.power:.0%}, from the "
+                    "observed seed-to-seed spread (itself uncertain with few seeds: an order of magnitude).</p>",
+                ],
+                [_df_to_markdown(power_df)],
+            )
+        )
 
     # -- tau -----------------------------------------------------------------------------
     tau_column = "tau_mean"
@@ -638,8 +786,14 @@ def build_report(
         content = {d: v["content_fraction"] for d, v in corpus_info.items() if "content_fraction" in v} or None
         truth = {d: v["salient_fraction"] for d, v in corpus_info.items() if "salient_fraction" in v} or None
         try:
-            tau = tau_stability(df, reference=settings.tau_reference, margin=settings.tau_margin,
-                                confidence=settings.confidence, content_fraction=content, ground_truth=truth)
+            tau = tau_stability(
+                df,
+                reference=settings.tau_reference,
+                margin=settings.tau_margin,
+                confidence=settings.confidence,
+                content_fraction=content,
+                ground_truth=truth,
+            )
         except InputError as exc:
             notes.append(f"tau: {exc}")
             tau = None
@@ -656,26 +810,52 @@ def build_report(
                 headline["tau/pvalue"] = tau.pvalue
             if tau.head_spread is not None:
                 headline["tau/head_sd"] = tau.head_spread
-            verdicts.append(Verdict("tau", tau.estimate, tau.confidence_interval, tau.tost_pvalue, tau.n_seeds,
-                                    tau.verdict, signed=False))
+            verdicts.append(
+                Verdict(
+                    "tau",
+                    tau.estimate,
+                    tau.confidence_interval,
+                    tau.tost_pvalue,
+                    tau.n_seeds,
+                    tau.verdict,
+                    signed=False,
+                )
+            )
             runs = tau_runs(df)
             tables["tau_runs"] = runs
             pngs["tau"] = _tau_plot(runs, tau, tau_column)
-            h = [f"<p><b>{html.escape(tau.verdict)}</b>: mean {tau.estimate:.4f}, {tau.confidence:.0%} CI "
-                 f"{html.escape(format_interval(tau.confidence_interval, False, 4))} over {tau.n_seeds} seeds "
-                 f"({tau.n_runs} runs); t-test vs {tau.reference:g}: p={format_pvalue(tau.pvalue)}."
-                 + (f" Spread over heads (mean sd): {tau.head_spread:.3f}." if tau.head_spread is not None else "")
-                 + (f" {html.escape(tau.message)}" if tau.message else "") + "</p>"]
-            m = [f"**{tau.verdict}**: mean {tau.estimate:.4f}, CI {format_interval(tau.confidence_interval, False, 4)}"
-                 f" over {tau.n_seeds} seeds ({tau.n_runs} runs)."]
+            h = [
+                f"<p><b>{html.escape(tau.verdict)}</b>: mean {tau.estimate:.4f}, {tau.confidence:.0%} CI "
+                f"{html.escape(format_interval(tau.confidence_interval, False, 4))} over {tau.n_seeds} seeds "
+                f"({tau.n_runs} runs); t-test vs {tau.reference:g}: p={format_pvalue(tau.pvalue)}."
+                + (f" Spread over heads (mean sd): {tau.head_spread:.3f}." if tau.head_spread is not None else "")
+                + (f" {html.escape(tau.message)}" if tau.message else "")
+                + "</p>"
+            ]
+            m = [
+                f"**{tau.verdict}**: mean {tau.estimate:.4f}, CI {format_interval(tau.confidence_interval, False, 4)}"
+                f" over {tau.n_seeds} seeds ({tau.n_runs} runs)."
+            ]
             if tau.heterogeneity:
-                het = pl.DataFrame([{"factor": r.factor, "levels": ", ".join(map(str, r.levels)),
-                                     "means": ", ".join(f"{x:.3f}" for x in r.group_means),
-                                     "anova_p": r.anova_pvalue, "kruskal_p": r.kruskal_pvalue,
-                                     "verdict": r.verdict} for r in tau.heterogeneity], infer_schema_length=None)
+                het = pl.DataFrame(
+                    [
+                        {
+                            "factor": r.factor,
+                            "levels": ", ".join(map(str, r.levels)),
+                            "means": ", ".join(f"{x:.3f}" for x in r.group_means),
+                            "anova_p": r.anova_pvalue,
+                            "kruskal_p": r.kruskal_pvalue,
+                            "verdict": r.verdict,
+                        }
+                        for r in tau.heterogeneity
+                    ],
+                    infer_schema_length=None,
+                )
                 tables["tau_heterogeneity"] = het
-                h.append("<p>Heterogeneity of tau across groups (does it converge to one value whatever the size, "
-                         "context, corpus and initial value?):</p>" + _df_to_html(het))
+                h.append(
+                    "<p>Heterogeneity of tau across groups (does it converge to one value whatever the size, "
+                    "context, corpus and initial value?):</p>" + _df_to_html(het)
+                )
                 m += ["", _df_to_markdown(het)]
             of = tau.open_fraction
             if of is not None:
@@ -684,19 +864,37 @@ def build_report(
                 headline["open_fraction/gaussian_tail"] = of.gaussian_tail
                 headline["open_fraction/minus_tail"] = of.difference
                 if of.difference_interval is not None:
-                    headline["open_fraction/minus_tail_ci_low"], headline["open_fraction/minus_tail_ci_high"] = \
+                    headline["open_fraction/minus_tail_ci_low"], headline["open_fraction/minus_tail_ci_high"] = (
                         of.difference_interval
+                    )
                 if of.content_fraction is not None:
                     headline["open_fraction/content_fraction"] = of.content_fraction
-                verdicts.append(Verdict("open fraction", of.estimate, of.confidence_interval, of.difference_pvalue,
-                                        None, _open_verdict_short(of), signed=False))
-                letters = [v["content_letter_fraction"] for v in corpus_info.values()
-                           if _finite(v.get("content_letter_fraction"))]
+                verdicts.append(
+                    Verdict(
+                        "open fraction",
+                        of.estimate,
+                        of.confidence_interval,
+                        of.difference_pvalue,
+                        None,
+                        _open_verdict_short(of),
+                        signed=False,
+                    )
+                )
+                letters = [
+                    v["content_letter_fraction"]
+                    for v in corpus_info.values()
+                    if _finite(v.get("content_letter_fraction"))
+                ]
                 text = _open_fraction_discussion(of, tau, float(np.mean(letters)) if letters else None)
                 h.append(f"<p>{html.escape(text)}</p>")
                 m += ["", text]
-            sections.append(("tau: the learned EGA threshold", h, [*m, "", "![tau](tau.png)",
-                                                                   *(["![open](open_fraction.png)"] if of else [])]))
+            sections.append(
+                (
+                    "tau: the learned EGA threshold",
+                    h,
+                    [*m, "", "![tau](tau.png)", *(["![open](open_fraction.png)"] if of else [])],
+                )
+            )
 
     # -- MOPE scales ----------------------------------------------------------------------
     sigmas = _to_numpy_sigmas(mope_sigmas)
@@ -711,14 +909,25 @@ def build_report(
         else:
             results["mope_scales"] = scales
             headline["mope/n_clusters"] = float(scales.k)
-            tab = pl.DataFrame({"centre_sigma": scales.centres.tolist(), "weight": scales.weights.tolist(),
-                                "nearest_scale": list(scales.nearest_scale) or [None] * scales.k})
+            tab = pl.DataFrame(
+                {
+                    "centre_sigma": scales.centres.tolist(),
+                    "weight": scales.weights.tolist(),
+                    "nearest_scale": list(scales.nearest_scale) or [None] * scales.k,
+                }
+            )
             tables["mope_scales"] = tab
             pngs["mope_scales"] = _mope_plot(sigmas, scales)
-            sections.append(("MOPE scales", [f"<p>{html.escape(scales.method)}: k = {scales.k}. "
-                                             f"{html.escape(scales.message)}</p>", _df_to_html(tab)],
-                             [f"{scales.method}: k = {scales.k}.", "", _df_to_markdown(tab),
-                              "", "![mope](mope_scales.png)"]))
+            sections.append(
+                (
+                    "MOPE scales",
+                    [
+                        f"<p>{html.escape(scales.method)}: k = {scales.k}. {html.escape(scales.message)}</p>",
+                        _df_to_html(tab),
+                    ],
+                    [f"{scales.method}: k = {scales.k}.", "", _df_to_markdown(tab), "", "![mope](mope_scales.png)"],
+                )
+            )
 
     # -- assemble ---------------------------------------------------------------------------
     n_seeds_note = ""
@@ -726,11 +935,21 @@ def build_report(
         n_seeds_note = f" — {len(seeds)} seeds: too few for narrow intervals"
     table_title = f"Report ({study}{n_seeds_note}):"
     verdict_table = format_verdict_table(verdicts, confidence=settings.confidence, title=table_title)
-    tables["verdicts"] = pl.DataFrame([v.to_row() for v in verdicts], infer_schema_length=None,
-                                      schema_overrides={"estimate": pl.Float64, "ci_low": pl.Float64,
-                                                        "ci_high": pl.Float64, "pvalue": pl.Float64,
-                                                        "n_seeds": pl.Int64}) \
-        if verdicts else pl.DataFrame(schema={"effect": pl.String, "verdict": pl.String})
+    tables["verdicts"] = (
+        pl.DataFrame(
+            [v.to_row() for v in verdicts],
+            infer_schema_length=None,
+            schema_overrides={
+                "estimate": pl.Float64,
+                "ci_low": pl.Float64,
+                "ci_high": pl.Float64,
+                "pvalue": pl.Float64,
+                "n_seeds": pl.Int64,
+            },
+        )
+        if verdicts
+        else pl.DataFrame(schema={"effect": pl.String, "verdict": pl.String})
+    )
     tables["results"] = df
     headline = {_metric_key(k): float(v) for k, v in headline.items() if _finite(v)}
     doc_title = f"Study report: {study}"
@@ -747,9 +966,19 @@ def build_report(
         _parquet_safe(table).write_parquet(buf)
         table_paths[name] = _write(out_dir / f"{name}.parquet", buf.getvalue())
     results.update(contrast_results)
-    return Report(out_dir=out_dir, html_path=html_path, markdown_path=md_path, markdown=markdown,
-                  png_paths=png_paths, table_paths=table_paths, headline_metrics=headline,
-                  verdicts=tuple(verdicts), verdict_table=verdict_table, notes=tuple(notes), results=results)
+    return Report(
+        out_dir=out_dir,
+        html_path=html_path,
+        markdown_path=md_path,
+        markdown=markdown,
+        png_paths=png_paths,
+        table_paths=table_paths,
+        headline_metrics=headline,
+        verdicts=tuple(verdicts),
+        verdict_table=verdict_table,
+        notes=tuple(notes),
+        results=results,
+    )
 
 
 def _parquet_safe(df: pl.DataFrame) -> pl.DataFrame:
@@ -785,10 +1014,12 @@ def _open_verdict_short(of) -> str:
 
 def _open_fraction_discussion(of, tau: TauStabilityResult, letter_fraction: float | None = None) -> str:
     ci = format_interval(of.confidence_interval, False, 3)
-    text = (f"Measured open fraction {of.estimate:.3f} {ci} over {of.n_runs} runs. If the z-normalised energies "
-            f"were standard normal, a gate would open for a fraction 1 - Phi(tau) = {of.gaussian_tail:.3f} of keys "
-            f"whatever the text (1 - Phi(0.35) = 0.363). Difference open - tail: {of.difference:+.3f} "
-            f"{format_interval(of.difference_interval)}; ")
+    text = (
+        f"Measured open fraction {of.estimate:.3f} {ci} over {of.n_runs} runs. If the z-normalised energies "
+        f"were standard normal, a gate would open for a fraction 1 - Phi(tau) = {of.gaussian_tail:.3f} of keys "
+        f"whatever the text (1 - Phi(0.35) = 0.363). Difference open - tail: {of.difference:+.3f} "
+        f"{format_interval(of.difference_interval)}; "
+    )
     if of.difference_interval is None:
         text += "too few seeds to tell. "
     elif of.difference_interval.excludes(0.0):
@@ -796,16 +1027,20 @@ def _open_fraction_discussion(of, tau: TauStabilityResult, letter_fraction: floa
     else:
         text += "the Gaussian tail alone explains it: the fraction need not say anything about the text. "
     if of.content_fraction is not None:
-        text += (f"The corpus's content-word fraction is {of.content_fraction:.3f} "
-                 f"({'close to' if abs(of.content_fraction - of.estimate) < 0.03 else 'away from'} the measured "
-                 "fraction); ")
+        text += (
+            f"The corpus's content-word fraction is {of.content_fraction:.3f} "
+            f"({'close to' if abs(of.content_fraction - of.estimate) < 0.03 else 'away from'} the measured "
+            "fraction); "
+        )
         if abs(of.content_fraction - of.gaussian_tail) < 0.03:
             text += "it is also close to the tail, so this corpus cannot separate the two explanations. "
     if letter_fraction is not None:
         text += f"Letters inside content words make up {letter_fraction:.3f} of the letters. "
     if of.ground_truth is not None:
-        text += (f"On the synthetic corpus the true salient fraction is {of.ground_truth:.3f}: a gate that tracks "
-                 f"content would open for about that fraction, the Gaussian tail predicts {of.gaussian_tail:.3f}.")
+        text += (
+            f"On the synthetic corpus the true salient fraction is {of.ground_truth:.3f}: a gate that tracks "
+            f"content would open for about that fraction, the Gaussian tail predicts {of.gaussian_tail:.3f}."
+        )
     return text.strip()
 
 
@@ -824,14 +1059,21 @@ def _html(title: str, verdict_table: str, sections, notes, pngs: Mapping[str, by
         data = base64.b64encode(pngs[name]).decode("ascii")
         return f"<img alt='{html.escape(name)}' src='data:image/png;base64,{data}'>"
 
-    placement = {"Effects per cell (Holm-adjusted)": ["forest"], "Interaction plot": ["interaction"],
-                 "Trends with size and context": ["effects_vs_size", "effects_vs_context"],
-                 "tau: the learned EGA threshold": ["tau", "open_fraction"], "MOPE scales": ["mope_scales"]}
-    parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-             f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1>",
-             f"<p>Generated {time.strftime('%Y-%m-%d %H:%M:%S')} by harness.analysis.</p>",
-             "<h2>Verdicts</h2>", f"<pre>{html.escape(verdict_table)}</pre>"]
+    placement = {
+        "Effects per cell (Holm-adjusted)": ["forest"],
+        "Interaction plot": ["interaction"],
+        "Trends with size and context": ["effects_vs_size", "effects_vs_context"],
+        "tau: the learned EGA threshold": ["tau", "open_fraction"],
+        "MOPE scales": ["mope_scales"],
+    }
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p>Generated {time.strftime('%Y-%m-%d %H:%M:%S')} by harness.analysis.</p>",
+        "<h2>Verdicts</h2>",
+        f"<pre>{html.escape(verdict_table)}</pre>",
+    ]
     for sec_title, body, _ in sections:
         parts.append(f"<h2>{html.escape(sec_title)}</h2>")
         parts.extend(body)
@@ -869,7 +1111,7 @@ def log_report(report: Report, *, run_id: str, tracking_uri: str, artifact_path:
     now = int(time.time() * 1000)
     metrics = [Metric(key, float(value), now, 0) for key, value in report.headline_metrics.items()]
     for start in range(0, len(metrics), 1000):  # MLflow's batch limit
-        client.log_batch(run_id, metrics=metrics[start:start + 1000])
+        client.log_batch(run_id, metrics=metrics[start : start + 1000])
 
 
 __all__ = ["Report", "Verdict", "build_report", "format_verdict_table", "log_report"]

@@ -180,7 +180,9 @@ def results_frame(source: Any, study: str | None = None, *, tracking_uri: str | 
         candidates = [path / "results.parquet", *sorted(path.glob("*/results.parquet"))]
         found = next((p for p in candidates if p.is_file()), None)
         if found is None:
-            raise InputError(f"{path} is a directory without results.parquet (expected a study's Tune storage directory)")
+            raise InputError(
+                f"{path} is a directory without results.parquet (expected a study's Tune storage directory)"
+            )
         path = found
     if not path.is_file():
         hint = " (for MLflow pass study=NAME)" if _looks_like_uri(text) else ""
@@ -212,8 +214,9 @@ def _client(tracking_uri: str):
 def _search_all(client, experiment_ids: list[str], filter_string: str, order_by: list[str] | None = None) -> list:
     runs, token = [], None
     while True:
-        page = client.search_runs(experiment_ids, filter_string=filter_string, max_results=1000,
-                                  order_by=order_by, page_token=token)
+        page = client.search_runs(
+            experiment_ids, filter_string=filter_string, max_results=1000, order_by=order_by, page_token=token
+        )
         runs.extend(page)
         token = page.token
         if not token:
@@ -236,14 +239,23 @@ def find_study_run(tracking_uri: str, study: str):
     when none matches."""
     client = _client(tracking_uri)
     ids = _experiment_ids(client)
-    runs = _search_all(
-        client, ids,
-        f"tags.`harness.role` = 'study' AND tags.`harness.study` = '{_quote(study)}'",
-        order_by=["attributes.start_time DESC"],
-    ) if ids else []
+    runs = (
+        _search_all(
+            client,
+            ids,
+            f"tags.`harness.role` = 'study' AND tags.`harness.study` = '{_quote(study)}'",
+            order_by=["attributes.start_time DESC"],
+        )
+        if ids
+        else []
+    )
     if not runs:
-        known = sorted({r.data.tags.get("harness.study", "?") for r in
-                        (_search_all(client, ids, "tags.`harness.role` = 'study'") if ids else [])})
+        known = sorted(
+            {
+                r.data.tags.get("harness.study", "?")
+                for r in (_search_all(client, ids, "tags.`harness.role` = 'study'") if ids else [])
+            }
+        )
         raise InputError(
             f"no study named {study!r} in MLflow at {tracking_uri}; studies there: {', '.join(known) or '(none)'} "
             "(pass --tracking-uri, or --from a results.parquet / study directory)"
@@ -257,7 +269,8 @@ def _quote(text: str) -> str:
 
 def _trial_runs(client, parent) -> list:
     return _search_all(
-        client, [parent.info.experiment_id],
+        client,
+        [parent.info.experiment_id],
         f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'",
         order_by=["attributes.start_time ASC"],
     )
@@ -329,8 +342,10 @@ def mlflow_results_frame(tracking_uri: str, study: str) -> pl.DataFrame:
     text_columns = {"study", "trial_id", *_TAG_COLUMNS, "mlflow_run_id"}
     build_schema = {k: (pl.String if k in text_columns else pl.Float64) for k in (*RESULT_COLUMNS, *extra)}
     table = pl.DataFrame(
-        [{k: (None if r.get(k) is None else (str(r[k]) if k in text_columns else float(r[k]))) for k in build_schema}
-         for r in rows],
+        [
+            {k: (None if r.get(k) is None else (str(r[k]) if k in text_columns else float(r[k]))) for k in build_schema}
+            for r in rows
+        ],
         schema=build_schema,
     )
     return _cast_to_schema(table)
@@ -393,8 +408,15 @@ def mope_sigma_frame(tracking_uri: str, study: str) -> pl.DataFrame | None:
         for key, value in run.data.metrics.items():
             if key.startswith("mope/sigma") or key.startswith("mope/log_sigma"):
                 sigma = math.exp(value) if "log_sigma" in key else value
-                rows.append({"variant": tags.get("variant"), "seed": tags.get("seed"),
-                             **{c: tags.get(c) for c in CELL_COLUMNS}, "key": key, "sigma": sigma})
+                rows.append(
+                    {
+                        "variant": tags.get("variant"),
+                        "seed": tags.get("seed"),
+                        **{c: tags.get(c) for c in CELL_COLUMNS},
+                        "key": key,
+                        "sigma": sigma,
+                    }
+                )
     return normalise(pl.DataFrame(rows)) if rows else None
 
 

@@ -11,8 +11,9 @@ dropped because a trial was missing, diverged or failed (``n_dropped``), and a
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -106,7 +107,7 @@ class AnalysisSettings:
         return {"base": self.base, "a": self.a, "b": self.b, "ab": self.ab}
 
     @classmethod
-    def from_mapping(cls, spec: Mapping[str, Any] | None) -> "AnalysisSettings":
+    def from_mapping(cls, spec: Mapping[str, Any] | None) -> AnalysisSettings:
         """From a study spec's ``analysis:`` block, e.g.
         ``{"factorial": {"base": ..., "a": ..., "b": ..., "ab": ...}, "tau": {"reference": 0.35, "margin": 0.05},
         "confidence": 0.95}``; flat field names are accepted too. Unknown keys are an error."""

@@ -67,8 +67,10 @@ def _gated_rows(df: pl.DataFrame, column: str, variants: Sequence[str] | None) -
         candidates = df
     ok = candidates.filter(~unfinished_mask(candidates)).filter(has_tau)
     if ok.height == 0:
-        raise InputError(f"no finished run has a learned tau (column {column!r} is empty): "
-                         "the study needs a variant with an EGA gate")
+        raise InputError(
+            f"no finished run has a learned tau (column {column!r} is empty): "
+            "the study needs a variant with an EGA gate"
+        )
     return ok, candidates.height - ok.height
 
 
@@ -100,14 +102,16 @@ def tau_heterogeneity(
     if len(samples) < 2:
         return HeterogeneityResult(factor, levels, means, sizes, None, None, f"one level of {factor} only")
     if min(sizes) < 2:
-        return HeterogeneityResult(factor, levels, means, sizes, None, None,
-                                   f"a level of {factor} has a single run: no within-level spread")
+        return HeterogeneityResult(
+            factor, levels, means, sizes, None, None, f"a level of {factor} has a single run: no within-level spread"
+        )
     if np.ptp(np.concatenate(samples)) == 0:
         return HeterogeneityResult(factor, levels, means, sizes, None, None, "all runs have the same tau")
     anova = float(stats.f_oneway(*samples).pvalue)
     kruskal = float(stats.kruskal(*samples).pvalue)
-    return HeterogeneityResult(factor, levels, means, sizes,
-                               None if math.isnan(anova) else anova, None if math.isnan(kruskal) else kruskal)
+    return HeterogeneityResult(
+        factor, levels, means, sizes, None if math.isnan(anova) else anova, None if math.isnan(kruskal) else kruskal
+    )
 
 
 def _level_key(level: Any) -> tuple:
@@ -170,12 +174,17 @@ def open_fraction_analysis(
     else:
         message = NEEDS_TWO_SEEDS if len(diff_units) < 2 else "zero spread across seeds"
     return OpenFractionResult(
-        estimate=float(np.mean(open_units)), confidence_interval=ci,
-        gaussian_tail=float(rows.get_column("__tail").mean()), difference=float(np.mean(diff_units)),
-        difference_interval=diff_ci, difference_pvalue=diff_p, n_runs=rows.height,
+        estimate=float(np.mean(open_units)),
+        confidence_interval=ci,
+        gaussian_tail=float(rows.get_column("__tail").mean()),
+        difference=float(np.mean(diff_units)),
+        difference_interval=diff_ci,
+        difference_pvalue=diff_p,
+        n_runs=rows.height,
         content_fraction=_mean_known(rows, CONTENT_FRACTION_COLUMN, content_fraction),
         ground_truth=_mean_known(rows, GROUND_TRUTH_COLUMN, ground_truth),
-        confidence=confidence, message=message,
+        confidence=confidence,
+        message=message,
     )
 
 
@@ -231,8 +240,9 @@ def tau_stability(
             heterogeneity.append(tau_heterogeneity(rows, factor, column=column))
     open_fraction = None
     if "open_fraction" in rows.columns and rows.get_column("open_fraction").drop_nulls().len():
-        open_fraction = open_fraction_analysis(rows, column=column, confidence=confidence,
-                                               content_fraction=content_fraction, ground_truth=ground_truth)
+        open_fraction = open_fraction_analysis(
+            rows, column=column, confidence=confidence, content_fraction=content_fraction, ground_truth=ground_truth
+        )
     head_spread = None
     if "tau_head_sd" in rows.columns and rows.get_column("tau_head_sd").drop_nulls().len():
         head_spread = float(rows.get_column("tau_head_sd").drop_nulls().mean())
@@ -240,21 +250,51 @@ def tau_stability(
         message = "; ".join(m for m in (message, f"dropped {n_dropped} unfinished gated run(s)") if m)
     unit = "seeds" if "seed" in rows.columns else "runs"
     return TauStabilityResult(
-        estimate=estimate, confidence_interval=ci, pvalue=pvalue, tost_pvalue=tost,
-        equivalent=bool(tost is not None and tost < 1.0 - confidence), reference=reference, margin=margin,
-        n_seeds=n, n_runs=rows.height, per_seed=_readonly(units), seeds=seeds,
+        estimate=estimate,
+        confidence_interval=ci,
+        pvalue=pvalue,
+        tost_pvalue=tost,
+        equivalent=bool(tost is not None and tost < 1.0 - confidence),
+        reference=reference,
+        margin=margin,
+        n_seeds=n,
+        n_runs=rows.height,
+        per_seed=_readonly(units),
+        seeds=seeds,
         method=f"t-interval over {unit} of the per-run mean tau; TOST vs {reference:g} ± {margin:g}",
-        head_spread=head_spread, heterogeneity=tuple(heterogeneity), open_fraction=open_fraction,
-        n_dropped=n_dropped, confidence=confidence, message=message,
+        head_spread=head_spread,
+        heterogeneity=tuple(heterogeneity),
+        open_fraction=open_fraction,
+        n_dropped=n_dropped,
+        confidence=confidence,
+        message=message,
     )
 
 
 def tau_runs(df: pl.DataFrame, *, column: str = "tau_mean") -> pl.DataFrame:
     """Per-run tau, its Gaussian tail ``1 - Phi(tau)`` and the open fraction (plots, tables)."""
     rows, _ = _gated_rows(df, column, None)
-    keep = [c for c in ("study", "trial_id", "dataset", "size", "context_length", "variant", "seed", "tau_init",
-                        column, "tau_head_sd", "tau_head_min", "tau_head_max", "open_fraction",
-                        CONTENT_FRACTION_COLUMN, GROUND_TRUTH_COLUMN) if c in rows.columns]
+    keep = [
+        c
+        for c in (
+            "study",
+            "trial_id",
+            "dataset",
+            "size",
+            "context_length",
+            "variant",
+            "seed",
+            "tau_init",
+            column,
+            "tau_head_sd",
+            "tau_head_min",
+            "tau_head_max",
+            "open_fraction",
+            CONTENT_FRACTION_COLUMN,
+            GROUND_TRUTH_COLUMN,
+        )
+        if c in rows.columns
+    ]
     return rows.select(keep).with_columns(
         pl.Series("gaussian_tail", stats.norm.sf(rows.get_column(column).cast(pl.Float64).to_numpy())),
     )

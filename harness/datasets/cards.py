@@ -84,19 +84,19 @@ class SplitRule:
     counts: tuple[int, int, int] | None = None
 
     @classmethod
-    def fraction(cls, train_fraction: float) -> "SplitRule":
+    def fraction(cls, train_fraction: float) -> SplitRule:
         if not 0.0 < train_fraction < 1.0:
             raise InputError(f"train_fraction must lie in (0, 1), got {train_fraction}")
         return cls("fraction", train_fraction=train_fraction)
 
     @classmethod
-    def by_counts(cls, n_train: int, n_val: int, n_test: int) -> "SplitRule":
+    def by_counts(cls, n_train: int, n_val: int, n_test: int) -> SplitRule:
         if min(n_train, n_val, n_test) <= 0:
             raise InputError(f"split counts must be positive, got {(n_train, n_val, n_test)}")
         return cls("counts", counts=(n_train, n_val, n_test))
 
     @classmethod
-    def by_files(cls) -> "SplitRule":
+    def by_files(cls) -> SplitRule:
         return cls("files")
 
     def describe(self) -> str:
@@ -148,7 +148,9 @@ class DatasetCard:
             )
         for f in self.files:
             if not f.urls and not (self.archive and f.member):
-                raise InputError(f"dataset card {self.name!r}: file {f.filename} has neither urls nor an archive member")
+                raise InputError(
+                    f"dataset card {self.name!r}: file {f.filename} has neither urls nor an archive member"
+                )
 
     def file(self, role: str) -> DataFile:
         for f in self.files:
@@ -246,7 +248,9 @@ REGISTRY: dict[str, DatasetCard] = {
     ),
     "ptb-char": DatasetCard(
         name="ptb-char",
-        description="Penn Treebank (Mikolov's RNNLM preprocessing), character level: 49 symbols, '_' between words, line breaks",
+        description=(
+            "Penn Treebank (Mikolov's RNNLM preprocessing), character level: 49 symbols, '_' between words, line breaks"
+        ),
         files=(
             _ptb_file("train", "train", "e313d91425e06c4f0a8fb6e881dcce0c291f2a0e9f4dda54833069b122f91da9", 10_034_964),
             _ptb_file("val", "valid", "21661f63ec355085879458b6524644d4add5573541b4be14fb52ab2e2e995eb8", 786_084),
@@ -254,7 +258,10 @@ REGISTRY: dict[str, DatasetCard] = {
         ),
         split=SplitRule.by_files(),
         tokenizer="ptb-char",
-        licence="WSJ text from the Penn Treebank (LDC99T42, LDC licence); Mikolov's preprocessing has no licence file of its own",
+        licence=(
+            "WSJ text from the Penn Treebank (LDC99T42, LDC licence); Mikolov's preprocessing has no "
+            "licence file of its own"
+        ),
         archive=_MIKOLOV_TGZ,
         notes="simple-examples.tgz has no published checksum: its three members are checked by sha256. "
         "Bits per character are reported on the test split.",

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -34,7 +33,7 @@ def _human(n: int | None) -> str:
     return str(n)
 
 
-def _row(card, data_dir: Optional[str]) -> tuple[str, str, str, str]:
+def _row(card, data_dir: str | None) -> tuple[str, str, str, str]:
     """``(name, size, where, verified)`` of one card, without downloading."""
     from harness.datasets.fetch import ChecksumMismatch, locate
 
@@ -54,21 +53,25 @@ def _row(card, data_dir: Optional[str]) -> tuple[str, str, str, str]:
     else:
         parent = paths[0].parent
         same = all(p.parent == parent for p in paths)
-        where = f"{found.where}: {parent}/ ({len(paths)} files)" if same else f"{found.where}: " + ", ".join(map(str, paths))
+        where = (
+            f"{found.where}: {parent}/ ({len(paths)} files)"
+            if same
+            else f"{found.where}: " + ", ".join(map(str, paths))
+        )
     return card.name, _human(found.size), where, found.status
 
 
 def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths)).rstrip()]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths, strict=False)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in rows]
     return "\n".join(lines)
 
 
 @data_app.command("list")
 def list_command(
-    data_dir: Optional[str] = typer.Option(None, "--data-dir", help=_DATA_DIR_HELP),
+    data_dir: str | None = typer.Option(None, "--data-dir", help=_DATA_DIR_HELP),
 ) -> None:
     """Every registered corpus: size, where its files were found, and whether they verify."""
     from harness.datasets.cards import REGISTRY
@@ -84,17 +87,30 @@ def info_command(name: str = typer.Argument(..., help="Corpus name (see `harness
     from harness.datasets.fetch import archive_candidates, file_candidates
 
     card = get_card(name)
-    rows = [("name", card.name), ("description", card.description), ("tokenisation", f"{card.tokenizer} (bits per {card.unit})"),
-            ("split", card.split.describe()), ("licence", card.licence), ("checksum", card.checksum_kind)]
+    rows = [
+        ("name", card.name),
+        ("description", card.description),
+        ("tokenisation", f"{card.tokenizer} (bits per {card.unit})"),
+        ("split", card.split.describe()),
+        ("licence", card.licence),
+        ("checksum", card.checksum_kind),
+    ]
     if card.archive is not None:
         a = card.archive
-        rows += [("archive", a.filename), ("archive urls", " ".join(a.urls)),
-                 ("archive sha256", a.sha256 or "not published"), ("archive bytes", f"{a.size:,}" if a.size else "unknown"),
-                 ("archive looked for at", ", ".join(archive_candidates(card)))]
+        rows += [
+            ("archive", a.filename),
+            ("archive urls", " ".join(a.urls)),
+            ("archive sha256", a.sha256 or "not published"),
+            ("archive bytes", f"{a.size:,}" if a.size else "unknown"),
+            ("archive looked for at", ", ".join(archive_candidates(card))),
+        ]
     for f in card.files:
-        rows += [(f"{f.role} file", f"{f.filename}" + (f" (archive member {f.member})" if f.member else "")),
-                 (f"{f.role} sha256", f.sha256 or "not published"), (f"{f.role} bytes", f"{f.size:,}" if f.size else "unknown"),
-                 (f"{f.role} looked for at", ", ".join(file_candidates(card, f)))]
+        rows += [
+            (f"{f.role} file", f"{f.filename}" + (f" (archive member {f.member})" if f.member else "")),
+            (f"{f.role} sha256", f.sha256 or "not published"),
+            (f"{f.role} bytes", f"{f.size:,}" if f.size else "unknown"),
+            (f"{f.role} looked for at", ", ".join(file_candidates(card, f))),
+        ]
         if f.urls:
             rows.append((f"{f.role} urls", " ".join(f.urls)))
     if card.notes:
@@ -106,7 +122,7 @@ def info_command(name: str = typer.Argument(..., help="Corpus name (see `harness
 @data_app.command("fetch")
 def fetch_command(
     name: str = typer.Argument(..., help="Corpus name (see `harness data list`)."),
-    data_dir: Optional[str] = typer.Option(None, "--data-dir", help=_DATA_DIR_HELP),
+    data_dir: str | None = typer.Option(None, "--data-dir", help=_DATA_DIR_HELP),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a download progress bar."),
 ) -> None:
     """Find or download a corpus (checksum-verified), then build its token cache."""
@@ -125,8 +141,8 @@ def fetch_command(
 
 @data_app.command("verify")
 def verify_command(
-    name: Optional[str] = typer.Argument(None, help="Corpus name; all corpora when omitted."),
-    data_dir: Optional[str] = typer.Option(None, "--data-dir", help=_DATA_DIR_HELP),
+    name: str | None = typer.Argument(None, help="Corpus name; all corpora when omitted."),
+    data_dir: str | None = typer.Option(None, "--data-dir", help=_DATA_DIR_HELP),
 ) -> None:
     """Check the files found (sha256, or byte size where none is published); never downloads.
 
@@ -140,17 +156,21 @@ def verify_command(
     typer.echo(_table(rows, ("name", "size", "where found", "verified")))
     bad = [r[0] for r in rows if r[3] == "MISMATCH" or r[3].startswith("error")]
     if bad:
-        raise InputError(f"files do not match their dataset cards: {', '.join(bad)} (see above; replace or remove them)")
+        raise InputError(
+            f"files do not match their dataset cards: {', '.join(bad)} (see above; replace or remove them)"
+        )
     if name and rows[0][2] == "not found":
-        raise InputError(f"{name}: no copy found. Run `harness data fetch {name}`, or {where_to_put(cards[0], data_dir)}")
+        raise InputError(
+            f"{name}: no copy found. Run `harness data fetch {name}`, or {where_to_put(cards[0], data_dir)}"
+        )
 
 
 @data_app.command("stats")
 def stats_command(
     name: str = typer.Argument(..., help="Corpus name (see `harness data list`)."),
     split: str = typer.Option("train", "--split", help="train, val or test."),
-    max_chars: Optional[int] = typer.Option(None, "--max-chars", min=1, help="Only the first N tokens of the split."),
-    data_dir: Optional[str] = typer.Option(None, "--data-dir", help=_DATA_DIR_HELP),
+    max_chars: int | None = typer.Option(None, "--max-chars", min=1, help="Only the first N tokens of the split."),
+    data_dir: str | None = typer.Option(None, "--data-dir", help=_DATA_DIR_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Content-letter fraction and mean word / clause / sentence lengths (characters)."""
@@ -200,8 +220,14 @@ def bench_data_load(
                 }
             )
     rows = [
-        (r["dataset"], f"{r['tokens']:,}", f"{r['first_load_s'] * 1e3:.1f}", f"{r['second_load_s'] * 1e3:.1f}",
-         f"{r['warm_best_s'] * 1e3:.1f}", str(r["memory_mapped"]))
+        (
+            r["dataset"],
+            f"{r['tokens']:,}",
+            f"{r['first_load_s'] * 1e3:.1f}",
+            f"{r['second_load_s'] * 1e3:.1f}",
+            f"{r['warm_best_s'] * 1e3:.1f}",
+            str(r["memory_mapped"]),
+        )
         for r in results
     ]
     typer.echo(_table(rows, ("dataset", "tokens", "first load ms", "second load ms", "warm best ms", "memmap")))

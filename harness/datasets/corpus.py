@@ -301,8 +301,16 @@ def read_cache_dir(path: Path) -> tuple[dict[str, Any], np.ndarray] | None:
     return meta, tokens
 
 
-def _corpus_from_cache(name: str, tokenizer: str, meta: dict[str, Any], tokens: np.ndarray, path: Path,
-                       *, source: str = "", mask: np.ndarray | None = None) -> Corpus:
+def _corpus_from_cache(
+    name: str,
+    tokenizer: str,
+    meta: dict[str, Any],
+    tokens: np.ndarray,
+    path: Path,
+    *,
+    source: str = "",
+    mask: np.ndarray | None = None,
+) -> Corpus:
     arrays = {k: tokens[a:b] for k, (a, b) in meta["splits"].items()}
     masks = None if mask is None else {k: mask[a:b] for k, (a, b) in meta["splits"].items()}
     return Corpus(
@@ -350,8 +358,15 @@ def load_card(
     if cached is None:
         if path.exists():  # unreadable leftovers (e.g. an older format): rebuild
             shutil.rmtree(path, ignore_errors=True)
-        write_cache_dir(path, lambda tmp: {**_encode_into(located, tmp), "sources": located.fingerprint,
-                                           "tokenizer": card.tokenizer, "name": card.name})
+        write_cache_dir(
+            path,
+            lambda tmp: {
+                **_encode_into(located, tmp),
+                "sources": located.fingerprint,
+                "tokenizer": card.tokenizer,
+                "name": card.name,
+            },
+        )
         cached = read_cache_dir(path)
         if cached is None:
             raise InputError(f"could not read the token cache just written at {path}")

@@ -112,7 +112,8 @@ def where_to_put(card: DatasetCard, data_dir: str | os.PathLike[str] | None = No
     folders = [str(r / card.name) for r in user_roots] or [f"$HARNESS_DATA_DIR/{card.name}"]
     folders.append(str(cache_root(cache_dir) / "data" / card.name))
     return (
-        f"put {what} into one of these folders: " + "; ".join(folders)
+        f"put {what} into one of these folders: "
+        + "; ".join(folders)
         + " (set HARNESS_DATA_DIR or pass data_dir / --data-dir to search another folder)"
     )
 
@@ -251,7 +252,8 @@ def check_members(card: DatasetCard, archive: Path, *, hash_members: bool) -> bo
                     h.update(chunk)
             if h.hexdigest() != f.sha256:
                 raise ChecksumMismatch(
-                    f"{card.name}: member {f.member} of {archive}: sha256 mismatch, expected {f.sha256}, actual {h.hexdigest()}",
+                    f"{card.name}: member {f.member} of {archive}: sha256 mismatch, expected {f.sha256}, "
+                    f"actual {h.hexdigest()}",
                     path=archive,
                 )
             hashed = True
@@ -325,7 +327,10 @@ def _find_first(root: Path, rels: list[str]) -> Path | None:
 
 
 def locate(
-    card: DatasetCard, *, data_dir: str | os.PathLike[str] | None = None, cache_dir: str | os.PathLike[str] | None = None
+    card: DatasetCard,
+    *,
+    data_dir: str | os.PathLike[str] | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> Located | None:
     """The first complete, checked copy of ``card``'s files, or None (no download).
 
@@ -407,8 +412,12 @@ def _download_one(
                     announced = response.headers.get("Content-Length")
                     announced = int(announced) if announced and announced.isdigit() else None
                     with tqdm(
-                        total=announced or size, unit="B", unit_scale=True, unit_divisor=1024,
-                        desc=f"download {dest.name}", disable=not progress,
+                        total=announced or size,
+                        unit="B",
+                        unit_scale=True,
+                        unit_divisor=1024,
+                        desc=f"download {dest.name}",
+                        disable=not progress,
                     ) as bar:
                         while chunk := response.read(_CHUNK):
                             out.write(chunk)
@@ -421,7 +430,8 @@ def _download_one(
                 raise _AttemptFailed(f"cannot connect ({exc.reason})") from None
             except (OSError, http.client.HTTPException) as exc:
                 raise _AttemptFailed(
-                    f"connection lost after {received:,} bytes ({type(exc).__name__}: {exc}); incomplete download discarded"
+                    f"connection lost after {received:,} bytes ({type(exc).__name__}: {exc}); incomplete "
+                    "download discarded"
                 ) from None
             out.flush()
             os.fsync(out.fileno())
@@ -474,13 +484,16 @@ def download_file(
     for url in urls:
         log.info("downloading %s -> %s", url, dest)
         try:
-            return _download_one(url, dest, sha256=sha256, size=size, progress=progress, timeout=timeout, validate=validate)
+            return _download_one(
+                url, dest, sha256=sha256, size=size, progress=progress, timeout=timeout, validate=validate
+            )
         except _AttemptFailed as exc:
             failures.append(f"  {url}: {exc}")
     with contextlib.suppress(OSError):
         dest.parent.rmdir()  # only if empty: a failed first download leaves no trace
     raise InputError(
-        f"could not download {dest.name}:\n" + "\n".join(failures)
+        f"could not download {dest.name}:\n"
+        + "\n".join(failures)
         + f"\nNothing was saved. Offline? To use a copy you downloaded yourself, {advice}"
     )
 
@@ -513,8 +526,14 @@ def fetch(
     if card.archive is not None:
         dest = _download_target(card, cache_dir, card.archive.filename)
         check = download_file(
-            card.archive.urls, dest, sha256=card.archive.sha256, size=card.archive.size,
-            progress=progress, timeout=timeout, validate=lambda tmp: check_archive(card, tmp), advice=advice,
+            card.archive.urls,
+            dest,
+            sha256=card.archive.sha256,
+            size=card.archive.size,
+            progress=progress,
+            timeout=timeout,
+            validate=lambda tmp: check_archive(card, tmp),
+            advice=advice,
         )
         return Located(card, "downloaded", {}, dest, (check,))
     files: dict[str, Path] = {}

@@ -24,7 +24,9 @@ def _check_block(n_tokens: int, block_size: int) -> None:
     if block_size < 1:
         raise InputError(f"block_size must be >= 1, got {block_size}")
     if n_tokens < block_size + 1:
-        raise InputError(f"a split of {n_tokens:,} tokens is too short for block_size={block_size} (needs {block_size + 1})")
+        raise InputError(
+            f"a split of {n_tokens:,} tokens is too short for block_size={block_size} (needs {block_size + 1})"
+        )
 
 
 def sample_train_batch(

@@ -222,9 +222,7 @@ def generate_salience_text(
     text = "".join(pieces)[:n_chars]
     lengths = np.fromiter((len(x) for x in pieces), dtype=np.int64, count=len(pieces))
     mask = np.repeat(np.array(is_content, dtype=bool), lengths)[:n_chars]
-    rendered = tuple(
-        " ".join("C" if s is None else s for s in slots) for slots in templates
-    )
+    rendered = tuple(" ".join("C" if s is None else s for s in slots) for slots in templates)
     return SalienceText(text, mask, params, rendered, tuple(content_vocab), tuple(function_vocab))
 
 
@@ -245,11 +243,15 @@ def parse_salience_name(name: str) -> dict[str, Any]:
         key, eq, value = item.partition("=")
         key = key.strip()
         if not eq or key not in known:
-            raise InputError(f"{name!r}: bad parameter {item!r}; parameters: {', '.join(known)} (e.g. {NAME}:p=0.2,seed=1)")
+            raise InputError(
+                f"{name!r}: bad parameter {item!r}; parameters: {', '.join(known)} (e.g. {NAME}:p=0.2,seed=1)"
+            )
         try:
             out[key] = int(value) if key in _INT_FIELDS else float(value)
         except ValueError:
-            raise InputError(f"{name!r}: {key} must be {'an integer' if key in _INT_FIELDS else 'a number'}, got {value!r}") from None
+            raise InputError(
+                f"{name!r}: {key} must be {'an integer' if key in _INT_FIELDS else 'a number'}, got {value!r}"
+            ) from None
     return out
 
 

@@ -45,8 +45,17 @@ _LAZY = {
 }
 
 __all__ = [
-    "SIZES", "ModelSize", "get_size", "VARIANTS", "Variant", "get_variant", "make_variant",
-    "POSITIONS", "GATES", "SCORINGS", *_LAZY,
+    "SIZES",
+    "ModelSize",
+    "get_size",
+    "VARIANTS",
+    "Variant",
+    "get_variant",
+    "make_variant",
+    "POSITIONS",
+    "GATES",
+    "SCORINGS",
+    *_LAZY,
 ]
 
 

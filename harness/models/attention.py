@@ -78,18 +78,24 @@ def key_biased_attention(
     scale = 1.0 / math.sqrt(hd) if scale is None else scale
     is_causal = attn_mask is None
     if key_bias is None:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
+        )
     width = fold_width(hd, q.device.type)
     B, H, T, _ = q.shape
     pad = width - hd - 1
-    bias = (key_bias / (FOLD_CONSTANT * scale)).to(k.dtype).expand(B, H, T).transpose(1, 2).unsqueeze(-1)  # (B, T, H, 1)
+    bias = (
+        (key_bias / (FOLD_CONSTANT * scale)).to(k.dtype).expand(B, H, T).transpose(1, 2).unsqueeze(-1)
+    )  # (B, T, H, 1)
     const = q.new_full((1, 1, 1, 1), FOLD_CONSTANT).expand(B, T, H, 1)
     zeros = q.new_zeros((1, 1, 1, pad + 1)).expand(B, T, H, pad + 1)
     # cat in (B, T, H, .) layout (a free view of the qkv projection), then back to (B, H, T, width).
     q2 = torch.cat([q.transpose(1, 2), const, zeros[..., :pad]], dim=-1).transpose(1, 2)  # (B, H, T, width)
     k2 = torch.cat([k.transpose(1, 2), bias, zeros[..., :pad]], dim=-1).transpose(1, 2)  # (B, H, T, width)
     v2 = torch.cat([v.transpose(1, 2), zeros], dim=-1).transpose(1, 2)  # (B, H, T, width)
-    y = F.scaled_dot_product_attention(q2, k2, v2, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
+    y = F.scaled_dot_product_attention(
+        q2, k2, v2, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
+    )
     return y[..., :hd]
 
 
@@ -124,7 +130,9 @@ class CausalSelfAttention(nn.Module):
         self.attention_dropout = attention_dropout
         self.resid_dropout = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, position: PositionalEncoding, attn_bias: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+    def forward(
+        self, x: Tensor, position: PositionalEncoding, attn_bias: Tensor | None = None
+    ) -> tuple[Tensor, Tensor | None]:
         """x: (B, T, d) normalised layer input -> (output (B, T, d), log g (B, H, T) or None)."""
         if self.gate is None:
             return self._plain(x, position, attn_bias), None
@@ -191,8 +199,9 @@ class CausalSelfAttention(nn.Module):
         q2 = q_full if fold_q else _fold_column(q, torch.full_like(key_bias, FOLD_CONSTANT), width)  # [q, c, 0..]
 
         dropout_p = self.attention_dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q2, k2, v2, attn_mask=attn_bias, dropout_p=dropout_p,
-                                           is_causal=attn_bias is None, scale=scale)  # (B, H, T, width)
+        y = F.scaled_dot_product_attention(
+            q2, k2, v2, attn_mask=attn_bias, dropout_p=dropout_p, is_causal=attn_bias is None, scale=scale
+        )  # (B, H, T, width)
         # Output projection over the folded width: zero weight columns for v's padding.
         proj_weight = F.pad(self.proj.weight.view(C, H, hd), (0, width - hd)).view(C, H * width)
         return self._finish(y, x, proj_weight), log_g

@@ -44,8 +44,22 @@ from typing import Any
 from harness.errors import InputError
 
 FAMILIES: tuple[str, ...] = (
-    "baseline", "ega", "ega-2", "ega-4", "db2", "db4", "morlet-fixed", "morlet-param", "flux", "phase",
-    "output-gate", "lagged", "ega+lagged", "rope", "rope+ega", "alibi",
+    "baseline",
+    "ega",
+    "ega-2",
+    "ega-4",
+    "db2",
+    "db4",
+    "morlet-fixed",
+    "morlet-param",
+    "flux",
+    "phase",
+    "output-gate",
+    "lagged",
+    "ega+lagged",
+    "rope",
+    "rope+ega",
+    "alibi",
 )
 DEFAULT_SEQ_LENS: tuple[int, ...] = (256, 1024, 4096, 8192)
 
@@ -70,8 +84,15 @@ def _build_attention(family: str, d_model: int, n_head: int):
     from harness.models.positional import build_position
     from harness.models.scoring import build_scoring
 
-    gate_name = {"baseline": "none", "output-gate": "none", "lagged": "none", "ega+lagged": "ega", "rope": "none",
-                 "rope+ega": "ega", "alibi": "none"}.get(family, family)
+    gate_name = {
+        "baseline": "none",
+        "output-gate": "none",
+        "lagged": "none",
+        "ega+lagged": "ega",
+        "rope": "none",
+        "rope+ega": "ega",
+        "alibi": "none",
+    }.get(family, family)
     position_name = {"rope": "rope", "rope+ega": "rope", "alibi": "alibi"}.get(family, "none")
     position = build_position(position_name, d_model=d_model, n_head=n_head, block_size=1)
     attention = CausalSelfAttention(
@@ -121,8 +142,16 @@ def _setup(family: str, seq_len: int, batch: int, n_head: int, head_dim: int, th
     return step
 
 
-def time_cases(families: tuple[str, ...], seq_len: int, *, batch: int, n_head: int, head_dim: int, repeats: int,
-               threads: int | None = None) -> dict[str, dict[str, float]]:
+def time_cases(
+    families: tuple[str, ...],
+    seq_len: int,
+    *,
+    batch: int,
+    n_head: int,
+    head_dim: int,
+    repeats: int,
+    threads: int | None = None,
+) -> dict[str, dict[str, float]]:
     """Median and minimum forward + backward time (ms) of each family at one T, in this process.
 
     The families take turns (one pass each per round, after one warm-up pass each), so
@@ -140,8 +169,9 @@ def time_cases(families: tuple[str, ...], seq_len: int, *, batch: int, n_head: i
     return {f: {"time_ms": statistics.median(t), "time_min_ms": min(t)} for f, t in times.items()}
 
 
-def memory_case(family: str, seq_len: int, *, batch: int, n_head: int, head_dim: int,
-                threads: int | None = None) -> dict[str, float | None]:
+def memory_case(
+    family: str, seq_len: int, *, batch: int, n_head: int, head_dim: int, threads: int | None = None
+) -> dict[str, float | None]:
     """Peak RSS increase and peak live tensor bytes (profiled pass) of one pass after a warm-up, MiB."""
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -155,8 +185,11 @@ def memory_case(family: str, seq_len: int, *, batch: int, n_head: int, head_dim:
         peak_rss = (_status_kb("VmHWM") - rss_before) / 1024
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
-    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
-                    if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
+    events = sorted(
+        (e.start_ns(), e.nbytes())
+        for e in prof.profiler.kineto_results.events()
+        if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
+    )
     live = peak = 0
     for _, nbytes in events:
         live += nbytes
@@ -167,8 +200,13 @@ def memory_case(family: str, seq_len: int, *, batch: int, n_head: int, head_dim:
 def _memory_in_subprocess(family: str, seq_len: int, shape: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     spec = json.dumps({"family": family, "seq_len": seq_len, **shape})
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}  # freed tensors go back to the system at once
-    proc = subprocess.run([sys.executable, "-m", "harness.models.benchmark", spec],
-                          capture_output=True, text=True, timeout=timeout_s, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.models.benchmark", spec],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=env,
+    )
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
         raise RuntimeError(tail if proc.returncode > 0 else f"killed (signal {-proc.returncode}, out of memory?)")
@@ -200,8 +238,10 @@ def run_attention_benchmark(
     a fresh subprocess per case."""
     unknown = [f for f in families if f not in FAMILIES]
     if unknown:
-        raise InputError(f"unknown attention famil{'y' if len(unknown) == 1 else 'ies'} {', '.join(map(repr, unknown))}; "
-                         f"known: {', '.join(FAMILIES)}")
+        raise InputError(
+            f"unknown attention famil{'y' if len(unknown) == 1 else 'ies'} {', '.join(map(repr, unknown))}; "
+            f"known: {', '.join(FAMILIES)}"
+        )
     if "baseline" not in families:
         families = ("baseline", *families)
     if any(t < 2 for t in seq_lens) or repeats < 1:
@@ -238,11 +278,18 @@ def run_attention_benchmark(
         return a / b if a is not None and b else None
 
     results = []
-    for (family, seq_len), r in raw.items():
+    for (_family, seq_len), r in raw.items():
         base = raw[("baseline", seq_len)]
-        results.append(CaseResult(**{**asdict(r), "time_ratio": ratio(r.time_ms, base.time_ms),
-                                     "tensor_ratio": ratio(r.peak_tensor_mb, base.peak_tensor_mb),
-                                     "rss_ratio": ratio(r.peak_rss_mb, base.peak_rss_mb)}))
+        results.append(
+            CaseResult(
+                **{
+                    **asdict(r),
+                    "time_ratio": ratio(r.time_ms, base.time_ms),
+                    "tensor_ratio": ratio(r.peak_tensor_mb, base.peak_tensor_mb),
+                    "rss_ratio": ratio(r.peak_rss_mb, base.peak_rss_mb),
+                }
+            )
+        )
     return results
 
 
@@ -254,9 +301,17 @@ class TrainStepResult:
     dropout: float
 
 
-def run_train_step_benchmark(*, variants: tuple[str, ...] | None = None, size: str = "paper", seq_len: int = 256,
-                             batch: int = 16, repeats: int = 5, threads: int | None = None,
-                             dropouts: tuple[float, ...] = (0.0,), progress=None) -> list[TrainStepResult]:
+def run_train_step_benchmark(
+    *,
+    variants: tuple[str, ...] | None = None,
+    size: str = "paper",
+    seq_len: int = 256,
+    batch: int = 16,
+    repeats: int = 5,
+    threads: int | None = None,
+    dropouts: tuple[float, ...] = (0.0,),
+    progress=None,
+) -> list[TrainStepResult]:
     """Median time of a full training step (forward, cross-entropy, backward, AdamW) per variant,
     in this process, variants taking turns (one step each per round, after one warm-up step)."""
     import torch
@@ -305,9 +360,14 @@ def run_train_step_benchmark(*, variants: tuple[str, ...] | None = None, size: s
 def machine_info() -> dict[str, Any]:
     import torch
 
-    return {"platform": platform.platform(), "python": platform.python_version(), "torch": torch.__version__,
-            "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None}
+    return {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+    }
 
 
 def write_json(path: Path, payload: dict[str, Any]) -> None:

@@ -26,8 +26,10 @@ def zoo(
 
     s = get_size(size)  # unknown size: InputError before any work
     rows = zoo_rows(s, vocab_size=vocab_size, block_size=block_size)
-    table = Table(title=f"Model zoo at size {s.name!r}: {s.n_layer} layers, {s.n_head} heads, width {s.d_model}, "
-                        f"vocab {vocab_size}, block {block_size}")
+    table = Table(
+        title=f"Model zoo at size {s.name!r}: {s.n_layer} layers, {s.n_head} heads, width {s.d_model}, "
+        f"vocab {vocab_size}, block {block_size}"
+    )
     for column in ("variant", "position", "gate", "scoring", "options"):
         table.add_column(column)
     for column in ("parameters", "vs baseline", "overhead"):
@@ -37,8 +39,16 @@ def zoo(
         options = ", ".join(f"{k}={val}" for k, val in sorted(v.options.items()))
         if v.scoring == "lagged":
             options = ", ".join(filter(None, [options, f"lags={v.lags}" if "lags" not in v.options else ""]))
-        table.add_row(v.name, v.position, v.gate, v.scoring, options or "-", f"{row.parameters:,}",
-                      f"{row.extra_parameters:+,}", f"{row.overhead_percent:+.3f} %")
+        table.add_row(
+            v.name,
+            v.position,
+            v.gate,
+            v.scoring,
+            options or "-",
+            f"{row.parameters:,}",
+            f"{row.extra_parameters:+,}",
+            f"{row.overhead_percent:+.3f} %",
+        )
     Console(width=160).print(table)
 
 
@@ -54,7 +64,9 @@ def _parse_ints(text: str, what: str) -> tuple[int, ...]:
 
 def bench_attention(
     seq_lens: str = typer.Option("256,1024,4096,8192", "--seq-lens", "-T", help="Comma-separated sequence lengths."),
-    families: str = typer.Option("all", help="Comma-separated attention families (baseline is always included), or 'all'."),
+    families: str = typer.Option(
+        "all", help="Comma-separated attention families (baseline is always included), or 'all'."
+    ),
     repeats: int = typer.Option(3, help="Timed forward+backward passes per case (after one warm-up)."),
     batch: int = typer.Option(4, help="Batch size B."),
     heads: int = typer.Option(8, help="Heads H."),
@@ -76,8 +88,13 @@ def bench_attention(
 
     lens = _parse_ints(seq_lens, "--seq-lens")
     fams = bm.FAMILIES if families.strip() == "all" else tuple(f.strip() for f in families.split(",") if f.strip())
-    for name, value in (("--repeats", repeats), ("--batch", batch), ("--heads", heads), ("--head-dim", head_dim),
-                        ("--train-batch", train_batch)):
+    for name, value in (
+        ("--repeats", repeats),
+        ("--batch", batch),
+        ("--heads", heads),
+        ("--head-dim", head_dim),
+        ("--train-batch", train_batch),
+    ):
         if value < 1:
             raise InputError(f"{name} must be a positive integer, got {value}")
     console = Console(width=160)
@@ -87,19 +104,39 @@ def bench_attention(
 
     def show(result) -> None:
         if isinstance(result, bm.CaseResult):
-            detail = (f"{result.time_ms:9.1f} ms   tensors {mib(result.peak_tensor_mb):>7} MiB   rss {mib(result.peak_rss_mb):>7} MiB"
-                      if result.status == "ok" else result.status)
+            detail = (
+                f"{result.time_ms:9.1f} ms   tensors {mib(result.peak_tensor_mb):>7} MiB   rss "
+                f"{mib(result.peak_rss_mb):>7} MiB"
+                if result.status == "ok"
+                else result.status
+            )
             console.print(f"  T={result.seq_len:<5} {result.family:<13} {detail}")
         else:
-            console.print(f"  train step {result.variant:<20} dropout={result.dropout:g} {result.time_ms:8.1f} ms  x{result.ratio:.2f}")
+            console.print(
+                f"  train step {result.variant:<20} dropout={result.dropout:g} {result.time_ms:8.1f} ms  "
+                f"x{result.ratio:.2f}"
+            )
 
-    console.print(f"attention forward+backward: B={batch} H={heads} head_dim={head_dim} fp32 CPU, T in {lens}, "
-                  f"median of {repeats}")
-    results = bm.run_attention_benchmark(families=fams, seq_lens=lens, batch=batch, n_head=heads, head_dim=head_dim,
-                                         repeats=repeats, threads=threads or None, measure_memory=memory,
-                                         memory_budget_gib=memory_budget_gib, progress=show)
-    table = Table(title="attention forward+backward against baseline: time ratio / peak tensor memory ratio "
-                        "(baseline row: ms / MiB)")
+    console.print(
+        f"attention forward+backward: B={batch} H={heads} head_dim={head_dim} fp32 CPU, T in {lens}, "
+        f"median of {repeats}"
+    )
+    results = bm.run_attention_benchmark(
+        families=fams,
+        seq_lens=lens,
+        batch=batch,
+        n_head=heads,
+        head_dim=head_dim,
+        repeats=repeats,
+        threads=threads or None,
+        measure_memory=memory,
+        memory_budget_gib=memory_budget_gib,
+        progress=show,
+    )
+    table = Table(
+        title="attention forward+backward against baseline: time ratio / peak tensor memory ratio "
+        "(baseline row: ms / MiB)"
+    )
     table.add_column("family")
     for t in lens:
         table.add_column(f"T={t}", justify="right")
@@ -121,8 +158,9 @@ def bench_attention(
     train_results = []
     if train_step:
         console.print(f"training step: paper size, T=256, batch {train_batch}, AdamW; dropout 0 and 0.2")
-        train_results = bm.run_train_step_benchmark(batch=train_batch, repeats=max(repeats, 3), threads=threads or None,
-                                                    dropouts=(0.0, 0.2), progress=show)
+        train_results = bm.run_train_step_benchmark(
+            batch=train_batch, repeats=max(repeats, 3), threads=threads or None, dropouts=(0.0, 0.2), progress=show
+        )
         step_table = Table(title="full training step (paper size, T=256) against baseline")
         for column in ("variant", "dropout", "ms / step", "ratio"):
             step_table.add_column(column, justify="left" if column == "variant" else "right")
@@ -131,12 +169,20 @@ def bench_attention(
         console.print(step_table)
 
     payload = {
-        "settings": {"batch": batch, "heads": heads, "head_dim": head_dim, "dtype": "float32", "device": "cpu",
-                     "seq_lens": list(lens), "repeats": repeats, "train_batch": train_batch,
-                     "time_ms": "median wall time of forward+backward after one warm-up, in one process",
-                     "peak_tensor_mb": "peak live tensor bytes during one forward+backward (torch profiler memory events)",
-                     "peak_rss_mb": "peak RSS increase (VmHWM reset, minus VmRSS before) during a forward+backward after one "
-                                    "warm-up pass, in a fresh process with MALLOC_MMAP_THRESHOLD_=65536"},
+        "settings": {
+            "batch": batch,
+            "heads": heads,
+            "head_dim": head_dim,
+            "dtype": "float32",
+            "device": "cpu",
+            "seq_lens": list(lens),
+            "repeats": repeats,
+            "train_batch": train_batch,
+            "time_ms": "median wall time of forward+backward after one warm-up, in one process",
+            "peak_tensor_mb": "peak live tensor bytes during one forward+backward (torch profiler memory events)",
+            "peak_rss_mb": "peak RSS increase (VmHWM reset, minus VmRSS before) during a forward+backward after one "
+            "warm-up pass, in a fresh process with MALLOC_MMAP_THRESHOLD_=65536",
+        },
         "machine": bm.machine_info(),
         "attention": [asdict(r) for r in results],
         "train_step": [asdict(r) for r in train_results],

@@ -83,7 +83,9 @@ class KeyGate(nn.Module):
     # (gates whose signal has (B, d, T)- or (B, H, T, hd)-sized intermediates).
     recompute_signal: ClassVar[bool] = False
 
-    def __init__(self, n_head: int, *, tau_init: float = DEFAULT_TAU_INIT, alpha_init: float = DEFAULT_ALPHA_INIT) -> None:
+    def __init__(
+        self, n_head: int, *, tau_init: float = DEFAULT_TAU_INIT, alpha_init: float = DEFAULT_ALPHA_INIT
+    ) -> None:
         super().__init__()
         self.n_head = n_head
         self.tau = nn.Parameter(torch.full((n_head,), float(tau_init)))
@@ -195,8 +197,14 @@ def daubechies_lowpass(name: str) -> Tensor:
         taps = [(1 + r3) / norm, (3 + r3) / norm, (3 - r3) / norm, (1 - r3) / norm]
     elif name == "db4":
         taps = [
-            0.23037781330885523, 0.7148465705525415, 0.6308807679295904, -0.02798376941698385,
-            -0.18703481171888114, 0.030841381835986965, 0.032883011666982945, -0.010597401784997278,
+            0.23037781330885523,
+            0.7148465705525415,
+            0.6308807679295904,
+            -0.02798376941698385,
+            -0.18703481171888114,
+            0.030841381835986965,
+            0.032883011666982945,
+            -0.010597401784997278,
         ]
     else:
         raise InputError(f"unknown Daubechies filter {name!r}; known: db2, db4")
@@ -292,8 +300,10 @@ class WaveletEnergyGate(KeyGate):
         B, T, _ = x.shape
         # A_t(l) = mean_c x_{t,c} x_{t+l,c}: (B, M, T), zero where t + l >= T (never used: causal).
         autocorrelation = torch.stack(
-            [F.pad((x[:, : T - lag] * x[:, lag:]).mean(-1), (0, lag)) if lag < T else x.new_zeros(B, T)
-             for lag in range(taps)],
+            [
+                F.pad((x[:, : T - lag] * x[:, lag:]).mean(-1), (0, lag)) if lag < T else x.new_zeros(B, T)
+                for lag in range(taps)
+            ],
             dim=1,
         )
         padded = F.pad(autocorrelation, (taps - 1, 0))  # zeros before the start
@@ -337,8 +347,9 @@ GATES: dict[str, str] = {
 }
 
 
-def build_gate(name: str, *, d_model: int, n_head: int, tau_init: float = DEFAULT_TAU_INIT,
-               alpha_init: float = DEFAULT_ALPHA_INIT) -> KeyGate | None:
+def build_gate(
+    name: str, *, d_model: int, n_head: int, tau_init: float = DEFAULT_TAU_INIT, alpha_init: float = DEFAULT_ALPHA_INIT
+) -> KeyGate | None:
     """Instantiate the key gate ``name`` ("none" -> None)."""
     init = {"tau_init": tau_init, "alpha_init": alpha_init}
     if name == "none":

@@ -226,9 +226,11 @@ class MorletPositionalEncoding(PositionalEncoding):
         else:
             scale = torch.empty(n)
             groups = torch.tensor_split(torch.arange(n), len(LINGUISTIC_SCALES))
-            for index, s in zip(groups, LINGUISTIC_SCALES.values()):
+            for index, s in zip(groups, LINGUISTIC_SCALES.values(), strict=False):
                 if len(index):
-                    scale[index] = torch.logspace(math.log10(s / math.sqrt(2)), math.log10(s * math.sqrt(2)), len(index))
+                    scale[index] = torch.logspace(
+                        math.log10(s / math.sqrt(2)), math.log10(s * math.sqrt(2)), len(index)
+                    )
             self.omega.copy_(2 * math.pi / scale)
             self.log_sigma.copy_(torch.log(scale))
 
@@ -256,7 +258,9 @@ POSITION_ENCODINGS: dict[str, type[PositionalEncoding]] = {
 }
 
 
-def build_position(name: str, *, d_model: int, n_head: int, block_size: int, mope_init: str = "random") -> PositionalEncoding:
+def build_position(
+    name: str, *, d_model: int, n_head: int, block_size: int, mope_init: str = "random"
+) -> PositionalEncoding:
     """Instantiate the position component ``name`` for a model of this shape."""
     if name == "sinusoidal":
         return SinusoidalPositionalEncoding(d_model)

@@ -97,7 +97,9 @@ class CharTransformer(nn.Module):
 
         self.wte = nn.Embedding(vocab_size, d)
         self.embed_scale = math.sqrt(d)
-        self.position = build_position(variant.position, d_model=d, n_head=H, block_size=block_size, mope_init=variant.mope_init)
+        self.position = build_position(
+            variant.position, d_model=d, n_head=H, block_size=block_size, mope_init=variant.mope_init
+        )
         self.drop = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(
             Block(
@@ -244,7 +246,9 @@ def build_model(
     s = get_size(size)
     unknown = sorted(set(overrides) - set(_OVERRIDES))
     if unknown:
-        raise InputError(f"unknown build_model override(s) {', '.join(unknown)}; known overrides: {', '.join(_OVERRIDES)}")
+        raise InputError(
+            f"unknown build_model override(s) {', '.join(unknown)}; known overrides: {', '.join(_OVERRIDES)}"
+        )
     shape = {key: overrides[key] for key in ("n_layer", "n_head", "d_model") if overrides.get(key) is not None}
     if shape:
         s = dataclasses.replace(s, name=f"{s.name}-custom", **shape)  # re-validates the shape
@@ -263,5 +267,6 @@ def build_model(
     attention_dropout = overrides.get("attention_dropout")
     if attention_dropout is not None and not 0.0 <= attention_dropout < 1.0:
         raise InputError(f"attention_dropout must be in [0, 1), got {attention_dropout!r}")
-    return CharTransformer(v, s, vocab_size=vocab_size, block_size=block_size, dropout=dropout,
-                           attention_dropout=attention_dropout, **init)
+    return CharTransformer(
+        v, s, vocab_size=vocab_size, block_size=block_size, dropout=dropout, attention_dropout=attention_dropout, **init
+    )

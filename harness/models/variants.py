@@ -27,7 +27,18 @@ from typing import Any
 from harness.errors import InputError
 
 POSITIONS: tuple[str, ...] = ("sinusoidal", "learned", "rope", "alibi", "mope", "none")
-GATES: tuple[str, ...] = ("none", "ega", "ega-2", "ega-4", "db2", "db4", "morlet-fixed", "morlet-param", "flux", "phase")
+GATES: tuple[str, ...] = (
+    "none",
+    "ega",
+    "ega-2",
+    "ega-4",
+    "db2",
+    "db4",
+    "morlet-fixed",
+    "morlet-param",
+    "flux",
+    "phase",
+)
 SCORINGS: tuple[str, ...] = ("dot", "lagged")
 MOPE_INITS: tuple[str, ...] = ("random", "scales")
 OPTIONS: tuple[str, ...] = ("mope_init", "lags", "output_gate")
@@ -78,8 +89,13 @@ class Variant:
 
     def as_dict(self) -> dict[str, Any]:
         """Plain dict (for logs, MLflow tags, YAML)."""
-        return {"name": self.name, "position": self.position, "gate": self.gate, "scoring": self.scoring,
-                "options": dict(self.options)}
+        return {
+            "name": self.name,
+            "position": self.position,
+            "gate": self.gate,
+            "scoring": self.scoring,
+            "options": dict(self.options),
+        }
 
 
 def _check_choice(kind: str, value: Any, choices: tuple[str, ...], variant_name: str) -> None:

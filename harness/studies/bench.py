@@ -49,7 +49,9 @@ def _spec(trials: int, steps: int) -> dict[str, Any]:
     }
 
 
-def main(*, trials: int = 8, steps: int = 60, out: Path | str = "benchmarks/results/study_overhead.json") -> dict[str, Any]:
+def main(
+    *, trials: int = 8, steps: int = 60, out: Path | str = "benchmarks/results/study_overhead.json"
+) -> dict[str, Any]:
     from harness.studies.grid import expand_grid
     from harness.studies.spec import parse_spec
 
@@ -89,10 +91,21 @@ def main(*, trials: int = 8, steps: int = 60, out: Path | str = "benchmarks/resu
         env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
         t0 = time.perf_counter()
         study = subprocess.run(
-            [sys.executable, "-m", "harness.cli", "run", str(spec_path), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
-             "--storage-path", str(tmp_path / "results")],
-            capture_output=True, text=True, env=env,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "harness.cli",
+                "run",
+                str(spec_path),
+                "--tracking-uri",
+                f"sqlite:///{tmp_path / 'mlflow.db'}",
+                "--storage-path",
+                str(tmp_path / "results"),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         study_wall = time.perf_counter() - t0
         if study.returncode != 0:
             raise RuntimeError(f"harness run failed:\n{study.stdout[-3000:]}\n{study.stderr[-3000:]}")
@@ -121,7 +134,10 @@ def main(*, trials: int = 8, steps: int = 60, out: Path | str = "benchmarks/resu
         ("wall-time speed-up of the study", f"{result['speedup_wall']:.2f}x"),
     ]
     width = max(len(r[0]) for r in rows)
-    print(f"Study overhead: {n} trials of {steps} steps (nano, T=64, batch 8), load avg {result['machine']['load_avg_1m']:.1f}")
+    print(
+        f"Study overhead: {n} trials of {steps} steps (nano, T=64, batch 8), load avg "
+        f"{result['machine']['load_avg_1m']:.1f}"
+    )
     for name, value in rows:
         print(f"  {name:<{width}}  {value}")
     out = Path(out)

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -17,23 +17,33 @@ import typer
 def run(
     spec: Annotated[Path, typer.Argument(help="Study spec (YAML), e.g. studies/smoke.yaml.")],
     address: Annotated[
-        Optional[str],
-        typer.Option("--address", help="Ray cluster address (head:6379 or 'auto'). Default: $RAY_ADDRESS, else an embedded local Ray."),
+        str | None,
+        typer.Option(
+            "--address",
+            help="Ray cluster address (head:6379 or 'auto'). Default: $RAY_ADDRESS, else an embedded local Ray.",
+        ),
     ] = None,
     tracking_uri: Annotated[
-        Optional[str],
-        typer.Option("--tracking-uri", help="MLflow tracking URI. Default: the spec's tracking.uri, $MLFLOW_TRACKING_URI, sqlite:///mlflow.db."),
+        str | None,
+        typer.Option(
+            "--tracking-uri",
+            help="MLflow tracking URI. Default: the spec's tracking.uri, $MLFLOW_TRACKING_URI, sqlite:///mlflow.db.",
+        ),
     ] = None,
     storage_path: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--storage-path",
             help="Where Tune keeps trials and checkpoints (s3://, gs://, or a path). Default: the spec's storage_path, "
             "$HARNESS_STORAGE_PATH, ./results.",
         ),
     ] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the latest run of this study: finished trials are kept.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the grid, resources and a cost estimate; start nothing.")] = False,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the latest run of this study: finished trials are kept.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the grid, resources and a cost estimate; start nothing.")
+    ] = False,
 ) -> None:
     """Run a study: every trial of the spec's grid on Ray Tune, recorded in MLflow (a parent
     run, one child run per trial), then the results table and the report."""
@@ -44,21 +54,30 @@ def run(
             spec, address=address, tracking_uri=tracking_uri, storage_path=storage_path, resume=resume, dry_run=dry_run
         )
     except KeyboardInterrupt:  # a second Ctrl-C: Tune's graceful stop was cut short
-        typer.secho(f"interrupted: continue the study with `harness run {spec} --resume`", fg=typer.colors.YELLOW, err=True)
+        typer.secho(
+            f"interrupted: continue the study with `harness run {spec} --resume`", fg=typer.colors.YELLOW, err=True
+        )
         raise typer.Exit(130) from None
     if outcome.status == "interrupted":
         raise typer.Exit(130)
     if outcome.counts and outcome.counts.get("failed"):
-        typer.secho(f"{outcome.counts['failed']} trial(s) failed after their retries (see the error logs above)", fg=typer.colors.RED, err=True)
+        typer.secho(
+            f"{outcome.counts['failed']} trial(s) failed after their retries (see the error logs above)",
+            fg=typer.colors.RED,
+            err=True,
+        )
         raise typer.Exit(1)
 
 
 def ui(
     tracking_uri: Annotated[
-        Optional[str], typer.Option("--tracking-uri", help="Default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here.")
+        str | None,
+        typer.Option("--tracking-uri", help="Default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here."),
     ] = None,
     port: Annotated[int, typer.Option("--port", help="Port of the UI.")] = 5000,
-    host: Annotated[str, typer.Option("--host", help="Interface to bind (127.0.0.1: this machine only).")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option("--host", help="Interface to bind (127.0.0.1: this machine only).")
+    ] = "127.0.0.1",
 ) -> None:
     """Start the MLflow UI on the study's tracking store (bound to 127.0.0.1 unless told otherwise)."""
     from harness.errors import InputError
@@ -69,11 +88,31 @@ def ui(
         raise InputError(f"{uri} is a tracking server already: open it in a browser instead of starting a UI")
     check_tracking_uri(uri)
     if uri.startswith("sqlite:") and not Path(uri.split("///", 1)[-1]).exists():
-        raise InputError(f"no MLflow database at {uri}: run a study first (harness run studies/smoke.yaml) or pass --tracking-uri")
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": os.environ.get("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")}
-    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", host, "--port", str(port), "--workers", "1"]
+        raise InputError(
+            f"no MLflow database at {uri}: run a study first (harness run studies/smoke.yaml) or pass --tracking-uri"
+        )
+    env = {
+        **os.environ,
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": os.environ.get("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false"),
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        uri,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
     # The experiments in MLflow 3's "Model training" view (its default view is GenAI's).
-    typer.echo(f"MLflow UI for {uri}: http://{host}:{port}/#/experiments?workflowType=machine_learning  (Ctrl-C stops it)")
+    typer.echo(
+        f"MLflow UI for {uri}: http://{host}:{port}/#/experiments?workflowType=machine_learning  (Ctrl-C stops it)"
+    )
     try:
         raise typer.Exit(subprocess.call(cmd, env=env))
     except KeyboardInterrupt:
@@ -83,7 +122,9 @@ def ui(
 def bench_study(
     trials: Annotated[int, typer.Option("--trials", help="Number of short trials.")] = 8,
     steps: Annotated[int, typer.Option("--steps", help="Training steps per trial.")] = 60,
-    out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("benchmarks/results/study_overhead.json"),
+    out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path(
+        "benchmarks/results/study_overhead.json"
+    ),
 ) -> None:
     """Overhead of a study: N short trials through `harness run` against the same trainings in a plain loop."""
     from harness.studies.bench import main

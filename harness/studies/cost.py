@@ -79,7 +79,9 @@ def _h200_rate(parameters: float) -> float:
     return next(rate for limit, rate in H200_EFFECTIVE_FLOPS if parameters < limit)
 
 
-def estimate(trials: Sequence[Any], *, cpus_per_trial: int, gpus_per_trial: float, total_cpus: float | None = None) -> CostEstimate:
+def estimate(
+    trials: Sequence[Any], *, cpus_per_trial: int, gpus_per_trial: float, total_cpus: float | None = None
+) -> CostEstimate:
     """Cost of ``trials`` (:class:`~harness.studies.grid.Trial`). ``total_cpus``: the CPUs
     of the Ray cluster, when known (for the wall-time estimate of CPU studies)."""
     from harness.models import SIZES

@@ -50,7 +50,9 @@ class Trial:
         return tags
 
 
-def trial_id(*, variant: str, seed: int, size: str, context_length: int, dataset: str, tau_init: float | None = None) -> str:
+def trial_id(
+    *, variant: str, seed: int, size: str, context_length: int, dataset: str, tau_init: float | None = None
+) -> str:
     """``{variant}_s{seed}_{size}_T{context_length}_{dataset}[_tau{tau_init}]``."""
     tid = f"{variant}_s{seed}_{size}_T{context_length}_{dataset}"
     return tid if tau_init is None else f"{tid}_tau{tau_init:g}"
@@ -89,7 +91,12 @@ def expand_grid(spec: StudySpec, *, components: dict[str, tuple[str, str, str]] 
                     for tau_init in spec.tau_inits or [None]:
                         for variant in spec.variant_names:
                             fields: dict[str, Any] = dict(
-                                shared, variant=variant, dataset=dataset, size=size, context_length=context_length, seed=seed
+                                shared,
+                                variant=variant,
+                                dataset=dataset,
+                                size=size,
+                                context_length=context_length,
+                                seed=seed,
                             )
                             if tau_init is not None:
                                 fields["tau_init"] = tau_init

@@ -164,7 +164,9 @@ class StudyProgress(Callback):
         c = self.counts()
         summary = ", ".join(f"{n} {s.lower()}" for s, n in c.items() if n)
         elapsed = time.monotonic() - self._started
-        table = Table(title=f"{self._done()}/{len(self.views)} trials done ({summary}) - {elapsed:.0f} s", title_justify="left")
+        table = Table(
+            title=f"{self._done()}/{len(self.views)} trials done ({summary}) - {elapsed:.0f} s", title_justify="left"
+        )
         for name, justify in (("trial", "left"), ("state", "left"), ("step", "right"), ("val/loss", "right")):
             table.add_column(name, justify=justify)  # type: ignore[arg-type]
         order = {"RUNNING": 0, "RETRYING": 1, "ERROR": 2, "DIVERGED": 3, "DONE": 4, "PENDING": 5}

@@ -74,7 +74,9 @@ def find_study_dir(path: str | Path) -> str | None:
         infos = fs.get_file_info(pyarrow.fs.FileSelector(root, allow_not_found=True))
     except Exception:  # noqa: BLE001 - a file, not a folder
         return None
-    runs = sorted((i for i in infos if i.type == pyarrow.fs.FileType.Directory), key=lambda i: i.base_name, reverse=True)
+    runs = sorted(
+        (i for i in infos if i.type == pyarrow.fs.FileType.Directory), key=lambda i: i.base_name, reverse=True
+    )
     for info in runs:
         if _read_json(fs, f"{info.path}/{STUDY_FILE}") is not None:
             return f"{text}/{info.base_name}"
@@ -182,7 +184,9 @@ def record_study(
     spec = parse_spec(spec_text, source=f"{study_dir}/spec.yaml")
     trials = expand_grid(spec)
     if meta.get("trial_ids") and list(meta["trial_ids"]) != [t.trial_id for t in trials]:
-        raise InputError(f"{study_dir}: spec.yaml and {STUDY_FILE} disagree on the trials; the directory was changed by hand?")
+        raise InputError(
+            f"{study_dir}: spec.yaml and {STUDY_FILE} disagree on the trials; the directory was changed by hand?"
+        )
     results = _read_bytes(fs, f"{root}/results.parquet")
     if results is None:
         raise InputError(
@@ -201,7 +205,8 @@ def record_study(
     def check() -> None:
         if recorder.broken is not None:
             raise InputError(
-                f"cannot record study {name} in MLflow at {redact_uri(uri)} ({recorder.broken}); is the tracking server up? "
+                f"cannot record study {name} in MLflow at {redact_uri(uri)} ({recorder.broken}); is the "
+                "tracking server up? "
                 "Nothing is lost: run the same command again once it is (it adds only what is missing)"
             )
 
@@ -267,7 +272,8 @@ def record_study(
     check()
     say(
         f"MLflow: recorded study {name} from {study_dir} in parent run {recorder.parent_run_id} "
-        f"({'created' if recorder.created_parent else 'continued'}; child runs: {created} created, {completed} completed, "
+        f"({'created' if recorder.created_parent else 'continued'}; child runs: {created} created, "
+        f"{completed} completed, "
         f"{unchanged} already complete) at {redact_uri(uri)}"
     )
     return RecordOutcome(

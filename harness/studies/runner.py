@@ -44,10 +44,29 @@ from harness.training.tracking import redact_uri
 STUDY_FILE = "harness_study.json"
 DEFAULT_STORAGE = "results"
 RESULTS_SCHEMA_COLUMNS = (
-    "study", "trial_id", "dataset", "size", "params", "context_length", "variant", "position", "gate",
-    "scoring", "seed", "tau_init", "val_loss", "test_loss", "train_loss", "best_val_loss", "gen_gap",
-    "tau_mean", "open_fraction", "tokens_per_s", "steps", "status",
-)  # fmt: skip
+    "study",
+    "trial_id",
+    "dataset",
+    "size",
+    "params",
+    "context_length",
+    "variant",
+    "position",
+    "gate",
+    "scoring",
+    "seed",
+    "tau_init",
+    "val_loss",
+    "test_loss",
+    "train_loss",
+    "best_val_loss",
+    "gen_gap",
+    "tau_mean",
+    "open_fraction",
+    "tokens_per_s",
+    "steps",
+    "status",
+)
 
 
 @dataclass(frozen=True)
@@ -142,7 +161,9 @@ def latest_study_dir(storage: str, name: str) -> tuple[str, dict[str, Any]] | No
     fs, root = _filesystem(storage)
     base = f"{root.rstrip('/')}/{name}"
     infos = fs.get_file_info(pyarrow.fs.FileSelector(base, allow_not_found=True))
-    for info in sorted((i for i in infos if i.type == pyarrow.fs.FileType.Directory), key=lambda i: i.base_name, reverse=True):
+    for info in sorted(
+        (i for i in infos if i.type == pyarrow.fs.FileType.Directory), key=lambda i: i.base_name, reverse=True
+    ):
         meta = _read_json(fs, f"{info.path}/{STUDY_FILE}")
         if meta is not None:
             return f"{storage.rstrip('/')}/{name}/{info.base_name}", meta
@@ -238,7 +259,9 @@ def ray_session(address: str | None) -> Iterator[RayConnection]:
                     " If the cluster uses token authentication, set RAY_AUTH_MODE=token and provide the token "
                     "(RAY_AUTH_TOKEN, or the file ~/.ray/auth_token / $RAY_AUTH_TOKEN_PATH)."
                 )
-            raise InputError(f"cannot connect to the Ray cluster at {address}: {type(exc).__name__}: {exc}.{hint}") from None
+            raise InputError(
+                f"cannot connect to the Ray cluster at {address}: {type(exc).__name__}: {exc}.{hint}"
+            ) from None
         started_here = True
         description = f"Ray cluster at {address}"
     else:
@@ -376,7 +399,9 @@ def describe_resources(spec: StudySpec) -> str:
     return text + " each"
 
 
-def dry_run_text(spec: StudySpec, trials: Sequence[Trial], *, storage: str, tracking_uri: str, address: str | None) -> str:
+def dry_run_text(
+    spec: StudySpec, trials: Sequence[Trial], *, storage: str, tracking_uri: str, address: str | None
+) -> str:
     from harness.studies.cost import estimate
 
     train = trials[0].config if trials else None
@@ -389,14 +414,19 @@ def dry_run_text(spec: StudySpec, trials: Sequence[Trial], *, storage: str, trac
             f"{train.eval_every} steps on {train.eval_windows or 'all'} windows, dropout {train.dropout:g}"
         )
     lines.append(
-        f"concurrency: {spec.max_concurrent_trials or 'as many as the resources allow'}; retries per trial: {spec.retries}"
+        f"concurrency: {spec.max_concurrent_trials or 'as many as the resources allow'}; retries per trial: "
+        f"{spec.retries}"
     )
     lines.append(f"Ray: {address or 'embedded local Ray (' + str(os.cpu_count()) + ' CPUs)'}")
-    lines.append(f"storage: {storage}/{spec.name}/<date-time>/    MLflow: {tracking_uri} (experiment {spec.experiment_name()!r})")
+    lines.append(
+        f"storage: {storage}/{spec.name}/<date-time>/    MLflow: {tracking_uri} (experiment {spec.experiment_name()!r})"
+    )
     factorial = spec.factorial()
     if factorial is not None:
-        lines.append(f"analysis: 2x2 factorial base={factorial.base} a={factorial.a} b={factorial.b} ab={factorial.ab}; "
-                     f"tau reference {spec.analysis.tau.reference:g} +- {spec.analysis.tau.margin:g}")
+        lines.append(
+            f"analysis: 2x2 factorial base={factorial.base} a={factorial.a} b={factorial.b} ab={factorial.ab}; "
+            f"tau reference {spec.analysis.tau.reference:g} +- {spec.analysis.tau.margin:g}"
+        )
     lines.append("")
     lines.append(f"{'#':>4}  trial")
     for i, trial in enumerate(trials, 1):
@@ -471,13 +501,29 @@ def results_table(study: str, trials: Sequence[Trial], outcomes: dict[str, tuple
             }
         )
     schema = {
-        "study": pl.String, "trial_id": pl.String, "dataset": pl.String, "size": pl.String, "params": pl.Int64,
-        "context_length": pl.Int64, "variant": pl.String, "position": pl.String, "gate": pl.String,
-        "scoring": pl.String, "seed": pl.Int64, "tau_init": pl.Float64, "val_loss": pl.Float64,
-        "test_loss": pl.Float64, "train_loss": pl.Float64, "best_val_loss": pl.Float64, "gen_gap": pl.Float64,
-        "tau_mean": pl.Float64, "open_fraction": pl.Float64, "tokens_per_s": pl.Float64, "steps": pl.Int64,
+        "study": pl.String,
+        "trial_id": pl.String,
+        "dataset": pl.String,
+        "size": pl.String,
+        "params": pl.Int64,
+        "context_length": pl.Int64,
+        "variant": pl.String,
+        "position": pl.String,
+        "gate": pl.String,
+        "scoring": pl.String,
+        "seed": pl.Int64,
+        "tau_init": pl.Float64,
+        "val_loss": pl.Float64,
+        "test_loss": pl.Float64,
+        "train_loss": pl.Float64,
+        "best_val_loss": pl.Float64,
+        "gen_gap": pl.Float64,
+        "tau_mean": pl.Float64,
+        "open_fraction": pl.Float64,
+        "tokens_per_s": pl.Float64,
+        "steps": pl.Int64,
         "status": pl.String,
-    }  # fmt: skip
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -523,8 +569,17 @@ def _mope_sigmas(trials: Sequence[Trial], outcomes: dict[str, tuple[dict[str, An
         for key, value in metrics.items():
             if key.startswith("mope/sigma") and isinstance(value, (int, float)):
                 c = trial.config
-                rows.append({"variant": c.variant, "seed": c.seed, "dataset": c.dataset, "size": c.size,
-                             "context_length": c.context_length, "key": key, "sigma": float(value)})  # fmt: skip
+                rows.append(
+                    {
+                        "variant": c.variant,
+                        "seed": c.seed,
+                        "dataset": c.dataset,
+                        "size": c.size,
+                        "context_length": c.context_length,
+                        "key": key,
+                        "sigma": float(value),
+                    }
+                )
     return pl.DataFrame(rows) if rows else None
 
 
@@ -653,7 +708,9 @@ def run_study(
     quiet_tune()
     from harness.studies.tracking import MlflowStudyCallback, StudyRecorder
 
-    recorder = StudyRecorder(uri, spec.experiment_name(), warn=lambda m: print(f"warning: {m}", file=sys.stderr, flush=True))
+    recorder = StudyRecorder(
+        uri, spec.experiment_name(), warn=lambda m: print(f"warning: {m}", file=sys.stderr, flush=True)
+    )
 
     with ray_session(ray_address) as ray_conn:
         check_cluster(spec, ray_conn, storage)
@@ -703,7 +760,10 @@ def run_study(
                 {"cpu": spec.resources.cpus, "gpu": spec.resources.gpus},
             )
             progress = StudyProgress(
-                [t.trial_id for t in trials], max_steps={t.trial_id: t.config.max_steps for t in trials}, stream=out, live=live
+                [t.trial_id for t in trials],
+                max_steps={t.trial_id: t.config.max_steps for t in trials},
+                stream=out,
+                live=live,
             )
             tune_callbacks = [MlflowStudyCallback(recorder, by_id, study=spec.name), progress, *callbacks]
             if previous is not None:
@@ -715,7 +775,10 @@ def run_study(
                 try:
                     for stale, newest in repair_stale_checkpoints(study_dir):
                         trial_name, newest_name = newest.rstrip("/").rsplit("/", 2)[-2:]
-                        say(f"  {trial_name}: resuming from {newest_name} (Tune's snapshot named {stale.rsplit('/', 1)[-1]}, already deleted)")
+                        say(
+                            f"  {trial_name}: resuming from {newest_name} (Tune's snapshot named "
+                            f"{stale.rsplit('/', 1)[-1]}, already deleted)"
+                        )
                     tuner = tune.Tuner.restore(study_dir, trainable=trainable, resume_errored=True)
                     # Tune restores the RunConfig it pickled; today's callbacks (tracking URI,
                     # terminal) replace the stale copies.
@@ -778,7 +841,10 @@ def run_study(
                 if trial_status(result.metrics, result.error) == "finished":
                     checkpoints[tid] = result.checkpoint
             table = results_table(spec.name, trials, outcomes)
-            counts = {s: int((table.get_column("status") == s).sum()) for s in ("finished", "diverged", "failed", "incomplete")}
+            counts = {
+                s: int((table.get_column("status") == s).sum())
+                for s in ("finished", "diverged", "failed", "incomplete")
+            }
             status = "interrupted" if counts["incomplete"] else "finished"
 
             _write_bytes(fs, f"{study_root}/results.parquet", _parquet_bytes(table))
@@ -796,9 +862,13 @@ def run_study(
             recorder.end_parent(
                 status,
                 results=table,
-                metrics={"trials/finished": counts["finished"], "trials/diverged": counts["diverged"],
-                         "trials/failed": counts["failed"], "trials/incomplete": counts["incomplete"]},
-            )  # fmt: skip
+                metrics={
+                    "trials/finished": counts["finished"],
+                    "trials/diverged": counts["diverged"],
+                    "trials/failed": counts["failed"],
+                    "trials/incomplete": counts["incomplete"],
+                },
+            )
         except BaseException:
             recorder.end_parent("killed" if sys.exc_info()[0] is KeyboardInterrupt else "failed")
             raise
@@ -808,7 +878,10 @@ def run_study(
     say(f"Study {spec.name} {status} in {wall:.0f} s: {summary}")
     say(f"Results: {study_dir}/results.parquet")
     if status == "interrupted":
-        say(f"Resume it with: harness run {_spec_hint(spec)} --resume" + (f" --storage-path {storage}" if storage_path else ""))
+        say(
+            f"Resume it with: harness run {_spec_hint(spec)} --resume"
+            + (f" --storage-path {storage}" if storage_path else "")
+        )
     ui_url = recorder.ui_url()
     if recorder.broken is not None:
         # The one warning came when the store failed; here is what to do about it.
@@ -823,7 +896,11 @@ def run_study(
         default_store = tracking_uri is None and spec.tracking.uri is None and "MLFLOW_TRACKING_URI" not in os.environ
         ui_cmd = "harness ui" if default_store else f"harness ui --tracking-uri {redact_uri(uri)}"
         # The link never holds credentials (StudyRecorder.ui_url drops them).
-        say(f"View it: {ui_cmd}  ->  {ui_url}" if urlparse(uri).scheme not in ("http", "https") else f"View it: {ui_url}")
+        say(
+            f"View it: {ui_cmd}  ->  {ui_url}"
+            if urlparse(uri).scheme not in ("http", "https")
+            else f"View it: {ui_url}"
+        )
     return StudyOutcome(
         study=spec.name,
         status=status,
@@ -865,7 +942,9 @@ def _parquet_bytes(df: Any) -> bytes:
     return buf.getvalue()
 
 
-def _analyse(spec: StudySpec, table: Any, windows: Any, sigmas: Any, local_dir: Path | None, recorder: Any, say: Any) -> Any:
+def _analyse(
+    spec: StudySpec, table: Any, windows: Any, sigmas: Any, local_dir: Path | None, recorder: Any, say: Any
+) -> Any:
     """The analysis issue's report, logged to the parent run (a failure is a warning: the
     study's results are safe; `harness report` can redo it)."""
     try:
@@ -886,10 +965,19 @@ def _analyse(spec: StudySpec, table: Any, windows: Any, sigmas: Any, local_dir: 
         if windows is not None and "split" in windows.columns:
             windows = windows.filter(windows.get_column("split") == "val")
         rep = build_report(
-            table, settings=settings, out_dir=out_dir, window_losses=windows, mope_sigmas=sigmas, corpus_info=corpus_info, title=spec.name
+            table,
+            settings=settings,
+            out_dir=out_dir,
+            window_losses=windows,
+            mope_sigmas=sigmas,
+            corpus_info=corpus_info,
+            title=spec.name,
         )
     except Exception as exc:  # noqa: BLE001
-        say(f"warning: the analysis failed ({type(exc).__name__}: {exc}); the results are safe; retry with `harness report {spec.name}`")
+        say(
+            f"warning: the analysis failed ({type(exc).__name__}: {exc}); the results are safe; retry with "
+            f"`harness report {spec.name}`"
+        )
         return None
     say(rep.verdict_table)
     for note in getattr(rep, "notes", ()):

@@ -32,7 +32,7 @@ import difflib
 import hashlib
 import math
 from pathlib import Path
-from typing import Annotated, Any, Optional, Union
+from typing import Annotated, Any, Optional
 
 import yaml
 from pydantic import (
@@ -83,7 +83,7 @@ def _override_model() -> type[BaseModel]:
         if name in GRID_FIELDS or name in RUNNER_FIELDS:
             continue
         annotation = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
-        fields[name] = (Optional[annotation], None)
+        fields[name] = (Optional[annotation], None)  # noqa: UP045 - a runtime-built annotation
     return create_model(
         "TrainOverrides",
         __config__=ConfigDict(extra="forbid", frozen=True),
@@ -117,11 +117,13 @@ def _variant_tag(value: Any) -> str | None:
 
 
 VariantEntry = Annotated[
-    Union[Annotated[str, Tag("name")], Annotated[InlineVariant, Tag("inline")]],
+    Annotated[str, Tag("name")] | Annotated[InlineVariant, Tag("inline")],
     Discriminator(
         _variant_tag,
         custom_error_type="variant_entry",
-        custom_error_message="expected a variant name (e.g. ega-mope) or an inline variant {name, position, gate, scoring}",
+        custom_error_message=(
+            "expected a variant name (e.g. ega-mope) or an inline variant {name, position, gate, scoring}"
+        ),
     ),
 ]
 
@@ -136,7 +138,9 @@ class Resources(_Strict):
     @classmethod
     def _whole_gpus_above_one(cls, value: float) -> float:
         if value > 1 and not float(value).is_integer():
-            raise ValueError(f"a fraction of a GPU must be below 1 (e.g. 0.25); above 1 ask for whole GPUs, got {value}")
+            raise ValueError(
+                f"a fraction of a GPU must be below 1 (e.g. 0.25); above 1 ask for whole GPUs, got {value}"
+            )
         return value
 
 
@@ -144,8 +148,8 @@ class Tracking(_Strict):
     """Where MLflow records the study: URI (else $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)
     and experiment (else the study name)."""
 
-    uri: Optional[str] = None
-    experiment: Optional[str] = None
+    uri: str | None = None
+    experiment: str | None = None
 
 
 class Factorial(_Strict):
@@ -167,7 +171,7 @@ class TauSettings(_Strict):
 class AnalysisSpec(_Strict):
     """Settings of the report at the end of the study (``harness.analysis``)."""
 
-    factorial: Optional[Factorial] = None
+    factorial: Factorial | None = None
     tau: TauSettings = TauSettings()
     confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
 
@@ -180,19 +184,19 @@ class StudySpec(_Strict):
     """A study: the grid's factors, shared training settings, resources, tracking, analysis."""
 
     name: str = Field(pattern=NAME_PATTERN)
-    description: Optional[str] = None
+    description: str | None = None
     datasets: list[str] = Field(min_length=1)
     variants: list[VariantEntry] = Field(min_length=1)
     seeds: list[int]
     sizes: list[str] = Field(min_length=1)
     context_lengths: list[PositiveInt] = Field(min_length=1)
     train: TrainOverrides = TrainOverrides()  # type: ignore[valid-type]
-    tau_inits: Optional[list[float]] = Field(default=None, min_length=1)
-    tokens_per_batch: Optional[PositiveInt] = None  # batch_size = tokens_per_batch / T per trial
+    tau_inits: list[float] | None = Field(default=None, min_length=1)
+    tokens_per_batch: PositiveInt | None = None  # batch_size = tokens_per_batch / T per trial
     resources: Resources = Resources()
-    max_concurrent_trials: Optional[PositiveInt] = None
+    max_concurrent_trials: PositiveInt | None = None
     retries: int = Field(default=2, ge=0)
-    storage_path: Optional[str] = None
+    storage_path: str | None = None
     storage_shared: bool = False
     tracking: Tracking = Tracking()
     analysis: AnalysisSpec = AnalysisSpec()
@@ -200,7 +204,10 @@ class StudySpec(_Strict):
     @field_validator("seeds", mode="before")
     @classmethod
     def _seeds(cls, value: Any) -> list[int]:
-        expected = "a count of seeds (a positive integer: 10 means seeds 0..9) or a non-empty list of distinct non-negative integers"
+        expected = (
+            "a count of seeds (a positive integer: 10 means seeds 0..9) "
+            "or a non-empty list of distinct non-negative integers"
+        )
         if isinstance(value, bool):
             raise ValueError(f"expected {expected}, got {value!r}")
         if isinstance(value, int):
@@ -232,7 +239,10 @@ class StudySpec(_Strict):
         if dupes:
             raise ValueError(f"variants: {', '.join(dupes)} listed more than once")
         if self.tau_inits is not None and "tau_init" in self.train.model_fields_set:
-            raise ValueError("train.tau_init and tau_inits both set: use tau_inits to sweep tau's initial value, or train.tau_init to fix it")
+            raise ValueError(
+                "train.tau_init and tau_inits both set: use tau_inits to sweep tau's initial value, or "
+                "train.tau_init to fix it"
+            )
         if self.tokens_per_batch is not None:
             if "batch_size" in self.train.model_fields_set:
                 raise ValueError(
@@ -249,7 +259,8 @@ class StudySpec(_Strict):
             for role, variant in self.analysis.factorial.model_dump().items():
                 if variant not in names:
                     raise ValueError(
-                        f"analysis.factorial.{role} is {variant!r}, which the study does not run (its variants: {', '.join(names)})"
+                        f"analysis.factorial.{role} is {variant!r}, which the study does not run (its "
+                        f"variants: {', '.join(names)})"
                     )
         # TrainConfig's cross-field checks (e.g. min_lr <= lr) on the merged settings.
         try:
@@ -378,7 +389,9 @@ def load_spec(path: str | Path, *, check: bool = True) -> StudySpec:
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise InputError(f"study spec {path} does not exist (ready specs are in studies/, e.g. studies/smoke.yaml)") from None
+        raise InputError(
+            f"study spec {path} does not exist (ready specs are in studies/, e.g. studies/smoke.yaml)"
+        ) from None
     except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read study spec {path}: {exc}") from None
     spec = parse_spec(text, source=str(path))
@@ -397,7 +410,9 @@ def check_registries(spec: StudySpec, *, source: str = "<spec>") -> None:
     problems: list[str] = []
     for i, dataset in enumerate(spec.datasets):
         if dataset.split(":", 1)[0] not in REGISTRY:  # parameterised names: synthetic-salience:p=0.2,seed=1
-            problems.append(f"datasets[{i}]: unknown dataset {dataset!r}{_suggest(dataset, REGISTRY)}; known: {', '.join(REGISTRY)}")
+            problems.append(
+                f"datasets[{i}]: unknown dataset {dataset!r}{_suggest(dataset, REGISTRY)}; known: {', '.join(REGISTRY)}"
+            )
     for i, size in enumerate(spec.sizes):
         if size not in SIZES:
             problems.append(f"sizes[{i}]: unknown size {size!r}{_suggest(size, SIZES)}; known: {', '.join(SIZES)}")
@@ -405,12 +420,16 @@ def check_registries(spec: StudySpec, *, source: str = "<spec>") -> None:
         if isinstance(entry, str):
             if entry not in VARIANTS:
                 problems.append(
-                    f"variants[{i}]: unknown variant {entry!r}{_suggest(entry, VARIANTS)}; known: {', '.join(VARIANTS)} "
+                    f"variants[{i}]: unknown variant {entry!r}{_suggest(entry, VARIANTS)}; known: "
+                    f"{', '.join(VARIANTS)} "
                     "(or an inline combination {name, position, gate, scoring})"
                 )
             continue
         if entry.name in VARIANTS:
-            problems.append(f"variants[{i}].name: {entry.name!r} is a registry variant already; give the inline combination another name")
+            problems.append(
+                f"variants[{i}].name: {entry.name!r} is a registry variant already; give the inline "
+                "combination another name"
+            )
         try:
             make_variant(entry.name, position=entry.position, gate=entry.gate, scoring=entry.scoring)
         except ValueError as exc:  # InputError included: unknown component names
@@ -422,7 +441,8 @@ def check_registries(spec: StudySpec, *, source: str = "<spec>") -> None:
         too_long = [t for t in spec.context_lengths if t > limit]
         if too_long:
             problems.append(
-                f"context_lengths: {', '.join(map(str, too_long))} exceed the maximum context length of size {size!r} ({limit}); "
+                f"context_lengths: {', '.join(map(str, too_long))} exceed the maximum context length of size "
+                f"{size!r} ({limit}); "
                 "drop them or choose a size that allows them"
             )
     if problems:

@@ -55,7 +55,13 @@ _MAX_TAGS = 100
 _NOT_METRICS = {"step", "steps", "status", "wall_time_s", "resumed_from_step", "done"}
 
 #: MLflow run status for each trial/study status tag.
-_RUN_STATUS = {"finished": "FINISHED", "diverged": "FINISHED", "failed": "FAILED", "killed": "KILLED", "interrupted": "KILLED"}
+_RUN_STATUS = {
+    "finished": "FINISHED",
+    "diverged": "FINISHED",
+    "failed": "FAILED",
+    "killed": "KILLED",
+    "interrupted": "KILLED",
+}
 
 
 def is_metric(key: str, value: Any) -> bool:
@@ -113,9 +119,11 @@ class StudyRecorder:
         if self.broken is None:
             self.broken = f"{type(exc).__name__}: {exc}"
             self._warn(
-                f"MLflow at {redact_uri(self.tracking_uri)} failed while {what} ({self.broken}). The study goes on without "
+                f"MLflow at {redact_uri(self.tracking_uri)} failed while {what} ({self.broken}). The study "
+                "goes on without "
                 "MLflow; every result is kept in the study's storage directory (results.parquet, Tune's trial "
-                "results). Record it in MLflow later with `harness report` once the store is back (the command is printed "
+                "results). Record it in MLflow later with `harness report` once the store is back (the "
+                "command is printed "
                 "when the study ends)."
             )
 
@@ -154,9 +162,10 @@ class StudyRecorder:
             if urlparse(self.tracking_uri).scheme in ("http", "https", "databricks"):
                 self.experiment_id = None
                 self.broken = f"{type(exc).__name__}: {exc}"
-        
+
                 self._warn(
-                    f"cannot reach the MLflow tracking server {redact_uri(self.tracking_uri)} ({self.broken}). The study runs "
+                    f"cannot reach the MLflow tracking server {redact_uri(self.tracking_uri)} "
+                    f"({self.broken}). The study runs "
                     "without MLflow; results are kept in its storage directory. Record them in MLflow later with "
                     "`harness report` once the server is up (the command is printed when the study ends)."
                 )
@@ -240,7 +249,14 @@ class StudyRecorder:
             if trial_id and trial_id not in self._children:
                 self._children[trial_id] = run.info.run_id
 
-    def end_parent(self, status: str, *, results: Any = None, files: Sequence[Path] = (), metrics: Mapping[str, float] | None = None) -> None:
+    def end_parent(
+        self,
+        status: str,
+        *,
+        results: Any = None,
+        files: Sequence[Path] = (),
+        metrics: Mapping[str, float] | None = None,
+    ) -> None:
         """Log the results table and ``files``, tag ``status`` and end the parent run."""
         if self.parent_run_id is None:
             return
@@ -328,7 +344,10 @@ class StudyRecorder:
         values = {k: float(v) for k, v in metrics.items() if is_metric(k, v)}
         if not values:
             return
-        if self._safely(f"logging metrics of trial {trial_id}", lambda: self._log_metrics(run_id, values, step=step)) is not None:
+        if (
+            self._safely(f"logging metrics of trial {trial_id}", lambda: self._log_metrics(run_id, values, step=step))
+            is not None
+        ):
             self._logged_step[trial_id] = step
 
     def end_trial(
@@ -373,7 +392,9 @@ class StudyRecorder:
 
         now = int(time.time() * 1000)
         # MLflow stores NaN but not +-inf consistently across stores: clamp inf to NaN.
-        items = [Metric(k, v if math.isfinite(v) or math.isnan(v) else math.nan, now, int(step)) for k, v in metrics.items()]
+        items = [
+            Metric(k, v if math.isfinite(v) or math.isnan(v) else math.nan, now, int(step)) for k, v in metrics.items()
+        ]
         for i in range(0, len(items), _MAX_METRICS):
             self.client.log_batch(run_id, metrics=items[i : i + _MAX_METRICS])
         return True

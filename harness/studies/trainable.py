@@ -70,7 +70,10 @@ def _scalars(metrics: Any) -> dict[str, float]:
 
 
 def _report_callback(
-    checkpoint_dir: Path, fault_kill_at_step: int | None, fault_marker: Path | None, fault_nan_at_step: int | None = None
+    checkpoint_dir: Path,
+    fault_kill_at_step: int | None,
+    fault_marker: Path | None,
+    fault_nan_at_step: int | None = None,
 ) -> Any:
     """A Lightning callback reporting every evaluation to Tune (built here so that
     Lightning is imported only inside the trial process)."""
@@ -129,7 +132,9 @@ def final_report(result: Any) -> dict[str, Any]:
         value = getattr(result, field)
         if value is not None:
             metrics[name] = float(value)
-    metrics.update(step=int(result.steps), steps=int(result.steps), status=result.status, wall_time_s=float(result.wall_time_s))
+    metrics.update(
+        step=int(result.steps), steps=int(result.steps), status=result.status, wall_time_s=float(result.wall_time_s)
+    )
     return metrics
 
 

@@ -45,7 +45,9 @@ def _make_step(variant: str, *, size: str, context_length: int, batch_size: int,
     model = build_model(variant, size=size, vocab_size=vocab_size, block_size=context_length, dropout=0.2)
     model.train()
     config = TrainConfig(variant=variant, size=size, context_length=context_length, batch_size=batch_size)
-    optimizer = torch.optim.AdamW(optimizer_groups(model, config.weight_decay), lr=config.lr, betas=(config.beta1, config.beta2))
+    optimizer = torch.optim.AdamW(
+        optimizer_groups(model, config.weight_decay), lr=config.lr, betas=(config.beta1, config.beta2)
+    )
     g = torch.Generator().manual_seed(seed)
     x = torch.randint(vocab_size, (batch_size, context_length), generator=g)
     y = torch.randint(vocab_size, (batch_size, context_length), generator=g)
@@ -80,7 +82,9 @@ def time_variants(
     minimum over rounds (the least disturbed one on a shared machine) and the median."""
     steppers = {}
     for v in variants:
-        step, n_params = _make_step(v, size=size, context_length=context_length, batch_size=batch_size, vocab_size=vocab_size)
+        step, n_params = _make_step(
+            v, size=size, context_length=context_length, batch_size=batch_size, vocab_size=vocab_size
+        )
         for _ in range(warmup):
             step()
         steppers[v] = (step, n_params)
@@ -130,7 +134,9 @@ def _timed_hooks(targets: list[tuple[Any, str, str]]) -> Iterator[dict[str, list
             setattr(owner, name, original)
 
 
-def measure_overhead(*, size: str, context_length: int, batch_size: int, steps: int, variant: str = "ega-mope") -> dict[str, Any]:
+def measure_overhead(
+    *, size: str, context_length: int, batch_size: int, steps: int, variant: str = "ega-mope"
+) -> dict[str, Any]:
     """What ``train()`` adds to the bare training step, for the same model and batches.
 
     Robust part (timers, insensitive to load from other processes): the time spent in
@@ -187,7 +193,10 @@ def measure_overhead(*, size: str, context_length: int, batch_size: int, steps: 
             (cb.BatchLossMonitor, "on_train_batch_end", "divergence_check"),
             (cb.RollingCheckpoint, "on_train_batch_end", "checkpoint_test"),
         ]
-        per_eval = [(tracking.TrackedRun, "log_metrics", "mlflow_log_batch"), (cb.RollingCheckpoint, "save", "checkpoint_write")]
+        per_eval = [
+            (tracking.TrackedRun, "log_metrics", "mlflow_log_batch"),
+            (cb.RollingCheckpoint, "save", "checkpoint_write"),
+        ]
         with _timed_hooks(per_step + per_eval) as timings:
             with_logging = train(common, mlflow_logging=True, progress_bar=False)
         without_logging = train(common, mlflow_logging=False, progress_bar=False)
@@ -196,7 +205,9 @@ def measure_overhead(*, size: str, context_length: int, batch_size: int, steps: 
     hooks = {key: sum(v) for key, v in timings.items()}
     hooks["dropout_reseed"] = reseed_s * steps
     evaluations = max(1, len(timings.get("mlflow_log_batch", [])))
-    per_step = sum(hooks.get(k, 0.0) for k in ("throughput", "divergence_check", "checkpoint_test", "dropout_reseed")) / steps
+    per_step = (
+        sum(hooks.get(k, 0.0) for k in ("throughput", "divergence_check", "checkpoint_test", "dropout_reseed")) / steps
+    )
     per_eval = hooks.get("mlflow_log_batch", 0.0) / evaluations
     recipe_eval_every = TrainConfig().eval_every
     results.update(
@@ -208,7 +219,9 @@ def measure_overhead(*, size: str, context_length: int, batch_size: int, steps: 
             "per_step_hooks_ms": 1000 * per_step,
             "per_evaluation_mlflow_ms": 1000 * per_eval,
             # This run evaluates every steps/2 steps; the recipe every 250.
-            "logging_and_callbacks_overhead_pct_this_run": 100 * (per_step * steps + per_eval * evaluations) / train_time,
+            "logging_and_callbacks_overhead_pct_this_run": 100
+            * (per_step * steps + per_eval * evaluations)
+            / train_time,
             "logging_and_callbacks_overhead_pct_recipe": 100 * (per_step + per_eval / recipe_eval_every) / step_s,
             "checkpoint_write_ms": 1000 * hooks.get("checkpoint_write", 0.0) / evaluations,
             "loop_overhead_pct": 100 * (step_s / plain - 1),
@@ -251,7 +264,13 @@ def main(
     torch.set_num_threads(threads)
     try:
         timings = time_variants(
-            names, size=size, context_length=context_length, batch_size=batch_size, steps=steps, warmup=warmup, rounds=rounds
+            names,
+            size=size,
+            context_length=context_length,
+            batch_size=batch_size,
+            steps=steps,
+            warmup=warmup,
+            rounds=rounds,
         )
         base = timings["baseline"]["step_ms"]
         for t in timings.values():
@@ -278,18 +297,23 @@ def main(
     print(f"training step, size={size} T={context_length} B={batch_size}, {threads} threads, fp32 CPU")
     print(f"{'variant':<22}{'ms/step':>10}{'tokens/s':>12}{'x baseline':>12}{'params':>12}")
     for name, t in timings.items():
-        print(f"{name:<22}{t['step_ms']:>10.1f}{t['tokens_per_s']:>12,.0f}{t['ratio_to_baseline']:>12.2f}{t['num_parameters']:>12,}")
+        print(
+            f"{name:<22}{t['step_ms']:>10.1f}{t['tokens_per_s']:>12,.0f}{t['ratio_to_baseline']:>12.2f}{t['num_parameters']:>12,}"
+        )
     if overhead:
         o = payload["overhead"]
         print(
             f"\noverhead ({o['variant']}, {o['steps']} steps, {o['evaluations']} evaluations): per-step hooks "
-            f"{o['per_step_hooks_ms']:.3f} ms/step, MLflow log_batch {o['per_evaluation_mlflow_ms']:.1f} ms/evaluation, "
+            f"{o['per_step_hooks_ms']:.3f} ms/step, MLflow log_batch {o['per_evaluation_mlflow_ms']:.1f} "
+            "ms/evaluation, "
             f"checkpoint write {o['checkpoint_write_ms']:.0f} ms/evaluation\n"
-            f"logging + callbacks: {o['logging_and_callbacks_overhead_pct_this_run']:.2f} % of training time in this run "
+            f"logging + callbacks: {o['logging_and_callbacks_overhead_pct_this_run']:.2f} % of training time "
+            "in this run "
             f"(evaluating every {max(1, o['steps'] // 2)} steps), "
             f"{o['logging_and_callbacks_overhead_pct_recipe']:.3f} % at the recipe's evaluation every 250 steps\n"
             f"wall clocks (noisy): plain loop {o['plain_step_ms']:.1f} ms/step, train() "
-            f"{o['train_step_ms_without_logging']:.1f} / {o['train_step_ms_with_logging']:.1f} ms/step without / with MLflow "
+            f"{o['train_step_ms_without_logging']:.1f} / {o['train_step_ms_with_logging']:.1f} ms/step "
+            "without / with MLflow "
             f"(loop overhead {o['loop_overhead_pct']:+.1f} %)"
         )
     out = Path(output) if output else _default_output()

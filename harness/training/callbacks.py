@@ -55,7 +55,9 @@ class TokenThroughput(Callback):
     def tokens_per_s(self) -> float:
         return self.tokens_per_step * self._total_steps / self._total_time if self._total_time > 0 else math.nan
 
-    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         now = time.perf_counter()
         if self._last is not None:
             self._window_time += now - self._last
@@ -95,7 +97,9 @@ class BatchLossMonitor(Callback):
         self._steps = 0
         self._unchecked = 0
 
-    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
         loss = loss.detach()
         self._sum = loss.double() if self._sum is None else self._sum + loss
@@ -138,8 +142,9 @@ class RollingCheckpoint(Callback):
     """One checkpoint file per run, ``<dirpath>/last.ckpt``, replaced atomically.
 
     Saved after every evaluation (``every_n_steps=None``) or every ``every_n_steps``
-    training steps, and at the end of training; never after a non-finite loss (``guard``). Written to a temporary file first and
-    renamed, so a crash while saving never leaves a corrupt checkpoint behind. The file
+    training steps, and at the end of training; never after a non-finite loss (``guard``).
+    Written to a temporary file first and renamed, so a crash while saving never leaves a
+    corrupt checkpoint behind. The file
     holds tensors and plain containers only (``torch.load(..., weights_only=True)``).
     """
 
@@ -168,7 +173,9 @@ class RollingCheckpoint(Callback):
         self.last_path = self.path
         self._saved_step = trainer.global_step
 
-    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         if self.every_n_steps and trainer.global_step % self.every_n_steps == 0:
             self.save(trainer)
 

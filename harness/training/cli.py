@@ -6,7 +6,7 @@ Imports stay light (typer only): torch, Lightning and MLflow load inside the com
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -14,39 +14,57 @@ from harness.errors import InputError
 
 
 def train_command(
-    variant: Optional[str] = typer.Option(
-        None, "--variant", help="Zoo variant (see `harness zoo`), or the label of an inline one with --position/--gate/--scoring."
+    variant: str | None = typer.Option(
+        None,
+        "--variant",
+        help="Zoo variant (see `harness zoo`), or the label of an inline one with --position/--gate/--scoring.",
     ),
-    dataset: Optional[str] = typer.Option(None, "--dataset", help="Corpus name (see `harness data list`). (default: tinyshakespeare)"),
-    size: Optional[str] = typer.Option(None, "--size", help="Model size preset: nano, paper, ... (default: nano)"),
-    context_length: Optional[int] = typer.Option(None, "--context-length", help="Context length T. (default: 256)"),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seed: fixes initialisation, data order, dropout. (default: 0)"),
-    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Optimizer steps. (default: 5000)"),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Training batch size. (default: 64)"),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate (cosine to min_lr). (default: 1e-3)"),
-    dropout: Optional[float] = typer.Option(None, "--dropout", help="Dropout on embeddings, residuals and MLP. (default: 0.2)"),
-    attention_dropout: Optional[float] = typer.Option(
+    dataset: str | None = typer.Option(
+        None, "--dataset", help="Corpus name (see `harness data list`). (default: tinyshakespeare)"
+    ),
+    size: str | None = typer.Option(None, "--size", help="Model size preset: nano, paper, ... (default: nano)"),
+    context_length: int | None = typer.Option(None, "--context-length", help="Context length T. (default: 256)"),
+    seed: int | None = typer.Option(
+        None, "--seed", help="Seed: fixes initialisation, data order, dropout. (default: 0)"
+    ),
+    max_steps: int | None = typer.Option(None, "--max-steps", help="Optimizer steps. (default: 5000)"),
+    batch_size: int | None = typer.Option(None, "--batch-size", help="Training batch size. (default: 64)"),
+    lr: float | None = typer.Option(None, "--lr", help="Peak learning rate (cosine to min_lr). (default: 1e-3)"),
+    dropout: float | None = typer.Option(
+        None, "--dropout", help="Dropout on embeddings, residuals and MLP. (default: 0.2)"
+    ),
+    attention_dropout: float | None = typer.Option(
         None, "--attention-dropout", help="Dropout on attention weights; 0 is much faster on CPU. (default: --dropout)"
     ),
-    eval_every: Optional[int] = typer.Option(None, "--eval-every", help="Evaluate (and checkpoint) every K steps. (default: 250)"),
-    eval_windows: Optional[int] = typer.Option(None, "--eval-windows", help="Fixed evaluation windows per split. (default: 256)"),
-    tracking_uri: Optional[str] = typer.Option(
+    eval_every: int | None = typer.Option(
+        None, "--eval-every", help="Evaluate (and checkpoint) every K steps. (default: 250)"
+    ),
+    eval_windows: int | None = typer.Option(
+        None, "--eval-windows", help="Fixed evaluation windows per split. (default: 256)"
+    ),
+    tracking_uri: str | None = typer.Option(
         None, "--tracking-uri", help="MLflow tracking URI. (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)"
     ),
-    experiment: Optional[str] = typer.Option(None, "--experiment", help="MLflow experiment name. (default: harness)"),
-    accelerator: Optional[str] = typer.Option(None, "--accelerator", help="auto, cpu or gpu. (default: auto)"),
-    compile_model: Optional[bool] = typer.Option(
+    experiment: str | None = typer.Option(None, "--experiment", help="MLflow experiment name. (default: harness)"),
+    accelerator: str | None = typer.Option(None, "--accelerator", help="auto, cpu or gpu. (default: auto)"),
+    compile_model: bool | None = typer.Option(
         None, "--compile/--no-compile", help="torch.compile the model. (default: on for GPU, off for CPU)"
     ),
-    resume: Optional[Path] = typer.Option(
-        None, "--resume", help="Checkpoint (.ckpt or a run's checkpoint folder) to continue; other options default to its config."
+    resume: Path | None = typer.Option(
+        None,
+        "--resume",
+        help="Checkpoint (.ckpt or a run's checkpoint folder) to continue; other options default to its config.",
     ),
-    position: Optional[str] = typer.Option(None, "--position", help="Inline variant: positional encoding."),
-    gate: Optional[str] = typer.Option(None, "--gate", help="Inline variant: key gate ('none' for no gate)."),
-    scoring: Optional[str] = typer.Option(None, "--scoring", help="Inline variant: scoring (dot, lagged)."),
-    tau_init: Optional[float] = typer.Option(None, "--tau-init", help="Initial gate threshold tau (gated variants)."),
-    checkpoint_dir: Optional[Path] = typer.Option(None, "--checkpoint-dir", help="Checkpoint folder. (default: ./checkpoints/<run>)"),
-    num_threads: Optional[int] = typer.Option(None, "--num-threads", help="Torch threads on CPU. (default: the CPUs given)"),
+    position: str | None = typer.Option(None, "--position", help="Inline variant: positional encoding."),
+    gate: str | None = typer.Option(None, "--gate", help="Inline variant: key gate ('none' for no gate)."),
+    scoring: str | None = typer.Option(None, "--scoring", help="Inline variant: scoring (dot, lagged)."),
+    tau_init: float | None = typer.Option(None, "--tau-init", help="Initial gate threshold tau (gated variants)."),
+    checkpoint_dir: Path | None = typer.Option(
+        None, "--checkpoint-dir", help="Checkpoint folder. (default: ./checkpoints/<run>)"
+    ),
+    num_threads: int | None = typer.Option(
+        None, "--num-threads", help="Torch threads on CPU. (default: the CPUs given)"
+    ),
 ) -> None:
     """Train one model, evaluate it on fixed windows, record everything in MLflow."""
     fields: dict[str, Any] = {
@@ -101,7 +119,9 @@ def _print_summary(result: Any) -> None:
     from harness.training.tracking import redact_uri, resolve_tracking_uri
 
     c = result.config
-    table = Table(title=f"{c.variant} on {c.dataset}, size {c.size}, T={c.context_length}, seed {c.seed}", show_header=False)
+    table = Table(
+        title=f"{c.variant} on {c.dataset}, size {c.size}, T={c.context_length}, seed {c.seed}", show_header=False
+    )
     table.add_column("", style="bold")
     table.add_column("", overflow="fold")
     rows = [
@@ -120,7 +140,12 @@ def _print_summary(result: Any) -> None:
         ("checkpoint", result.checkpoint_path or "-"),
     ]
     if result.mlflow_run_id:
-        rows.append(("MLflow run", f"{result.mlflow_run_id} ({c.experiment} @ {redact_uri(resolve_tracking_uri(c.tracking_uri))})"))
+        rows.append(
+            (
+                "MLflow run",
+                f"{result.mlflow_run_id} ({c.experiment} @ {redact_uri(resolve_tracking_uri(c.tracking_uri))})",
+            )
+        )
     for key, value in rows:
         table.add_row(key, value)
     Console().print(table)
@@ -132,12 +157,18 @@ def bench_train_command(
     batch_size: int = typer.Option(8, "--batch-size", help="Batch size."),
     steps: int = typer.Option(10, "--steps", help="Timed steps per variant (after warm-up)."),
     warmup: int = typer.Option(2, "--warmup", help="Untimed warm-up steps."),
-    variants: Optional[str] = typer.Option(None, "--variants", help="Comma-separated variants. (default: all of the zoo)"),
-    overhead: bool = typer.Option(True, "--overhead/--no-overhead", help="Also measure the cost of logging and callbacks."),
-    overhead_steps: int = typer.Option(12, "--overhead-steps", help="Steps of each train() run in the overhead measurement."),
-    num_threads: Optional[int] = typer.Option(None, "--num-threads", help="Torch threads. (default: the CPUs given)"),
+    variants: str | None = typer.Option(None, "--variants", help="Comma-separated variants. (default: all of the zoo)"),
+    overhead: bool = typer.Option(
+        True, "--overhead/--no-overhead", help="Also measure the cost of logging and callbacks."
+    ),
+    overhead_steps: int = typer.Option(
+        12, "--overhead-steps", help="Steps of each train() run in the overhead measurement."
+    ),
+    num_threads: int | None = typer.Option(None, "--num-threads", help="Torch threads. (default: the CPUs given)"),
     rounds: int = typer.Option(3, "--rounds", help="Interleaved timing rounds (the fastest is reported)."),
-    output: Optional[Path] = typer.Option(None, "--output", help="JSON file. (default: benchmarks/results/train_step.json)"),
+    output: Path | None = typer.Option(
+        None, "--output", help="JSON file. (default: benchmarks/results/train_step.json)"
+    ),
 ) -> None:
     """Tokens/s of a training step (forward, backward, AdamW) per variant against baseline."""
     from harness.training.bench import main

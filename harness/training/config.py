@@ -68,7 +68,7 @@ class TrainConfig(BaseModel):
     data_dir: str | None = None
 
     @model_validator(mode="after")
-    def _check_schedule(self) -> "TrainConfig":
+    def _check_schedule(self) -> TrainConfig:
         if self.min_lr > self.lr:
             raise ValueError(f"min_lr ({self.min_lr}) must not exceed lr ({self.lr})")
         return self

@@ -125,7 +125,9 @@ def optimizer_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[s
     weights, the EGA projection), none on vectors (biases, LayerNorm, gate tau/alpha, MOPE
     omega/log-sigma) nor on what the model lists in ``no_weight_decay_parameter_names()``
     (the lag weights of lagged scoring). Tied parameters appear once."""
-    exempt = set(model.no_weight_decay_parameter_names()) if hasattr(model, "no_weight_decay_parameter_names") else set()
+    exempt = (
+        set(model.no_weight_decay_parameter_names()) if hasattr(model, "no_weight_decay_parameter_names") else set()
+    )
     decay, no_decay = [], []
     for name, p in model.named_parameters():  # named_parameters() lists a tied weight once
         if not p.requires_grad:
@@ -358,7 +360,10 @@ class CharLMModule(LightningModule):
         checkpoint["harness"] = {
             "format": CHECKPOINT_FORMAT,
             # A checkpoint travels (copied, uploaded, shared): no password of the tracking URI.
-            "config": {**config, "tracking_uri": redact_uri(config["tracking_uri"]) if config["tracking_uri"] else None},
+            "config": {
+                **config,
+                "tracking_uri": redact_uri(config["tracking_uri"]) if config["tracking_uri"] else None,
+            },
             "best_val_loss": float(self.best_val_loss),
             "mlflow_run_id": self.mlflow_run_id,
             "vocab_size": int(self.vocab_size),

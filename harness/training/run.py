@@ -139,7 +139,9 @@ def load_checkpoint_meta(path: str | os.PathLike[str]) -> tuple[Path, dict[str, 
     if ckpt_path.is_dir():
         ckpt_path = ckpt_path / LAST_CHECKPOINT
     if not ckpt_path.is_file():
-        raise InputError(f"checkpoint {str(ckpt_path)!r} does not exist; pass a .ckpt file or a run's checkpoint folder")
+        raise InputError(
+            f"checkpoint {str(ckpt_path)!r} does not exist; pass a .ckpt file or a run's checkpoint folder"
+        )
     try:
         checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - unpickling errors have many types
@@ -212,8 +214,12 @@ def _prepare(config: TrainConfig, resume_from: str | os.PathLike[str] | None, *,
         saved = as_train_config(resume_meta["config"])
         mismatched = [f for f in TRAJECTORY_FIELDS if getattr(saved, f) != getattr(config, f)]
         if mismatched:
-            detail = ", ".join(f"{f}: checkpoint {getattr(saved, f)!r} vs config {getattr(config, f)!r}" for f in mismatched)
-            raise InputError(f"checkpoint {str(resume_path)!r} belongs to another run ({detail}); resume with its settings")
+            detail = ", ".join(
+                f"{f}: checkpoint {getattr(saved, f)!r} vs config {getattr(config, f)!r}" for f in mismatched
+            )
+            raise InputError(
+                f"checkpoint {str(resume_path)!r} belongs to another run ({detail}); resume with its settings"
+            )
 
     corpus = datasets.load(config.dataset, data_dir=config.data_dir, progress=progress)
     return _Plan(
@@ -306,7 +312,8 @@ def write_run_tables(directory: Path, *, model: Any | None, window_losses: Mappi
     """Write a run's tables as parquet into ``directory`` and return their paths:
     ``window_losses.parquet`` (``split, window, loss``; skipped when there are none, e.g.
     for a diverged run), ``gate_parameters.parquet`` (``layer, head, tau, alpha`` per
-    head, plus ``morlet_omega, morlet_sigma`` of the layer for a learned Morlet gate) and ``mope_parameters.parquet`` (``dimension, omega, sigma``), the last two from
+    head, plus ``morlet_omega, morlet_sigma`` of the layer for a learned Morlet gate) and
+    ``mope_parameters.parquet`` (``dimension, omega, sigma``), the last two from
     ``model`` when it has them. Shared by ``harness train`` and the study trainable so
     both record the same files and columns."""
     import polars as pl
@@ -314,7 +321,11 @@ def write_run_tables(directory: Path, *, model: Any | None, window_losses: Mappi
     paths: list[Path] = []
     rows = [
         pl.DataFrame(
-            {"split": [split] * len(losses), "window": np.arange(len(losses), dtype=np.int64), "loss": np.asarray(losses, dtype=np.float64)}
+            {
+                "split": [split] * len(losses),
+                "window": np.arange(len(losses), dtype=np.int64),
+                "loss": np.asarray(losses, dtype=np.float64),
+            }
         )
         for split, losses in window_losses.items()
     ]
@@ -332,14 +343,19 @@ def write_run_tables(directory: Path, *, model: Any | None, window_losses: Mappi
             frame[f"morlet_{name}"] = np.repeat(values.detach().float().cpu().numpy().astype(np.float64), H)
         paths.append(directory / "gate_parameters.parquet")
         pl.DataFrame(frame).write_parquet(paths[-1])
-    mope = {k: v.detach().float().cpu().numpy().reshape(-1).astype(np.float64) for k, v in model.mope_parameters().items()}
+    mope = {
+        k: v.detach().float().cpu().numpy().reshape(-1).astype(np.float64) for k, v in model.mope_parameters().items()
+    }
     if mope:
         lengths = {len(v) for v in mope.values()}
         if len(lengths) == 1:
             table = pl.DataFrame({"dimension": np.arange(lengths.pop()), **mope})
         else:  # long format if the parameters differ in size
             table = pl.concat(
-                [pl.DataFrame({"param": [k] * len(v), "dimension": np.arange(len(v)), "value": v}) for k, v in mope.items()]
+                [
+                    pl.DataFrame({"param": [k] * len(v), "dimension": np.arange(len(v)), "value": v})
+                    for k, v in mope.items()
+                ]
             )
         paths.append(directory / "mope_parameters.parquet")
         table.write_parquet(paths[-1])

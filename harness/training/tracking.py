@@ -85,7 +85,9 @@ def check_tracking_uri(uri: str) -> None:
                 f"tracking URI {uri!r}: directory {directory} does not exist; create it or pass another --tracking-uri"
             )
         if not os.access(directory, os.W_OK | os.X_OK):
-            raise InputError(f"tracking URI {uri!r}: directory {directory} is not writable; pass another --tracking-uri")
+            raise InputError(
+                f"tracking URI {uri!r}: directory {directory} is not writable; pass another --tracking-uri"
+            )
         if path.exists() and (not path.is_file() or not os.access(path, os.R_OK | os.W_OK)):
             raise InputError(f"tracking URI {uri!r}: {path} is not a writable database file")
 
@@ -136,7 +138,7 @@ class TrackingTarget:
         run_name: str,
         params: Mapping[str, Any],
         tags: Mapping[str, Any],
-    ) -> "TrackedRun":
+    ) -> TrackedRun:
         """Create a run (status ``RUNNING``, tag ``status=running``) holding ``params`` and ``tags``."""
         from mlflow.entities import Param, RunTag
 
@@ -156,7 +158,7 @@ class TrackingTarget:
             raise
         return tracked
 
-    def resume_run(self, run_id: str) -> "TrackedRun | None":
+    def resume_run(self, run_id: str) -> TrackedRun | None:
         """Reopen an earlier run of this experiment (a resumed training run continues its
         MLflow run); ``None`` when the store does not hold it."""
         from mlflow.exceptions import MlflowException
@@ -252,7 +254,10 @@ def prepare_tracking(uri: str | None, experiment: str) -> TrackingTarget:
     try:
         client = MlflowClient(tracking_uri=resolved)
         experiment_id = ensure_experiment(
-            client, resolved, experiment, deleted_hint="restore it (mlflow experiments restore) or pass another --experiment"
+            client,
+            resolved,
+            experiment,
+            deleted_hint="restore it (mlflow experiments restore) or pass another --experiment",
         )
     except InputError:
         raise

@@ -41,14 +41,23 @@ def simulate_study(
                     if gated:
                         loss -= ega_context_slope * np.log(ctx / contexts[0])
                     tau = gen.normal(tau_mean, tau_sd) if gated else None
-                    rows.append({
-                        "study": "synthetic", "trial_id": f"{variant}-{size}-{ctx}-{s}", "dataset": "tinyshakespeare",
-                        "size": size, "params": params + (1000 if gated else 0), "context_length": ctx,
-                        "variant": variant, "seed": s, "val_loss": loss, "test_loss": loss + 0.01,
-                        "tau_mean": tau,
-                        "open_fraction": None if tau is None else float(stats.norm.sf(tau) + gen.normal(0, 0.005)),
-                        "status": "finished",
-                    })
+                    rows.append(
+                        {
+                            "study": "synthetic",
+                            "trial_id": f"{variant}-{size}-{ctx}-{s}",
+                            "dataset": "tinyshakespeare",
+                            "size": size,
+                            "params": params + (1000 if gated else 0),
+                            "context_length": ctx,
+                            "variant": variant,
+                            "seed": s,
+                            "val_loss": loss,
+                            "test_loss": loss + 0.01,
+                            "tau_mean": tau,
+                            "open_fraction": None if tau is None else float(stats.norm.sf(tau) + gen.normal(0, 0.005)),
+                            "status": "finished",
+                        }
+                    )
     return pl.DataFrame(rows)
 
 
@@ -57,8 +66,14 @@ def make_study() -> Callable[..., pl.DataFrame]:
     return simulate_study
 
 
-def populate_mlflow_study(tracking_uri: str, df: pl.DataFrame, *, study: str = "synthetic",
-                          windows: bool = False, spec_yaml: str | None = None) -> str:
+def populate_mlflow_study(
+    tracking_uri: str,
+    df: pl.DataFrame,
+    *,
+    study: str = "synthetic",
+    windows: bool = False,
+    spec_yaml: str | None = None,
+) -> str:
     """Write ``df`` as a study's MLflow record (CONTRACTS.md schema): a parent run tagged
     harness.role=study and one child run per row. Returns the parent run id."""
     from mlflow import MlflowClient
@@ -67,10 +82,19 @@ def populate_mlflow_study(tracking_uri: str, df: pl.DataFrame, *, study: str = "
     from harness.training.tracking import ensure_experiment
 
     client = MlflowClient(tracking_uri=tracking_uri)
-    exp_id = ensure_experiment(client, tracking_uri, study, deleted_hint="")  # artifacts beside the database, not ./mlruns
-    parent = client.create_run(exp_id, tags={"harness.role": "study", "harness.study": study,
-                                             "harness.spec_sha256": "0" * 64, "harness.git_commit": "test"},
-                               run_name=study)
+    exp_id = ensure_experiment(
+        client, tracking_uri, study, deleted_hint=""
+    )  # artifacts beside the database, not ./mlruns
+    parent = client.create_run(
+        exp_id,
+        tags={
+            "harness.role": "study",
+            "harness.study": study,
+            "harness.spec_sha256": "0" * 64,
+            "harness.git_commit": "test",
+        },
+        run_name=study,
+    )
     pid = parent.info.run_id
     if spec_yaml is not None:
         import tempfile
@@ -82,18 +106,32 @@ def populate_mlflow_study(tracking_uri: str, df: pl.DataFrame, *, study: str = "
             client.log_artifact(pid, str(path))
     gen = np.random.default_rng(5)
     for row in df.iter_rows(named=True):
-        tags = {"harness.role": "trial", "harness.study": study, "harness.trial_id": row["trial_id"],
-                "mlflow.parentRunId": pid, "position": "x", "gate": "x", "scoring": "dot"}
+        tags = {
+            "harness.role": "trial",
+            "harness.study": study,
+            "harness.trial_id": row["trial_id"],
+            "mlflow.parentRunId": pid,
+            "position": "x",
+            "gate": "x",
+            "scoring": "dot",
+        }
         for key in ("variant", "dataset", "size", "context_length", "seed", "status"):
             tags[key] = str(row[key])
         child = client.create_run(exp_id, tags=tags, run_name=row["trial_id"])
         cid = child.info.run_id
-        params = [Param("variant", row["variant"]), Param("seed", str(row["seed"])), Param("max_steps", "300"),
-                  Param("tau_init", "None")]
+        params = [
+            Param("variant", row["variant"]),
+            Param("seed", str(row["seed"])),
+            Param("max_steps", "300"),
+            Param("tau_init", "None"),
+        ]
         metrics = []
         if row["status"] == "finished":
-            values = {"final/val_loss": row["val_loss"], "final/test_loss": row["test_loss"],
-                      "num_parameters": row["params"]}
+            values = {
+                "final/val_loss": row["val_loss"],
+                "final/test_loss": row["test_loss"],
+                "num_parameters": row["params"],
+            }
             if row["tau_mean"] is not None:
                 values["final/tau_mean"] = row["tau_mean"]
                 values["final/open_fraction"] = row["open_fraction"]
@@ -109,8 +147,13 @@ def populate_mlflow_study(tracking_uri: str, df: pl.DataFrame, *, study: str = "
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / "window_losses.parquet"
                 n = 16
-                pl.DataFrame({"split": ["val"] * n, "window": list(range(n)),
-                              "loss": (row["val_loss"] + gen.normal(0, 0.05, n)).tolist()}).write_parquet(path)
+                pl.DataFrame(
+                    {
+                        "split": ["val"] * n,
+                        "window": list(range(n)),
+                        "loss": (row["val_loss"] + gen.normal(0, 0.05, n)).tolist(),
+                    }
+                ).write_parquet(path)
                 client.log_artifact(cid, str(path))
         client.set_terminated(cid, "FINISHED" if row["status"] == "finished" else "FAILED")
     client.set_terminated(pid, "FINISHED")
@@ -131,8 +174,11 @@ def shared_mlflow_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, 
     study "synthetic", 3 seeds x 4 variants, seed 1's mope trial failed, window losses,
     spec.yaml. Returns (tracking_uri, parent_run_id, the results table written)."""
     df = simulate_study(seeds=3).with_columns(
-        pl.when((pl.col("variant") == "mope") & (pl.col("seed") == 1)).then(pl.lit("failed"))
-        .otherwise(pl.col("status")).alias("status"))
+        pl.when((pl.col("variant") == "mope") & (pl.col("seed") == 1))
+        .then(pl.lit("failed"))
+        .otherwise(pl.col("status"))
+        .alias("status")
+    )
     uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
     pid = populate_mlflow_study(uri, df, windows=True, spec_yaml=SPEC_YAML)
     return uri, pid, df

@@ -23,8 +23,9 @@ from harness.analysis import (
 )
 from harness.errors import InputError
 
-PAPER = pl.DataFrame({"variant": ["baseline", "ega", "mope", "ega-mope"], "seed": [0] * 4,
-                      "val_loss": [1.4742, 1.3821, 1.5060, 1.3550]})
+PAPER = pl.DataFrame(
+    {"variant": ["baseline", "ega", "mope", "ega-mope"], "seed": [0] * 4, "val_loss": [1.4742, 1.3821, 1.5060, 1.3550]}
+)
 
 
 def _factorial(per_seed: dict[str, list[float]]) -> pl.DataFrame:
@@ -84,8 +85,9 @@ def test_bootstrap_interval_matches_scipy_and_switches_to_bca() -> None:
         base = 1.5 + gen.normal(0, 0.02, n)
         df = _factorial({"baseline": base.tolist(), "ega": (base - 0.05 + gen.normal(0, 0.02, n)).tolist()})
         res = main_effect(df, "ega", rng=np.random.default_rng(11), n_resamples=2000)
-        expected = stats.bootstrap((res.per_seed,), np.mean, n_resamples=2000, method=method,
-                                   rng=np.random.default_rng(11)).confidence_interval
+        expected = stats.bootstrap(
+            (res.per_seed,), np.mean, n_resamples=2000, method=method, rng=np.random.default_rng(11)
+        ).confidence_interval
         assert res.bootstrap_method == method
         assert_allclose(res.bootstrap_interval, [expected.low, expected.high], rtol=1e-12)
 
@@ -93,8 +95,10 @@ def test_bootstrap_interval_matches_scipy_and_switches_to_bca() -> None:
 def test_incomplete_seed_blocks_are_dropped_and_counted(make_study) -> None:
     df = make_study(seeds=5, rng=1)
     df = df.with_columns(
-        pl.when((pl.col("seed") == 1) & (pl.col("variant") == "mope")).then(pl.lit("diverged"))
-        .otherwise(pl.col("status")).alias("status")
+        pl.when((pl.col("seed") == 1) & (pl.col("variant") == "mope"))
+        .then(pl.lit("diverged"))
+        .otherwise(pl.col("status"))
+        .alias("status")
     ).filter(~((pl.col("seed") == 3) & (pl.col("variant") == "ega")))  # seed 3's ega trial never ran
     res = interaction_contrast(df, rng=0)
     assert res.n_seeds == 3 and res.n_dropped == 2 and res.dropped_seeds == (1, 3)
@@ -106,7 +110,8 @@ def test_incomplete_seed_blocks_are_dropped_and_counted(make_study) -> None:
 
 def test_zero_complete_blocks_is_a_message_not_an_error() -> None:
     df = _factorial({"baseline": [1.5, 1.5], "ega": [1.4, 1.4]}).with_columns(
-        pl.when(pl.col("variant") == "ega").then(pl.lit("failed")).otherwise(pl.lit("finished")).alias("status"))
+        pl.when(pl.col("variant") == "ega").then(pl.lit("failed")).otherwise(pl.lit("finished")).alias("status")
+    )
     res = main_effect(df, "ega", rng=0)
     assert res.n_seeds == 0 and math.isnan(res.estimate) and res.confidence_interval is None
     assert "no complete seed block" in res.message and res.n_dropped == 2
@@ -142,12 +147,14 @@ def test_calibration_95_percent_t_intervals_cover_the_truth() -> None:
     seed_effect = gen.normal(0.0, 0.05, (n_studies, n_seeds, 1))
     losses = mu + seed_effect + gen.normal(0.0, 0.01, (n_studies, n_seeds, 4))  # (studies, seeds, variants)
     study = np.repeat(np.arange(n_studies), n_seeds * 4)
-    table = pl.DataFrame({
-        "dataset": study.astype(str),  # one cell per simulated study
-        "variant": np.tile(np.array(["baseline", "ega", "mope", "ega-mope"]), n_studies * n_seeds),
-        "seed": np.tile(np.repeat(np.arange(n_seeds), 4), n_studies),
-        "val_loss": losses.ravel(),
-    })
+    table = pl.DataFrame(
+        {
+            "dataset": study.astype(str),  # one cell per simulated study
+            "variant": np.tile(np.array(["baseline", "ega", "mope", "ega-mope"]), n_studies * n_seeds),
+            "seed": np.tile(np.repeat(np.arange(n_seeds), 4), n_studies),
+            "val_loss": losses.ravel(),
+        }
+    )
     covered = 0
     for cell in table.partition_by("dataset", maintain_order=True):
         ci = interaction_contrast(cell, rng=0, n_resamples=99).confidence_interval
@@ -185,8 +192,9 @@ def test_effects_table_holm_matches_statsmodels(make_study) -> None:
     # per-effect families: each effect adjusted across its 3 cells only
     fam = effects_table(df, rng=0, n_resamples=199, holm_family="effect")
     sub = fam.filter(pl.col("kind") == "interaction")
-    assert_allclose(sub.get_column("pvalue_holm").to_numpy(),
-                    multipletests(sub.get_column("pvalue").to_numpy(), method="holm")[1])
+    assert_allclose(
+        sub.get_column("pvalue_holm").to_numpy(), multipletests(sub.get_column("pvalue").to_numpy(), method="holm")[1]
+    )
     # each row equals the contrast computed on its cell alone
     cell = df.filter(pl.col("context_length") == 128)
     row = table.filter((pl.col("context_length") == 128) & (pl.col("kind") == "interaction"))
@@ -203,8 +211,9 @@ def test_multi_bootstrap_over_seeds_and_windows() -> None:
         u = gen.normal(0, 0.03)
         for v, m in mu.items():
             for w in range(n_windows):
-                rows.append({"variant": v, "seed": s, "window": w,
-                             "loss": m + u + window_difficulty[w] + gen.normal(0, 0.05)})
+                rows.append(
+                    {"variant": v, "seed": s, "window": w, "loss": m + u + window_difficulty[w] + gen.normal(0, 0.05)}
+                )
     windows = pl.DataFrame(rows)
     res = multi_bootstrap(windows, rng=0)
     per_seed_means = windows.group_by("variant", "seed").agg(pl.col("loss").mean().alias("val_loss"))

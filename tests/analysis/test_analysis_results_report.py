@@ -74,8 +74,9 @@ def test_results_frame_from_a_real_mlflow_store(shared_mlflow_study) -> None:
         results_frame(sqlite_tracking_uri, study="nope")
 
 
-def test_results_frame_falls_back_to_the_parents_results_parquet(tmp_path: Path, shared_mlflow_study,
-                                                                 make_study) -> None:
+def test_results_frame_falls_back_to_the_parents_results_parquet(
+    tmp_path: Path, shared_mlflow_study, make_study
+) -> None:
     from mlflow import MlflowClient
 
     from harness.training.tracking import ensure_experiment
@@ -101,13 +102,24 @@ def _standalone(page: str) -> None:
 
 def test_report_renders_from_a_synthetic_table(tmp_path: Path, make_study) -> None:
     df = make_study(seeds=5, contexts=(128, 256), sizes=(("nano", 10_000), ("small", 100_000)), rng=7)
-    report = build_report(df, settings=AnalysisSettings(n_resamples=999), out_dir=tmp_path / "rep",
-                          mope_sigmas=np.exp(np.r_[np.zeros(20), np.full(20, 2.0)] + 0.1 * np.arange(40) % 0.3),
-                          corpus_info={"tinyshakespeare": {"content_fraction": 0.42, "mean_word_length": 4.1}})
+    report = build_report(
+        df,
+        settings=AnalysisSettings(n_resamples=999),
+        out_dir=tmp_path / "rep",
+        mope_sigmas=np.exp(np.r_[np.zeros(20), np.full(20, 2.0)] + 0.1 * np.arange(40) % 0.3),
+        corpus_info={"tinyshakespeare": {"content_fraction": 0.42, "mean_word_length": 4.1}},
+    )
     page = report.html_path.read_text()
     _standalone(page)
-    assert set(report.png_paths) >= {"forest", "interaction", "effects_vs_size", "effects_vs_context", "tau",
-                                     "open_fraction", "mope_scales"}
+    assert set(report.png_paths) >= {
+        "forest",
+        "interaction",
+        "effects_vs_size",
+        "effects_vs_context",
+        "tau",
+        "open_fraction",
+        "mope_scales",
+    }
     assert page.count("data:image/png;base64,") == len(report.png_paths)
     for path in report.files:
         assert path.is_file() and path.parent == tmp_path / "rep"
@@ -115,30 +127,57 @@ def test_report_renders_from_a_synthetic_table(tmp_path: Path, make_study) -> No
     effects = pl.read_parquet(report.table_paths["effects"])
     assert effects.height == 4 * 4 and "pvalue_holm" in effects.columns
     h = report.headline_metrics
-    for key in ("superadditivity/estimate", "superadditivity/ci_low", "superadditivity/ci_high",
-                "superadditivity/pvalue", "ega/gain/estimate", "ega/gain/ci_low", "mope/gain/estimate",
-                "tau/mean", "tau/ci_low", "tau/ci_high", "tau/tost_pvalue", "open_fraction/gaussian_tail"):
+    for key in (
+        "superadditivity/estimate",
+        "superadditivity/ci_low",
+        "superadditivity/ci_high",
+        "superadditivity/pvalue",
+        "ega/gain/estimate",
+        "ega/gain/ci_low",
+        "mope/gain/estimate",
+        "tau/mean",
+        "tau/ci_low",
+        "tau/ci_high",
+        "tau/tost_pvalue",
+        "open_fraction/gaussian_tail",
+    ):
         assert key in h, key
     pooled = interaction_contrast(df, rng=0)
     assert h["superadditivity/estimate"] == pytest.approx(pooled.estimate)
     assert h["superadditivity/ci_low"] == pytest.approx(pooled.confidence_interval.low)
-    assert "interaction (superadd.)" in report.verdict_table and "superadditive (95% CI excludes 0)" in report.verdict_table
+    assert (
+        "interaction (superadd.)" in report.verdict_table
+        and "superadditive (95% CI excludes 0)" in report.verdict_table
+    )
     assert "equivalent to 0.35 ± 0.05 (TOST p=" in report.verdict_table
     assert "1 - Phi(tau)" in report.markdown and "content-word fraction is 0.420" in report.markdown
     assert "## Verdicts" in report.markdown
 
 
 def test_report_without_factorial_or_tau_skips_sections_with_notes(tmp_path: Path) -> None:
-    df = pl.DataFrame({"variant": ["baseline", "rope"] * 3, "seed": [0, 0, 1, 1, 2, 2],
-                       "val_loss": [1.5, 1.45, 1.52, 1.46, 1.49, 1.47]})
+    df = pl.DataFrame(
+        {
+            "variant": ["baseline", "rope"] * 3,
+            "seed": [0, 0, 1, 1, 2, 2],
+            "val_loss": [1.5, 1.45, 1.52, 1.46, 1.49, 1.47],
+        }
+    )
     report = build_report(df, settings=AnalysisSettings(), out_dir=tmp_path / "r")
     assert any("interaction skipped" in n for n in report.notes)
     assert any("tau section skipped" in n for n in report.notes)
     assert "superadditivity/estimate" not in report.headline_metrics
     assert "rope" in pl.read_parquet(report.table_paths["effects"])["effect"][0]
     _standalone(report.html_path.read_text())
-    single = build_report(pl.DataFrame({"variant": ["baseline", "ega", "mope", "ega-mope"], "seed": [0] * 4,
-                                        "val_loss": [1.4742, 1.3821, 1.5060, 1.3550]}), out_dir=tmp_path / "s")
+    single = build_report(
+        pl.DataFrame(
+            {
+                "variant": ["baseline", "ega", "mope", "ega-mope"],
+                "seed": [0] * 4,
+                "val_loss": [1.4742, 1.3821, 1.5060, 1.3550],
+            }
+        ),
+        out_dir=tmp_path / "s",
+    )
     assert single.headline_metrics["superadditivity/estimate"] == pytest.approx(0.0589)
     assert "superadditivity/ci_low" not in single.headline_metrics
     assert "too few seeds" in single.verdict_table
@@ -147,8 +186,9 @@ def test_report_without_factorial_or_tau_skips_sections_with_notes(tmp_path: Pat
 def test_tau_study_with_several_initial_values(tmp_path: Path, make_study) -> None:
     """Trials repeated per tau_init: contrasts refuse the ambiguous pairing (naming
     tau_init), the report says so and still tests tau, including across initial values."""
-    df = pl.concat([make_study(seeds=3, rng=i).with_columns(pl.lit(init).alias("tau_init"))
-                    for i, init in enumerate((0.0, 1.0))])
+    df = pl.concat(
+        [make_study(seeds=3, rng=i).with_columns(pl.lit(init).alias("tau_init")) for i, init in enumerate((0.0, 1.0))]
+    )
     with pytest.raises(InputError, match="differ in tau_init"):
         interaction_contrast(df)
     report = build_report(df, out_dir=tmp_path / "tau")
@@ -166,13 +206,15 @@ def test_report_bad_input(tmp_path: Path, make_study) -> None:
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
     with pytest.raises(InputError, match="unknown key"):
         AnalysisSettings.from_mapping({"factorial": {"base": "baseline", "c": "x"}})
-    s = AnalysisSettings.from_mapping({"factorial": {"base": "b0", "a": "a1", "b": "b1", "ab": "ab1"},
-                                       "tau": {"reference": 0.3, "margin": 0.1}})
+    s = AnalysisSettings.from_mapping(
+        {"factorial": {"base": "b0", "a": "a1", "b": "b1", "ab": "ab1"}, "tau": {"reference": 0.3, "margin": 0.1}}
+    )
     assert (s.base, s.ab, s.tau_reference, s.tau_margin) == ("b0", "ab1", 0.3, 0.1)
 
 
-def test_log_report_to_mlflow_and_read_it_back(tmp_path: Path, sqlite_tracking_uri: str, make_study,
-                                               mlflow_study) -> None:
+def test_log_report_to_mlflow_and_read_it_back(
+    tmp_path: Path, sqlite_tracking_uri: str, make_study, mlflow_study
+) -> None:
     from mlflow import MlflowClient
 
     df = make_study(seeds=3)
@@ -210,14 +252,31 @@ def test_harness_report_command_logs_to_the_parent_run(tmp_path: Path, shared_ml
     assert any(f.path == "report/report.html" for f in client.list_artifacts(pid, "report"))
     # --from a results table, no MLflow store at the default URI: nothing is created there
     df.write_parquet(tmp_path / "results.parquet")
-    windows = df.filter(pl.col("status") == "finished").select("variant", "seed", "dataset", "size", "context_length",
-                                                               "val_loss")
-    windows = pl.concat([windows.with_columns(pl.lit(w).alias("window"), pl.lit("val").alias("split"),
-                                              (pl.col("val_loss") + 0.01 * w).alias("loss")) for w in range(4)])
+    windows = df.filter(pl.col("status") == "finished").select(
+        "variant", "seed", "dataset", "size", "context_length", "val_loss"
+    )
+    windows = pl.concat(
+        [
+            windows.with_columns(
+                pl.lit(w).alias("window"), pl.lit("val").alias("split"), (pl.col("val_loss") + 0.01 * w).alias("loss")
+            )
+            for w in range(4)
+        ]
+    )
     windows.write_parquet(tmp_path / "window_losses.parquet")
     with pytest.raises(SystemExit) as exit_info:
-        main(["report", "synthetic", "--from", str(tmp_path / "results.parquet"), "--out", str(tmp_path / "o2"),
-              "--tracking-uri", f"sqlite:///{tmp_path / 'absent.db'}"])
+        main(
+            [
+                "report",
+                "synthetic",
+                "--from",
+                str(tmp_path / "results.parquet"),
+                "--out",
+                str(tmp_path / "o2"),
+                "--tracking-uri",
+                f"sqlite:///{tmp_path / 'absent.db'}",
+            ]
+        )
     assert exit_info.value.code in (0, None)
     assert not (tmp_path / "absent.db").exists() and (tmp_path / "o2" / "report.html").is_file()
     assert (tmp_path / "o2" / "multi_bootstrap.parquet").is_file()  # the window losses beside results.parquet
@@ -242,7 +301,9 @@ def test_harness_report_bad_input_exits_2(tmp_path: Path, shared_mlflow_study, c
 
 
 def test_importing_the_analysis_cli_is_light() -> None:
-    code = ("import sys, harness.analysis, harness.analysis.cli; "
-            "heavy = [m for m in ('mlflow', 'matplotlib', 'scipy', 'statsmodels', 'sklearn') if m in sys.modules]; "
-            "assert not heavy, heavy")
+    code = (
+        "import sys, harness.analysis, harness.analysis.cli; "
+        "heavy = [m for m in ('mlflow', 'matplotlib', 'scipy', 'statsmodels', 'sklearn') if m in sys.modules]; "
+        "assert not heavy, heavy"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -48,16 +48,22 @@ def test_one_seed_gives_a_message_and_wide_margin_is_needed() -> None:
 
 def test_unfinished_gated_runs_are_dropped(make_study) -> None:
     df = make_study(seeds=4).with_columns(
-        pl.when((pl.col("variant") == "ega") & (pl.col("seed") == 0)).then(pl.lit("diverged"))
-        .otherwise(pl.col("status")).alias("status"))
+        pl.when((pl.col("variant") == "ega") & (pl.col("seed") == 0))
+        .then(pl.lit("diverged"))
+        .otherwise(pl.col("status"))
+        .alias("status")
+    )
     res = tau_stability(df)
     assert res.n_dropped == 1 and res.n_runs == 7
 
 
 def test_heterogeneity_matches_scipy_and_detects_dependence_on_init() -> None:
     gen = np.random.default_rng(3)
-    rows = [{"seed": s, "tau_init": init, "variant": "ega", "tau_mean": 0.35 + 0.2 * init + gen.normal(0, 0.02)}
-            for init in (0.0, 0.5, 1.0) for s in range(5)]
+    rows = [
+        {"seed": s, "tau_init": init, "variant": "ega", "tau_mean": 0.35 + 0.2 * init + gen.normal(0, 0.02)}
+        for init in (0.0, 0.5, 1.0)
+        for s in range(5)
+    ]
     df = pl.DataFrame(rows)
     res = tau_heterogeneity(df, "tau_init")
     groups = [df.filter(pl.col("tau_init") == i)["tau_mean"].to_numpy() for i in (0.0, 0.5, 1.0)]
@@ -78,8 +84,10 @@ def test_open_fraction_against_gaussian_tail_and_content_fraction(make_study) ->
     assert res.content_fraction == pytest.approx(0.41)
     assert "consistent with the Gaussian tail" in res.verdict
     # a gate that tracks content (open = 0.45 whatever tau) is told apart from the tail
-    content = df.with_columns(pl.when(pl.col("tau_mean").is_not_null()).then(0.45).alias("open_fraction"),
-                              pl.lit(0.45).alias("salient_fraction"))
+    content = df.with_columns(
+        pl.when(pl.col("tau_mean").is_not_null()).then(0.45).alias("open_fraction"),
+        pl.lit(0.45).alias("salient_fraction"),
+    )
     res2 = tau_stability(content).open_fraction
     assert res2.difference_interval.low > 0 and res2.ground_truth == pytest.approx(0.45)
     assert "differs from the Gaussian tail" in res2.verdict
@@ -89,8 +97,9 @@ def test_tau_bad_input() -> None:
     with pytest.raises(InputError, match="tau_mean"):
         tau_stability(pl.DataFrame({"seed": [0, 1], "val_loss": [1.0, 1.1]}))
     with pytest.raises(InputError, match="no finished run has a learned tau"):
-        tau_stability(pl.DataFrame({"seed": [0, 1], "tau_mean": [None, None]}, schema={"seed": pl.Int64,
-                                                                                    "tau_mean": pl.Float64}))
+        tau_stability(
+            pl.DataFrame({"seed": [0, 1], "tau_mean": [None, None]}, schema={"seed": pl.Int64, "tau_mean": pl.Float64})
+        )
     with pytest.raises(InputError, match="empty"):
         tau_stability(pl.DataFrame(schema={"tau_mean": pl.Float64}))
     with pytest.raises(InputError, match="margin"):
@@ -101,8 +110,9 @@ def test_mope_scales_finds_the_planted_clusters() -> None:
     gen = np.random.default_rng(0)
     true_centres = np.array([1.0, 5.0, 40.0, 120.0])
     log_sigma = np.concatenate([gen.normal(np.log(c), 0.12, 40) for c in true_centres])
-    res = mope_scales(np.exp(log_sigma), rng=0,
-                      corpus_lengths={"character": 1, "word": 5.5, "clause": 35, "sentence": 110})
+    res = mope_scales(
+        np.exp(log_sigma), rng=0, corpus_lengths={"character": 1, "word": 5.5, "clause": 35, "sentence": 110}
+    )
     assert res.k == 4 and res.criterion == "bic"
     assert_allclose(np.log(res.centres), np.log(true_centres), atol=0.1)
     assert res.nearest_scale == ("character", "word", "clause", "sentence")

@@ -22,7 +22,15 @@ def test_list_shows_size_place_and_verification(shared_data_dir: Path, capsys) -
     code, out, _ = run(["data", "list"], capsys)
     assert code == 0
     lines = {line.split()[0]: line for line in out.splitlines()[2:]}
-    assert set(lines) >= {"tinyshakespeare", "ptb-char", "enwik8", "text8", "wikitext-2-raw", "wikitext-103-raw", "synthetic-salience"}
+    assert set(lines) >= {
+        "tinyshakespeare",
+        "ptb-char",
+        "enwik8",
+        "text8",
+        "wikitext-2-raw",
+        "wikitext-103-raw",
+        "synthetic-salience",
+    }
     assert "1.1 MB" in lines["tinyshakespeare"] and "sha256 ok" in lines["tinyshakespeare"]
     assert str(shared_data_dir / "tinyshakespeare" / "input.txt") in lines["tinyshakespeare"]
     assert "sha256 ok" in lines["ptb-char"] and "(3 files)" in lines["ptb-char"]
@@ -33,7 +41,11 @@ def test_stats_prints_the_statistics(shared_data_dir: Path, capsys) -> None:
     code, out, _ = run(["data", "stats", "tinyshakespeare", "--split", "val", "--json"], capsys)
     assert code == 0
     printed = json.loads(out)
-    assert printed == {"dataset": "tinyshakespeare", "split": "val", **corpus_stats_for("tinyshakespeare", split="val").as_dict()}
+    assert printed == {
+        "dataset": "tinyshakespeare",
+        "split": "val",
+        **corpus_stats_for("tinyshakespeare", split="val").as_dict(),
+    }
     code, out, _ = run(["data", "stats", "ptb-char", "--max-chars", "20000"], capsys)
     assert code == 0 and "content_letter_fraction" in out and "mean_sentence_length" in out
 

@@ -32,7 +32,13 @@ SHAKESPEARE_VAL_SHA = "c54f3753a4e6e3c3d1759212815a7caf826e68a33021b25312984400b
 
 def test_registry_names_are_exactly_the_issue_list() -> None:
     assert set(REGISTRY) == {
-        "tinyshakespeare", "ptb-char", "enwik8", "text8", "wikitext-2-raw", "wikitext-103-raw", "synthetic-salience",
+        "tinyshakespeare",
+        "ptb-char",
+        "enwik8",
+        "text8",
+        "wikitext-2-raw",
+        "wikitext-103-raw",
+        "synthetic-salience",
     }
     for name, card in REGISTRY.items():
         assert card.name == name and card.licence

@@ -17,8 +17,10 @@ from harness.errors import InputError
 
 pytestmark = pytest.mark.usefixtures("no_data_dir")
 
-TEXT = ("It is a truth universally acknowledged, that a single man in possession of a good fortune,\n"
-        "must be in want of a wife.\n") * 200
+TEXT = (
+    "It is a truth universally acknowledged, that a single man in possession of a good fortune,\n"
+    "must be in want of a wife.\n"
+) * 200
 
 
 def sha(data: bytes) -> str:
@@ -162,7 +164,10 @@ def test_wikitext_card_file_splits_and_unicode_vocabulary(http_server, tmp_path,
     }
     body = archives.zip({f"wikitext-2-raw/wiki.{k}.raw": v.encode("utf-8") for k, v in parts.items()})
     url = http_server.serve("/wikitext-2-raw-v1.zip", body)
-    card = replace(REGISTRY["wikitext-2-raw"], archive=replace(REGISTRY["wikitext-2-raw"].archive, urls=(url,), sha256=sha(body), size=len(body)))
+    card = replace(
+        REGISTRY["wikitext-2-raw"],
+        archive=replace(REGISTRY["wikitext-2-raw"].archive, urls=(url,), sha256=sha(body), size=len(body)),
+    )
     corpus = load_card(card, cache_dir=tmp_path, progress=False)
     assert corpus.vocab == tuple(sorted(set("".join(parts.values()))))  # all splits' characters, sorted
     assert [corpus.decode(corpus.split(s)) for s in ("train", "val", "test")] == list(parts.values())
@@ -238,7 +243,8 @@ def test_direct_file_download(http_server, tmp_path) -> None:
     url = http_server.serve("/input.txt", data)
     base = REGISTRY["tinyshakespeare"]
     card = replace(
-        base, name="shakespeare-test",
+        base,
+        name="shakespeare-test",
         files=(replace(base.files[0], urls=(url,), sha256=sha(data), size=len(data), search_paths=()),),
     )
     corpus = load_card(card, cache_dir=tmp_path, progress=False)

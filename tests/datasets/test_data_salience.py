@@ -26,7 +26,9 @@ def test_realised_content_fraction_within_001_of_p(p: float) -> None:
     # The same quantity computed independently from the text (function-word list).
     end = gen.text.rfind(".") + 1  # the last word may be cut at n_chars
     stats = corpus_stats(gen.text[:end])
-    assert stats.content_letter_fraction == pytest.approx(content_fraction(gen.text[:end], gen.content_mask[:end]), abs=1e-12)
+    assert stats.content_letter_fraction == pytest.approx(
+        content_fraction(gen.text[:end], gen.content_mask[:end]), abs=1e-12
+    )
 
 
 def test_ground_truth_marks_exactly_the_letters_of_content_words() -> None:

@@ -29,9 +29,13 @@ from mlflow import MlflowClient
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run",
-]  # fmt: skip
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def _harness() -> list[str]:
@@ -50,9 +54,14 @@ def test_readme_command_then_the_report_in_the_mlflow_ui(tmp_path: Path, shared_
     # -- 1. the README's main command ------------------------------------------------------
     started = time.perf_counter()
     out = subprocess.run(
-        [*_harness(), "run", "studies/smoke.yaml"], cwd=work, env=env, capture_output=True, text=True, timeout=900,
+        [*_harness(), "run", "studies/smoke.yaml"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
         start_new_session=True,
-    )  # fmt: skip
+    )
     wall = time.perf_counter() - started
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     print(f"smoke study: {wall:.0f} s wall")
@@ -91,9 +100,14 @@ def test_readme_command_then_the_report_in_the_mlflow_ui(tmp_path: Path, shared_
     playwright = pytest.importorskip("playwright.sync_api", reason="playwright (the [test] extra) is not installed")
     port = free_port()
     ui = subprocess.Popen(
-        [*_harness(), "ui", "--port", str(port)], cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True,
-    )  # fmt: skip
+        [*_harness(), "ui", "--port", str(port)],
+        cwd=work,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120
@@ -105,7 +119,9 @@ def test_readme_command_then_the_report_in_the_mlflow_ui(tmp_path: Path, shared_
                 assert ui.poll() is None and time.monotonic() < deadline, "harness ui did not come up"
                 time.sleep(0.5)
         listening = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True).stdout
-        assert listening.strip() and all(line.split()[3] == f"127.0.0.1:{port}" for line in listening.splitlines()), listening
+        assert listening.strip() and all(line.split()[3] == f"127.0.0.1:{port}" for line in listening.splitlines()), (
+            listening
+        )
 
         # -- 3. the report in Chromium ---------------------------------------------------------
         run_url = ui_line.split("->", 1)[1].strip().replace("http://127.0.0.1:5000", base)
@@ -140,7 +156,8 @@ def test_readme_command_then_the_report_in_the_mlflow_ui(tmp_path: Path, shared_
                 assert "interaction (superadd.)" in text and superadditivity in text
                 images = page.locator("img")
                 assert images.count() >= 2 and all(
-                    (images.nth(i).get_attribute("src") or "").startswith("data:image/png") for i in range(images.count())
+                    (images.nth(i).get_attribute("src") or "").startswith("data:image/png")
+                    for i in range(images.count())
                 )
                 assert page.evaluate("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
                 shots.append(tmp_path / "report-artifact.png")

@@ -45,8 +45,8 @@ def test_folded_attention_equals_naive_forward_and_gradients(hd, bias_scale):
     ref_grads = torch.autograd.grad((ref * up).sum(), (q, k, v, log_g))
 
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
-    for name, got, want in zip("q k v log_g".split(), grads, ref_grads):
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4, msg=lambda m: f"grad {name}: {m}")
+    for name, got, want in zip("q k v log_g".split(), grads, ref_grads, strict=False):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4, msg=lambda m, name=name: f"grad {name}: {m}")
 
 
 def test_folded_attention_with_alibi_mask_equals_naive():
@@ -62,8 +62,9 @@ def test_folded_attention_with_alibi_mask_equals_naive():
 
 def test_no_bias_is_plain_causal_sdpa():
     q, k, v, _ = _inputs(3)
-    torch.testing.assert_close(key_biased_attention(q, k, v), naive_gated_attention(q, k, v, torch.ones(q.shape[:-1])),
-                               rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        key_biased_attention(q, k, v), naive_gated_attention(q, k, v, torch.ones(q.shape[:-1])), rtol=1e-5, atol=1e-5
+    )
 
 
 def test_folded_attention_uses_the_flash_kernel_forward_and_backward():
@@ -111,7 +112,7 @@ def test_ega_attention_layer_equals_naive_paper_formula():
     params = [x, attn.gate.weight, attn.gate.tau, attn.gate.alpha, attn.qkv.weight]
     got = torch.autograd.grad(out.square().sum(), params)
     want = torch.autograd.grad(ref.square().sum(), params)
-    for p_got, p_want in zip(got, want):
+    for p_got, p_want in zip(got, want, strict=False):
         torch.testing.assert_close(p_got, p_want, rtol=1e-4, atol=1e-5)
 
 
@@ -140,9 +141,13 @@ def test_attention_layer_equals_naive_assembly(gate_name, scoring_name, position
 
     torch.manual_seed(6)
     d, H, T = 32, 2, 19
-    attn = CausalSelfAttention(d, H, gate=build_gate(gate_name, d_model=d, n_head=H, tau_init=0.3, alpha_init=2.0),
-                               scoring=build_scoring(scoring_name, n_head=H, lags=3),
-                               output_gate=OutputGate(d, H) if gate_name == "ega" else None)
+    attn = CausalSelfAttention(
+        d,
+        H,
+        gate=build_gate(gate_name, d_model=d, n_head=H, tau_init=0.3, alpha_init=2.0),
+        scoring=build_scoring(scoring_name, n_head=H, lags=3),
+        output_gate=OutputGate(d, H) if gate_name == "ega" else None,
+    )
     with torch.no_grad():
         for p in attn.parameters():
             p.add_(0.3 * torch.randn_like(p))
@@ -156,13 +161,14 @@ def test_attention_layer_equals_naive_assembly(gate_name, scoring_name, position
     got = torch.autograd.grad(out.square().sum(), params, allow_unused=True)
     want = torch.autograd.grad(ref.square().sum(), params, allow_unused=True)
     grad_scale = max(float(g.abs().max()) for g in want if g is not None)
-    for (name, _), p_got, p_want in zip([("x", x), *attn.named_parameters()], got, want):
+    for (name, _), p_got, p_want in zip([("x", x), *attn.named_parameters()], got, want, strict=False):
         if p_want is None:
             assert p_got is None or not p_got.any(), name
             continue
         # atol relative to the largest gradient: EGA's bias b cancels under the z-normalisation (true gradient 0)
-        torch.testing.assert_close(p_got, p_want, rtol=1e-4, atol=1e-5 * grad_scale,
-                                   msg=lambda m: f"grad {name}: {m}")
+        torch.testing.assert_close(
+            p_got, p_want, rtol=1e-4, atol=1e-5 * grad_scale, msg=lambda m, name=name: f"grad {name}: {m}"
+        )
     assert (log_g is None) == (gate_name == "none")
 
 
@@ -173,7 +179,9 @@ def test_a_constant_gate_changes_nothing():
     plain = CausalSelfAttention(32, 4, gate=None, scoring=DotScoring())
     plain.load_state_dict({k: v for k, v in gated.state_dict().items() if not k.startswith("gate.")})
     x = torch.randn(2, 29, 32)
-    torch.testing.assert_close(gated(x, NoPositionalEncoding())[0], plain(x, NoPositionalEncoding())[0], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(
+        gated(x, NoPositionalEncoding())[0], plain(x, NoPositionalEncoding())[0], rtol=1e-5, atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("variant", ["ega", "ega-mope-lagged", "phase-mope", "ega-db4"])

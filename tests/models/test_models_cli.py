@@ -30,16 +30,36 @@ def test_zoo_lists_every_variant_with_overheads():
 
 
 def test_zoo_unknown_size_exits_2_with_the_known_sizes():
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "zoo", "--size", "huge"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "zoo", "--size", "huge"], capture_output=True, text=True
+    )
     assert proc.returncode == 2
     assert "unknown model size 'huge'" in proc.stderr and "nano, paper" in proc.stderr
 
 
 def test_bench_attention_quick_run_writes_json(tmp_path):
     out = tmp_path / "attention.json"
-    result = CliRunner().invoke(_app(), ["bench", "attention", "-T", "32", "--families", "ega,phase", "--repeats", "1",
-                                         "--batch", "1", "--heads", "2", "--no-memory", "--no-train-step",
-                                         "--output", str(out)])
+    result = CliRunner().invoke(
+        _app(),
+        [
+            "bench",
+            "attention",
+            "-T",
+            "32",
+            "--families",
+            "ega,phase",
+            "--repeats",
+            "1",
+            "--batch",
+            "1",
+            "--heads",
+            "2",
+            "--no-memory",
+            "--no-train-step",
+            "--output",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     payload = json.loads(out.read_text())
     rows = {(r["family"], r["seq_len"]): r for r in payload["attention"]}
@@ -49,7 +69,9 @@ def test_bench_attention_quick_run_writes_json(tmp_path):
 
 
 def test_bench_attention_rejects_unknown_family(tmp_path):
-    result = CliRunner().invoke(_app(), ["bench", "attention", "--families", "nonsense", "--no-train-step",
-                                         "--output", str(tmp_path / "a.json")])
+    result = CliRunner().invoke(
+        _app(),
+        ["bench", "attention", "--families", "nonsense", "--no-train-step", "--output", str(tmp_path / "a.json")],
+    )
     assert result.exit_code != 0 and "unknown attention family 'nonsense'" in str(result.exception)
     assert not (tmp_path / "a.json").exists()

@@ -36,15 +36,16 @@ def _prefix_znorm_numpy(s: np.ndarray, eps: float = 1e-5) -> np.ndarray:
 def test_causal_znorm_equals_prefix_statistics():
     rng = np.random.default_rng(0)
     s = rng.normal(loc=40.0, scale=0.5, size=(2, 3, 200))  # |mean| >> std: the cancellation case
-    np.testing.assert_allclose(causal_znorm(torch.tensor(s, dtype=torch.float32)).numpy(), _prefix_znorm_numpy(s),
-                               rtol=1e-3, atol=2e-3)
+    np.testing.assert_allclose(
+        causal_znorm(torch.tensor(s, dtype=torch.float32)).numpy(), _prefix_znorm_numpy(s), rtol=1e-3, atol=2e-3
+    )
     assert causal_znorm(torch.tensor(s)).dtype == torch.float32
 
 
 def test_causal_moving_average_equals_loop():
     p = torch.randn(2, 11, 3)
     for window in (1, 2, 4, 8):
-        want = torch.stack([p[:, max(0, j - window + 1): j + 1].mean(1) for j in range(11)], dim=1)
+        want = torch.stack([p[:, max(0, j - window + 1) : j + 1].mean(1) for j in range(11)], dim=1)
         torch.testing.assert_close(causal_moving_average(p, window), want)
 
 
@@ -59,7 +60,7 @@ def test_ega4_energy_equals_projections_of_windowed_inputs():
     want = torch.zeros(3, H, T)
     for j in range(T):
         for i, window in enumerate((1, 2, 4, 8)):
-            xbar = x[:, max(0, j - window + 1): j + 1].mean(1)  # (B, d)
+            xbar = x[:, max(0, j - window + 1) : j + 1].mean(1)  # (B, d)
             want[:, :, j] += xbar @ w[i].T
         want[:, :, j] += gate.bias
     torch.testing.assert_close(gate.energy(x), want, rtol=1e-5, atol=1e-5)
@@ -108,7 +109,7 @@ def test_daubechies_filters_are_orthonormal_with_vanishing_moments(name, taps, m
 def test_morlet_filter_is_zero_mean_with_the_right_envelope():
     re, im = morlet_filter(torch.tensor(1.0), torch.tensor(2.0))
     assert abs(re.sum()) < 1e-5 and abs(im.sum()) < 1e-5
-    assert re.shape == (16,) and torch.argmax((re**2 + im**2)) in (6, 7, 8, 9)
+    assert re.shape == (16,) and torch.argmax(re**2 + im**2) in (6, 7, 8, 9)
 
 
 @pytest.mark.parametrize("kind", ["db2", "db4", "morlet-fixed", "morlet-param"])

@@ -33,8 +33,13 @@ def test_perturbing_token_t_leaves_earlier_logits_unchanged(variant):
             changed = idx.clone()
             changed[:, t] = (changed[:, t] + 1 + torch.arange(2)) % V
             out = model(changed)
-            torch.testing.assert_close(out[:, :t], base[:, :t], rtol=0, atol=1e-6,
-                                       msg=lambda m: f"{variant.name}: token {t} leaked into earlier logits: {m}")
+            torch.testing.assert_close(
+                out[:, :t],
+                base[:, :t],
+                rtol=0,
+                atol=1e-6,
+                msg=lambda m, t=t: f"{variant.name}: token {t} leaked into earlier logits: {m}",
+            )
             assert (out[:, t] - base[:, t]).abs().max() > 1e-4  # the perturbation does reach position t
 
 
@@ -59,8 +64,8 @@ def test_every_variant_loss_falls_on_repetitive_text(variant):
     losses = []
     for _ in range(30):
         starts = torch.randint(0, len(data) - T - 1, (B,), generator=generator)
-        x = torch.stack([data[s: s + T] for s in starts])
-        y = torch.stack([data[s + 1: s + T + 1] for s in starts])
+        x = torch.stack([data[s : s + T] for s in starts])
+        y = torch.stack([data[s + 1 : s + T + 1] for s in starts])
         loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
         optimiser.zero_grad()
         loss.backward()

@@ -73,7 +73,7 @@ def test_mope_random_init_spans_a_wide_range_of_scales():
 def test_mope_scale_init_uses_the_four_linguistic_scales():
     mope = MorletPositionalEncoding(32, init="scales")  # 16 pairs: four groups of four
     sigma = mope.sigma.detach().view(4, 4)
-    for group, s in zip(sigma, LINGUISTIC_SCALES.values()):
+    for group, s in zip(sigma, LINGUISTIC_SCALES.values(), strict=False):
         assert group.min() >= s / math.sqrt(2) - 1e-4 and group.max() <= s * math.sqrt(2) + 1e-4
         torch.testing.assert_close(group.prod() ** 0.25, torch.tensor(s), rtol=1e-4, atol=0)  # geometric centre s
     torch.testing.assert_close(mope.omega.detach(), 2 * math.pi / mope.sigma.detach())
@@ -101,4 +101,6 @@ def test_alibi_slopes_and_bias():
     bias = ALiBiPositionalEncoding(2).attention_bias(4, torch.device("cpu"), torch.float32)
     assert bias.shape == (2, 4, 4)
     assert bool(torch.isinf(bias[0].triu(1)[bias[0].triu(1) != 0]).all())
-    torch.testing.assert_close(bias[1, 3, :], torch.tensor([-3.0, -2.0, -1.0, 0.0]) * 2.0**-8)  # H = 2: slopes 2^-4, 2^-8
+    torch.testing.assert_close(
+        bias[1, 3, :], torch.tensor([-3.0, -2.0, -1.0, 0.0]) * 2.0**-8
+    )  # H = 2: slopes 2^-4, 2^-8

@@ -14,9 +14,25 @@ from harness.models.positional import POSITION_ENCODINGS
 from harness.models.variants import GATES, POSITIONS, SCORINGS
 
 REGISTRY_NAMES = [
-    "baseline", "learned-pe", "rope", "alibi", "nope", "ega", "ega-2", "ega-4", "ega-db2", "ega-db4",
-    "ega-morlet-fixed", "ega-morlet-param", "mope", "ega-mope", "ega-mope-lagged", "ega-mope-scale-init",
-    "flux-mope", "phase-mope", "gated-output",
+    "baseline",
+    "learned-pe",
+    "rope",
+    "alibi",
+    "nope",
+    "ega",
+    "ega-2",
+    "ega-4",
+    "ega-db2",
+    "ega-db4",
+    "ega-morlet-fixed",
+    "ega-morlet-param",
+    "mope",
+    "ega-mope",
+    "ega-mope-lagged",
+    "ega-mope-scale-init",
+    "flux-mope",
+    "phase-mope",
+    "gated-output",
 ]
 
 
@@ -24,15 +40,18 @@ def test_registry_holds_exactly_the_issue_names():
     assert list(VARIANTS) == REGISTRY_NAMES
 
 
-@pytest.mark.parametrize("name, slots", [
-    ("baseline", ("sinusoidal", "none", "dot")),
-    ("ega", ("sinusoidal", "ega", "dot")),
-    ("ega-mope", ("mope", "ega", "dot")),
-    ("ega-mope-lagged", ("mope", "ega", "lagged")),
-    ("flux-mope", ("mope", "flux", "dot")),
-    ("phase-mope", ("mope", "phase", "dot")),
-    ("nope", ("none", "none", "dot")),
-])
+@pytest.mark.parametrize(
+    "name, slots",
+    [
+        ("baseline", ("sinusoidal", "none", "dot")),
+        ("ega", ("sinusoidal", "ega", "dot")),
+        ("ega-mope", ("mope", "ega", "dot")),
+        ("ega-mope-lagged", ("mope", "ega", "lagged")),
+        ("flux-mope", ("mope", "flux", "dot")),
+        ("phase-mope", ("mope", "phase", "dot")),
+        ("nope", ("none", "none", "dot")),
+    ],
+)
 def test_variant_slots(name, slots):
     v = VARIANTS[name]
     assert (v.position, v.gate, v.scoring) == slots
@@ -50,8 +69,13 @@ def test_variants_are_hashable_picklable_and_serialisable():
     v = make_variant("rope-ega-lagged", position="rope", gate="ega", scoring="lagged", lags=2)
     assert pickle.loads(pickle.dumps(v)) == v
     assert hash(v) == hash(make_variant("rope-ega-lagged", position="rope", gate="ega", scoring="lagged", lags=2))
-    assert v.as_dict() == {"name": "rope-ega-lagged", "position": "rope", "gate": "ega", "scoring": "lagged",
-                           "options": {"lags": 2}}
+    assert v.as_dict() == {
+        "name": "rope-ega-lagged",
+        "position": "rope",
+        "gate": "ega",
+        "scoring": "lagged",
+        "options": {"lags": 2},
+    }
     assert get_variant(v) is v and get_variant("ega") is VARIANTS["ega"]
     model = build_model(v, vocab_size=5, block_size=8)
     assert model.blocks[0].attn.scoring.lags == 2
@@ -64,17 +88,20 @@ def test_unknown_variant_is_a_value_error_listing_the_names():
         get_variant("egaa")
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(position="sine"), "unknown position 'sine'.*sinusoidal"),
-    (dict(position="rope", gate="energy"), "unknown gate 'energy'.*morlet-param"),
-    (dict(position="rope", scoring="conv"), "unknown scoring 'conv'.*lagged"),
-    (dict(position="rope", colour="red"), "unknown option 'colour'.*mope_init"),
-    (dict(position="rope", mope_init="scales"), "mope_init needs position='mope'"),
-    (dict(position="mope", mope_init="grid"), "unknown mope_init 'grid'"),
-    (dict(position="rope", scoring="lagged", lags=0), "lags must be a positive integer"),
-    (dict(position="rope", lags=2), "lags needs scoring='lagged'"),
-    (dict(position="rope", output_gate="yes"), "output_gate must be true or false"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(position="sine"), "unknown position 'sine'.*sinusoidal"),
+        (dict(position="rope", gate="energy"), "unknown gate 'energy'.*morlet-param"),
+        (dict(position="rope", scoring="conv"), "unknown scoring 'conv'.*lagged"),
+        (dict(position="rope", colour="red"), "unknown option 'colour'.*mope_init"),
+        (dict(position="rope", mope_init="scales"), "mope_init needs position='mope'"),
+        (dict(position="mope", mope_init="grid"), "unknown mope_init 'grid'"),
+        (dict(position="rope", scoring="lagged", lags=0), "lags must be a positive integer"),
+        (dict(position="rope", lags=2), "lags needs scoring='lagged'"),
+        (dict(position="rope", output_gate="yes"), "output_gate must be true or false"),
+    ],
+)
 def test_make_variant_validates(kwargs, message):
     with pytest.raises(InputError, match=message):
         make_variant("x", **kwargs)
@@ -86,13 +113,16 @@ def test_unknown_size_lists_the_sizes():
     assert get_size("paper") is SIZES["paper"]
 
 
-@pytest.mark.parametrize("variant, overrides, message", [
-    ("baseline", dict(n_head=3), "d_model=64 is not divisible by n_head=3"),
-    ("mope", dict(d_model=33, n_head=3), r"Morlet \(MOPE\).*even width d_model.*got 33"),
-    ("baseline", dict(d_model=33, n_head=3), "sinusoidal.*even width"),
-    ("rope", dict(d_model=66, n_head=6), "rotary.*even head dimension.*got 11"),
-    ("baseline", dict(colour=1), "unknown build_model override.*colour.*tau_init"),
-])
+@pytest.mark.parametrize(
+    "variant, overrides, message",
+    [
+        ("baseline", dict(n_head=3), "d_model=64 is not divisible by n_head=3"),
+        ("mope", dict(d_model=33, n_head=3), r"Morlet \(MOPE\).*even width d_model.*got 33"),
+        ("baseline", dict(d_model=33, n_head=3), "sinusoidal.*even width"),
+        ("rope", dict(d_model=66, n_head=6), "rotary.*even head dimension.*got 11"),
+        ("baseline", dict(colour=1), "unknown build_model override.*colour.*tau_init"),
+    ],
+)
 def test_impossible_shapes_and_unknown_overrides(variant, overrides, message):
     with pytest.raises(InputError, match=message):
         build_model(variant, vocab_size=5, block_size=8, **overrides)
@@ -117,7 +147,9 @@ def test_size_presets():
     assert (SIZES["paper"].n_layer, SIZES["paper"].n_head, SIZES["paper"].d_model) == (6, 8, 256)
     assert len(SIZES) >= 5 and all(s.max_context_length >= 4096 for s in SIZES.values())
     with torch.device("meta"):
-        counts = {name: build_model("baseline", size=name, vocab_size=65, block_size=256).num_parameters() for name in SIZES}
+        counts = {
+            name: build_model("baseline", size=name, vocab_size=65, block_size=256).num_parameters() for name in SIZES
+        }
     assert counts["nano"] < counts["paper"] < counts["small"] < counts["medium"] < counts["large"] <= 310e6
     assert counts["large"] > 250e6
 
@@ -152,7 +184,9 @@ def test_importing_the_zoo_registries_and_cli_does_not_import_torch():
     import subprocess
     import sys
 
-    code = ("import sys, harness.models, harness.models.cli; "
-            "assert 'torch' not in sys.modules, 'torch imported'; "
-            "assert len(harness.models.VARIANTS) == 19")
+    code = (
+        "import sys, harness.models, harness.models.cli; "
+        "assert 'torch' not in sys.modules, 'torch imported'; "
+        "assert len(harness.models.VARIANTS) == 19"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -75,13 +75,16 @@ TRAIN = ["train", "--variant", "baseline", "--context-length", "32", "--batch-si
 
 CASES: dict[str, Case] = {
     "malformed-yaml": Case(
-        lambda t: ["run", str(_spec_text(t, "name: tiny\nvariants: [baseline, ega\nseeds: 2\n"))], "spec.yaml is not valid YAML at line"
+        lambda t: ["run", str(_spec_text(t, "name: tiny\nvariants: [baseline, ega\nseeds: 2\n"))],
+        "spec.yaml is not valid YAML at line",
     ),
     "unknown-key": Case(
-        lambda t: ["run", str(_without_context_key(t))], "unknown key 'contxt_lengths' (did you mean 'context_lengths'?)"
+        lambda t: ["run", str(_without_context_key(t))],
+        "unknown key 'contxt_lengths' (did you mean 'context_lengths'?)",
     ),
     "unknown-variant": Case(
-        lambda t: ["run", str(_spec(t, variants=["baseline", "egga"]))], "variants[1]: unknown variant 'egga' (did you mean 'ega'?)"
+        lambda t: ["run", str(_spec(t, variants=["baseline", "egga"]))],
+        "variants[1]: unknown variant 'egga' (did you mean 'ega'?)",
     ),
     "unknown-dataset": Case(
         lambda t: ["run", str(_spec(t, datasets=["tinyshakespear"]))],
@@ -93,11 +96,13 @@ CASES: dict[str, Case] = {
         "context_lengths: 100000 exceed the maximum context length of size 'nano'",
     ),
     "gpus-where-there-are-none": Case(
-        lambda t: ["run", str(_spec(t, resources={"cpus": 1, "gpus": 0.5}))], "resources.gpus is 0.5 per trial, but local Ray has no GPUs"
+        lambda t: ["run", str(_spec(t, resources={"cpus": 1, "gpus": 0.5}))],
+        "resources.gpus is 0.5 per trial, but local Ray has no GPUs",
     ),
     "gpu-for-harness-train": Case(lambda t: [*TRAIN, "--accelerator", "gpu"], "no CUDA device"),
     "unreachable-ray-address": Case(
-        lambda t: ["run", str(_spec(t)), "--address", f"127.0.0.1:{free_port()}"], "cannot reach the Ray cluster at 127.0.0.1:"
+        lambda t: ["run", str(_spec(t)), "--address", f"127.0.0.1:{free_port()}"],
+        "cannot reach the Ray cluster at 127.0.0.1:",
     ),
     "corrupt-checkpoint": Case(
         lambda t: ["train", "--resume", str(_corrupt_checkpoint(t))], "cannot be read (corrupt or not a checkpoint)"

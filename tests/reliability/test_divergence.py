@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from mlflow import MlflowClient
 from harness_support import write_spec
+from mlflow import MlflowClient
 
 from harness.studies.runner import run_study
 
@@ -63,8 +63,11 @@ def test_diverged_trial_is_recorded_and_excluded_from_contrasts(
     # seeds 0 and 2 of L_baseline - L_ega (the oracle, from the table).
     report = outcome.report
     assert report is not None, log
-    gains = [rows[f"baseline_s{s}_nano_T32_tinyshakespeare"]["val_loss"] - rows[f"ega_s{s}_nano_T32_tinyshakespeare"]["val_loss"]
-             for s in (0, 2)]  # fmt: skip
+    gains = [
+        rows[f"baseline_s{s}_nano_T32_tinyshakespeare"]["val_loss"]
+        - rows[f"ega_s{s}_nano_T32_tinyshakespeare"]["val_loss"]
+        for s in (0, 2)
+    ]
     headline = report.headline_metrics
     assert headline["ega/gain/n_dropped"] == 1 and headline["ega/gain/n_seeds"] == 2
     np.testing.assert_allclose(headline["ega/gain/estimate"], np.mean(gains), rtol=1e-12)

@@ -23,7 +23,6 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from mlflow import MlflowClient
 from harness_support import (
     all_runs,
     cli_env,
@@ -36,6 +35,7 @@ from harness_support import (
     wait_until,
     write_spec,
 )
+from mlflow import MlflowClient
 
 from harness.studies.runner import run_study
 
@@ -58,7 +58,9 @@ def test_killed_driver_resumes_to_the_uninterrupted_result(
 
     # The reference: the same study, never interrupted.
     ref_uri = f"sqlite:///{tmp_path / 'reference.db'}"
-    reference = run_study(spec, tracking_uri=ref_uri, storage_path=str(tmp_path / "reference"), stream=io.StringIO(), live=False)
+    reference = run_study(
+        spec, tracking_uri=ref_uri, storage_path=str(tmp_path / "reference"), stream=io.StringIO(), live=False
+    )
     assert reference.status == "finished" and reference.counts["finished"] == 4
 
     # The study again, its driver killed once a trial has finished.
@@ -68,7 +70,12 @@ def test_killed_driver_resumes_to_the_uninterrupted_result(
     log = tmp_path / "killed.log"
     with open(log, "w") as out:
         driver = subprocess.Popen(
-            harness_cmd(*args), cwd=tmp_path, env=cli_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            harness_cmd(*args),
+            cwd=tmp_path,
+            env=cli_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
         wait_until(lambda: "TERMINATED" in tune_trial_states(storage).values(), timeout=300, what="a finished trial")
@@ -77,8 +84,9 @@ def test_killed_driver_resumes_to_the_uninterrupted_result(
         # Nothing keeps training: workers, raylet and GCS go with the driver.
         wait_until(
             lambda: not [c for c in session_processes(driver.pid).values() if any(k in c for k in RAY_CORE)],
-            timeout=60, what="Ray's workers to exit after the driver was killed",
-        )  # fmt: skip
+            timeout=60,
+            what="Ray's workers to exit after the driver was killed",
+        )
     finally:
         left = end_session(driver.pid)
     assert all("Agent" in cmd for cmd in left.values()), left  # only Ray's slow-to-exit agents
@@ -95,7 +103,9 @@ def test_killed_driver_resumes_to_the_uninterrupted_result(
 
     resumed = run_harness(*args, "--resume", cwd=tmp_path, timeout=300)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-    assert "- resuming" in resumed.stdout and "Study tiny finished" in resumed.stdout and ": 4 finished" in resumed.stdout
+    assert (
+        "- resuming" in resumed.stdout and "Study tiny finished" in resumed.stdout and ": 4 finished" in resumed.stdout
+    )
     assert "warning" not in (resumed.stdout + resumed.stderr).lower(), resumed.stderr
 
     # The finished trials did not run again: Tune's record of them is unchanged.
@@ -132,4 +142,6 @@ def test_killed_driver_resumes_to_the_uninterrupted_result(
         np.testing.assert_allclose(got[key], want[key], rtol=1e-9, atol=1e-12, err_msg=key)
     assert reference.report.verdict_table in resumed.stdout
     # ... and the whole written report (markdown: every table and verdict, to 4 decimals).
-    assert (study_dir / "report" / reference.report.markdown_path.name).read_text() == reference.report.markdown_path.read_text()
+    assert (
+        study_dir / "report" / reference.report.markdown_path.name
+    ).read_text() == reference.report.markdown_path.read_text()

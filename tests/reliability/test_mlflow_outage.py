@@ -15,7 +15,6 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from mlflow import MlflowClient
 from harness_support import (
     all_runs,
     cli_env,
@@ -27,6 +26,7 @@ from harness_support import (
     wait_until,
     write_spec,
 )
+from mlflow import MlflowClient
 
 pytestmark = pytest.mark.slow
 
@@ -85,12 +85,19 @@ def test_server_stopped_mid_study(tmp_path: Path, shared_data_dir: Path, mlflow_
     with open(out_path, "w") as out, open(err_path, "w") as err:
         proc = subprocess.Popen(
             harness_cmd("run", str(spec), "--tracking-uri", server.uri, "--storage-path", str(storage)),
-            cwd=tmp_path, env=cli_env(), stdout=out, stderr=err, text=True, start_new_session=True,
-        )  # fmt: skip
+            cwd=tmp_path,
+            env=cli_env(),
+            stdout=out,
+            stderr=err,
+            text=True,
+            start_new_session=True,
+        )
     try:
         # Stop the server once the first trial has ended (the others still to run).
         states = wait_until(
-            lambda: (s := tune_trial_states(storage)) and "TERMINATED" in s.values() and s, timeout=300, what="a finished trial"
+            lambda: (s := tune_trial_states(storage)) and "TERMINATED" in s.values() and s,
+            timeout=300,
+            what="a finished trial",
         )
         assert list(states.values()).count("TERMINATED") < 4, states
         server.stop()
@@ -128,7 +135,9 @@ def test_server_unreachable_from_the_start(tmp_path: Path, shared_data_dir: Path
     port = free_port()  # nothing listens there yet
     uri = f"http://127.0.0.1:{port}"
     spec = write_spec(tmp_path / "spec.yaml", seeds=1)  # baseline, ega: 2 trials
-    study = run_harness("run", str(spec), "--tracking-uri", uri, "--storage-path", str(tmp_path / "results"), cwd=tmp_path)
+    study = run_harness(
+        "run", str(spec), "--tracking-uri", uri, "--storage-path", str(tmp_path / "results"), cwd=tmp_path
+    )
     assert study.returncode == 0, study.stdout[-3000:] + study.stderr[-3000:]
     _assert_warned_once(study.stdout + study.stderr, f"cannot reach the MLflow tracking server {uri}")
     assert "Study tiny finished" in study.stdout and ": 2 finished" in study.stdout

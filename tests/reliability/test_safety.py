@@ -71,8 +71,19 @@ def test_checkpoint_holding_a_pickled_object_is_refused(tmp_path: Path, shared_d
         with pytest.raises(InputError, match="cannot be read"):
             load(evil)
     with pytest.raises(InputError, match="cannot be read"):
-        train({"variant": "baseline", "context_length": 32, "batch_size": 4, "max_steps": 4, "eval_every": 2,
-               "checkpoint_dir": str(tmp_path / "ckpt2")}, resume_from=evil, mlflow_logging=False, progress_bar=False)  # fmt: skip
+        train(
+            {
+                "variant": "baseline",
+                "context_length": 32,
+                "batch_size": 4,
+                "max_steps": 4,
+                "eval_every": 2,
+                "checkpoint_dir": str(tmp_path / "ckpt2"),
+            },
+            resume_from=evil,
+            mlflow_logging=False,
+            progress_bar=False,
+        )
     assert not marker.exists()
 
 
@@ -126,13 +137,33 @@ def test_no_secret_reaches_mlflow(tmp_path: Path, shared_data_dir: Path, mlflow_
     secrets = [*(v for k, v in SECRETS.items() if k != "DATABASE_URL"), "db-SECRET-91f0", URI_PASSWORD]
 
     spec = write_spec(tmp_path / "spec.yaml", variants=["baseline", "ega"], seeds=1)
-    study = run_harness("run", str(spec), "--tracking-uri", uri, "--storage-path", str(tmp_path / "results"), cwd=tmp_path, env=env)
+    study = run_harness(
+        "run", str(spec), "--tracking-uri", uri, "--storage-path", str(tmp_path / "results"), cwd=tmp_path, env=env
+    )
     assert study.returncode == 0, study.stdout[-3000:] + study.stderr[-3000:]
     train = run_harness(
-        "train", "--variant", "ega", "--context-length", "32", "--batch-size", "4", "--max-steps", "4", "--eval-every", "2",
-        "--eval-windows", "4", "--tracking-uri", uri, "--experiment", "secrets", "--checkpoint-dir", str(tmp_path / "ckpt"),
-        cwd=tmp_path, env=env,
-    )  # fmt: skip
+        "train",
+        "--variant",
+        "ega",
+        "--context-length",
+        "32",
+        "--batch-size",
+        "4",
+        "--max-steps",
+        "4",
+        "--eval-every",
+        "2",
+        "--eval-windows",
+        "4",
+        "--tracking-uri",
+        uri,
+        "--experiment",
+        "secrets",
+        "--checkpoint-dir",
+        str(tmp_path / "ckpt"),
+        cwd=tmp_path,
+        env=env,
+    )
     assert train.returncode == 0, train.stderr[-3000:]
 
     from mlflow import MlflowClient

@@ -119,8 +119,13 @@ def test_ui_serves_the_store_on_loopback(tmp_path: Path, write_spec) -> None:
     port = free_port()
     proc = subprocess.Popen(
         harness_cmd("ui", "--tracking-uri", uri, "--port", str(port)),
-        cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 90
         body = ""
@@ -128,8 +133,9 @@ def test_ui_serves_the_store_on_loopback(tmp_path: Path, write_spec) -> None:
             try:
                 request = urllib.request.Request(
                     f"http://127.0.0.1:{port}/ajax-api/2.0/mlflow/experiments/search",
-                    data=b'{"max_results": 10}', headers={"Content-Type": "application/json"},
-                )  # fmt: skip
+                    data=b'{"max_results": 10}',
+                    headers={"Content-Type": "application/json"},
+                )
                 body = urllib.request.urlopen(request, timeout=5).read().decode()
                 break
             except OSError:

@@ -50,10 +50,15 @@ class LocalCluster:
         # from) and above Ray's default range (10002-19999, other Ray instances).
         low = random.randrange(20000, 32400, 200)
         common = [
-            "--block", "--num-cpus=2", "--disable-usage-stats", "--node-ip-address=127.0.0.1",
-            f"--min-worker-port={low}", f"--max-worker-port={low + 150}",
-            f"--dashboard-agent-listen-port={free_port()}", f"--metrics-export-port={free_port()}",
-        ]  # fmt: skip
+            "--block",
+            "--num-cpus=2",
+            "--disable-usage-stats",
+            "--node-ip-address=127.0.0.1",
+            f"--min-worker-port={low}",
+            f"--max-worker-port={low + 150}",
+            f"--dashboard-agent-listen-port={free_port()}",
+            f"--metrics-export-port={free_port()}",
+        ]
         with open(Path(self.temp_dir) / log, "w") as out:  # the child keeps its own descriptor
             proc = subprocess.Popen(
                 [shutil.which("ray") or "ray", "start", *args, *common],
@@ -68,12 +73,16 @@ class LocalCluster:
     def start_head(self) -> None:
         head = self._start(
             [
-                "--head", f"--port={self.port}", f"--ray-client-server-port={free_port()}",
-                "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={self.dashboard_port}",
+                "--head",
+                f"--port={self.port}",
+                f"--ray-client-server-port={free_port()}",
+                "--include-dashboard=true",
+                "--dashboard-host=127.0.0.1",
+                f"--dashboard-port={self.dashboard_port}",
                 f"--temp-dir={self.temp_dir}",
             ],
             "head.log",
-        )  # fmt: skip
+        )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and head.poll() is None:
             try:
@@ -135,14 +144,31 @@ def _study_runs(tracking_uri: str, experiment: str) -> tuple[list, list]:
     )
 
 
-def test_study_on_a_cluster_by_address(cluster: LocalCluster, tmp_path: Path, tiny: dict, shared_data_dir: Path) -> None:
+def test_study_on_a_cluster_by_address(
+    cluster: LocalCluster, tmp_path: Path, tiny: dict, shared_data_dir: Path
+) -> None:
     spec = _spec(tmp_path, tiny)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     out = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", str(spec), "--address", cluster.address,
-         "--tracking-uri", uri, "--storage-path", str(tmp_path / "results")],
-        cwd=tmp_path, env=_client_env(cluster), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            str(spec),
+            "--address",
+            cluster.address,
+            "--tracking-uri",
+            uri,
+            "--storage-path",
+            str(tmp_path / "results"),
+        ],
+        cwd=tmp_path,
+        env=_client_env(cluster),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert f"Ray cluster at {cluster.address}" in out.stdout
     parents, children = _study_runs(uri, "tiny")
@@ -156,11 +182,28 @@ def test_study_submitted_as_a_ray_job(cluster: LocalCluster, tmp_path: Path, tin
     _spec(workdir, tiny, name="jobstudy")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     out = subprocess.run(
-        [shutil.which("ray") or "ray", "job", "submit", "--address", cluster.dashboard, "--working-dir", str(workdir), "--",
-         "harness", "run", "spec.yaml", "--tracking-uri", uri, "--storage-path", str(tmp_path / "results")],
+        [
+            shutil.which("ray") or "ray",
+            "job",
+            "submit",
+            "--address",
+            cluster.dashboard,
+            "--working-dir",
+            str(workdir),
+            "--",
+            "harness",
+            "run",
+            "spec.yaml",
+            "--tracking-uri",
+            uri,
+            "--storage-path",
+            str(tmp_path / "results"),
+        ],
         env=_client_env(cluster, RAY_AUTH_MODE="token"),  # the job CLI needs token mode spelled out
-        capture_output=True, text=True, timeout=400,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "succeeded" in out.stdout + out.stderr
     assert "Study jobstudy: 2 trials" in out.stdout
@@ -177,19 +220,41 @@ def test_multi_node_cluster_refuses_local_storage(cluster: LocalCluster, tmp_pat
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             nodes = subprocess.run(
-                [sys.executable, "-c", f"import ray; ray.init(address={cluster.address!r}, logging_level='ERROR'); "
-                 "print(sum(n['Alive'] for n in ray.nodes()))"],
-                env=cluster.env, capture_output=True, text=True, timeout=60,
-            ).stdout.strip()  # fmt: skip
+                [
+                    sys.executable,
+                    "-c",
+                    f"import ray; ray.init(address={cluster.address!r}, logging_level='ERROR'); "
+                    "print(sum(n['Alive'] for n in ray.nodes()))",
+                ],
+                env=cluster.env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            ).stdout.strip()
             if nodes.endswith("2"):
                 break
             time.sleep(2)
         spec = _spec(tmp_path, tiny)
         out = subprocess.run(
-            [sys.executable, "-m", "harness.cli", "run", str(spec), "--address", cluster.address,
-             "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--storage-path", str(tmp_path / "results")],
-            cwd=tmp_path, env=_client_env(cluster), capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "harness.cli",
+                "run",
+                str(spec),
+                "--address",
+                cluster.address,
+                "--tracking-uri",
+                f"sqlite:///{tmp_path / 'mlflow.db'}",
+                "--storage-path",
+                str(tmp_path / "results"),
+            ],
+            cwd=tmp_path,
+            env=_client_env(cluster),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
         assert "has 2 nodes" in out.stderr and "shared storage" in out.stderr
         assert not (tmp_path / "results").exists() and not (tmp_path / "mlflow.db").exists()

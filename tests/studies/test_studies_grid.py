@@ -36,12 +36,20 @@ def test_full_product_with_unique_ids(tiny: dict) -> None:
     trials = expand_grid(spec)
     assert len(trials) == grid_size(spec) == 2 * 3 * 2 * 2 * 2
     assert len({t.trial_id for t in trials}) == len(trials)
-    combos = {(t.config.dataset, t.config.variant, t.config.seed, t.config.size, t.config.context_length) for t in trials}
-    expected = set(itertools.product(["tinyshakespeare", "ptb-char"], ["baseline", "ega", "mope"], [4, 1], ["nano", "paper"], [32, 64]))
+    combos = {
+        (t.config.dataset, t.config.variant, t.config.seed, t.config.size, t.config.context_length) for t in trials
+    }
+    expected = set(
+        itertools.product(
+            ["tinyshakespeare", "ptb-char"], ["baseline", "ega", "mope"], [4, 1], ["nano", "paper"], [32, 64]
+        )
+    )
     assert combos == expected
     for t in trials:
         c = t.config
-        assert t.trial_id == trial_id(variant=c.variant, seed=c.seed, size=c.size, context_length=c.context_length, dataset=c.dataset)
+        assert t.trial_id == trial_id(
+            variant=c.variant, seed=c.seed, size=c.size, context_length=c.context_length, dataset=c.dataset
+        )
 
 
 def test_seed_major_order(tiny: dict) -> None:
@@ -64,7 +72,9 @@ def test_training_overrides_and_resources_reach_every_trial(tiny: dict) -> None:
 
 
 def test_components_and_tags(tiny: dict) -> None:
-    spec = _parse(tiny, variants=["ega-mope", {"name": "rope-ega", "position": "rope", "gate": "ega", "scoring": "lagged"}])
+    spec = _parse(
+        tiny, variants=["ega-mope", {"name": "rope-ega", "position": "rope", "gate": "ega", "scoring": "lagged"}]
+    )
     by_variant = {t.config.variant: t for t in expand_grid(spec)}
     ega_mope, inline = by_variant["ega-mope"], by_variant["rope-ega"]
     assert (ega_mope.position, ega_mope.gate, ega_mope.scoring) == ("mope", "ega", "dot")
@@ -72,10 +82,18 @@ def test_components_and_tags(tiny: dict) -> None:
     assert (inline.config.position, inline.config.gate, inline.config.scoring) == ("rope", "ega", "lagged")
     tags = inline.tags()
     assert tags["harness.trial_id"] == inline.trial_id
-    assert {k: tags[k] for k in ("variant", "position", "gate", "scoring", "dataset", "size", "context_length", "seed")} == {
-        "variant": "rope-ega", "position": "rope", "gate": "ega", "scoring": "lagged", "dataset": "tinyshakespeare",
-        "size": "nano", "context_length": "32", "seed": "0",
-    }  # fmt: skip
+    assert {
+        k: tags[k] for k in ("variant", "position", "gate", "scoring", "dataset", "size", "context_length", "seed")
+    } == {
+        "variant": "rope-ega",
+        "position": "rope",
+        "gate": "ega",
+        "scoring": "lagged",
+        "dataset": "tinyshakespeare",
+        "size": "nano",
+        "context_length": "32",
+        "seed": "0",
+    }
 
 
 def test_tau_inits_factor(tiny: dict) -> None:

@@ -83,7 +83,9 @@ def test_interrupted_study_resumes_without_repeating_finished_trials(write_spec,
 
 
 @pytest.mark.slow
-def test_killed_trial_is_retried_from_its_checkpoint(write_spec, study_env: dict, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_killed_trial_is_retried_from_its_checkpoint(
+    write_spec, study_env: dict, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """A trial process killed at step 7 (after the step-5 checkpoint) is restarted by Tune
     from that checkpoint and ends exactly where an uninterrupted run ends."""
     from harness.studies.grid import expand_grid
@@ -97,7 +99,11 @@ def test_killed_trial_is_retried_from_its_checkpoint(write_spec, study_env: dict
     assert "RETRY" in study_env["stream"].getvalue()
     assert (Path(outcome.study_dir) / "faults" / "ega-mope_s3_nano_T32_tinyshakespeare.killed").is_file()
     (trial,) = expand_grid(load_spec(spec))
-    plain = train(trial.config.model_copy(update={"checkpoint_dir": str(tmp_path / "plain")}), mlflow_logging=False, progress_bar=False)
+    plain = train(
+        trial.config.model_copy(update={"checkpoint_dir": str(tmp_path / "plain")}),
+        mlflow_logging=False,
+        progress_bar=False,
+    )
     row = outcome.results.row(0, named=True)
     assert row["val_loss"] == pytest.approx(plain.final_val_loss, rel=1e-6)
 
@@ -108,7 +114,9 @@ def test_killed_trial_is_retried_from_its_checkpoint(write_spec, study_env: dict
 
 
 @pytest.mark.slow
-def test_trial_that_keeps_failing_is_recorded_as_failed(write_spec, study_env: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_trial_that_keeps_failing_is_recorded_as_failed(
+    write_spec, study_env: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Without retries, a killed trial ends the study as failed: status tag, MLflow FAILED,
     a results row with status failed and no losses; the other trial is unaffected."""
     spec = write_spec(variants=["baseline", "ega"], retries=0, max_concurrent_trials=1)

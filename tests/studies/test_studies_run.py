@@ -27,7 +27,9 @@ def test_precedence_flag_spec_env_default(tiny: dict, monkeypatch: pytest.Monkey
     for var in ("MLFLOW_TRACKING_URI", "HARNESS_STORAGE_PATH", "RAY_ADDRESS"):
         monkeypatch.delenv(var, raising=False)
     plain = parse_spec(yaml.safe_dump(tiny))
-    with_spec = parse_spec(yaml.safe_dump({**tiny, "tracking": {"uri": "sqlite:///spec.db"}, "storage_path": "spec-results"}))
+    with_spec = parse_spec(
+        yaml.safe_dump({**tiny, "tracking": {"uri": "sqlite:///spec.db"}, "storage_path": "spec-results"})
+    )
     assert default_tracking_uri(None, plain.tracking.uri) == f"sqlite:///{tmp_path / 'mlflow.db'}"
     assert resolve_storage(None, plain) == str(tmp_path / "results")
     assert resolve_address(None) is None
@@ -87,7 +89,12 @@ def test_tiny_study_records_one_parent_and_a_child_per_trial(write_spec, study_e
         assert child.info.status == "FINISHED" and tags["status"] == "finished"
         assert tags["mlflow.parentRunId"] == parent.info.run_id
         assert child.info.run_name == tid
-        assert {tags[k] for k in ("dataset", "size", "context_length", "seed")} == {"tinyshakespeare", "nano", "32", "0"}
+        assert {tags[k] for k in ("dataset", "size", "context_length", "seed")} == {
+            "tinyshakespeare",
+            "nano",
+            "32",
+            "0",
+        }
         assert child.data.params["max_steps"] == "10" and child.data.params["variant"] == tags["variant"]
         final = child.data.metrics["final/val_loss"]
         assert math.isfinite(final) and final == pytest.approx(by_trial[tid]["val_loss"])
@@ -117,7 +124,9 @@ def test_trial_equals_a_plain_training_run(write_spec, study_env: dict, tmp_path
     assert "1/1 trials done" in study_env["stream"].getvalue()
     (trial,) = expand_grid(load_spec(spec_path))
     plain = train(
-        trial.config.model_copy(update={"checkpoint_dir": str(tmp_path / "plain")}), mlflow_logging=False, progress_bar=False
+        trial.config.model_copy(update={"checkpoint_dir": str(tmp_path / "plain")}),
+        mlflow_logging=False,
+        progress_bar=False,
     )
     row = outcome.results.row(0, named=True)
     np.testing.assert_allclose(row["val_loss"], plain.final_val_loss, rtol=1e-6)

@@ -74,11 +74,19 @@ def test_seed_count_and_list(make_spec) -> None:
         ({"variants": [{"name": "x", "position": "rope", "gat": "ega"}]}, "variants[0].gat", "did you mean 'gate'"),
         ({"name": "has space"}, "name", "pattern"),
         ({"tau_inits": [0.1], "train": {"tau_init": 0.2}}, "tau_init", "both set"),
-        ({"analysis": {"factorial": {"base": "baseline", "a": "ega", "b": "mope", "ab": "ega-mope"}}}, "analysis.factorial.b", "does not run"),
+        (
+            {"analysis": {"factorial": {"base": "baseline", "a": "ega", "b": "mope", "ab": "ega-mope"}}},
+            "analysis.factorial.b",
+            "does not run",
+        ),
         ({"analysis": {"tau": {"margin": 0}}}, "analysis.tau.margin", "greater than 0"),
         ({"retries": -1}, "retries", "greater than or equal to 0"),
         ({"tokens_per_batch": 512}, "tokens_per_batch", "both set"),
-        ({"tokens_per_batch": 100, "train": {"max_steps": 3}}, "tokens_per_batch", "not a multiple of context length(s) 32"),
+        (
+            {"tokens_per_batch": 100, "train": {"max_steps": 3}},
+            "tokens_per_batch",
+            "not a multiple of context length(s) 32",
+        ),
     ],
 )
 def test_structural_errors_name_the_field(make_spec, overrides: dict, field: str, expected: str) -> None:
@@ -98,7 +106,10 @@ def test_missing_field_is_named(tiny: dict) -> None:
     ("overrides", "expected"),
     [
         ({"variants": ["baseline", "egaa"]}, "variants[1]: unknown variant 'egaa' (did you mean 'ega'?)"),
-        ({"datasets": ["tinyshakespear"]}, "datasets[0]: unknown dataset 'tinyshakespear' (did you mean 'tinyshakespeare'?)"),
+        (
+            {"datasets": ["tinyshakespear"]},
+            "datasets[0]: unknown dataset 'tinyshakespear' (did you mean 'tinyshakespeare'?)",
+        ),
         ({"sizes": ["huge"]}, "sizes[0]: unknown size 'huge'"),
         ({"context_lengths": [32, 100000]}, "exceed the maximum context length of size 'nano'"),
         ({"variants": [{"name": "rope-x", "position": "ropey", "gate": "ega"}]}, "variants[0] (rope-x)"),
@@ -135,7 +146,9 @@ def test_missing_file(tmp_path: Path) -> None:
 
 
 def test_inline_variant_and_tau_sweep(make_spec) -> None:
-    spec = parse_spec(make_spec(variants=["ega", {"name": "rope-ega", "position": "rope", "gate": "ega"}], tau_inits=[0.1, 0.5]))
+    spec = parse_spec(
+        make_spec(variants=["ega", {"name": "rope-ega", "position": "rope", "gate": "ega"}], tau_inits=[0.1, 0.5])
+    )
     check_registries(spec)
     assert spec.variant_names == ["ega", "rope-ega"]
     assert grid_size(spec) == 4
@@ -167,8 +180,21 @@ def test_ready_specs_cover_the_issue() -> None:
     smoke = load_spec(REPO / "studies" / "smoke.yaml")
     assert grid_size(smoke) == 8 and smoke.sizes == ["nano"] and smoke.datasets == ["tinyshakespeare"]
     ablations = load_spec(REPO / "studies" / "ablations.yaml")
-    expected = {"ega-2", "ega-4", "ega-db2", "ega-db4", "ega-morlet-fixed", "ega-morlet-param", "ega-mope-lagged",
-                "ega-mope-scale-init", "flux-mope", "phase-mope", "baseline", "ega", "ega-mope"}  # fmt: skip
+    expected = {
+        "ega-2",
+        "ega-4",
+        "ega-db2",
+        "ega-db4",
+        "ega-morlet-fixed",
+        "ega-morlet-param",
+        "ega-mope-lagged",
+        "ega-mope-scale-init",
+        "flux-mope",
+        "phase-mope",
+        "baseline",
+        "ega",
+        "ega-mope",
+    }
     assert expected <= set(ablations.variant_names)
     context = load_spec(REPO / "studies" / "context.yaml")
     assert min(context.context_lengths) == 256 and max(context.context_lengths) > 4096

@@ -84,8 +84,11 @@ def test_newest_checkpoint_dir_orders_by_number_and_keeps_to_reported_ones(tmp_p
     assert newest_checkpoint_dir(fs, str(tmp_path / "missing")) is None
 
     assert reported_checkpoints(fs, str(tmp_path)) is None  # no result.json
-    rows = [{"step": 1, "checkpoint_dir_name": "checkpoint_000009"}, {"step": 2, "checkpoint_dir_name": None},
-            {"step": 3, "checkpoint_dir_name": "checkpoint_000010"}]  # fmt: skip
+    rows = [
+        {"step": 1, "checkpoint_dir_name": "checkpoint_000009"},
+        {"step": 2, "checkpoint_dir_name": None},
+        {"step": 3, "checkpoint_dir_name": "checkpoint_000010"},
+    ]
     (tmp_path / "result.json").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 4, "checkpo')
     reported = reported_checkpoints(fs, str(tmp_path))
     assert reported == {"checkpoint_000009", "checkpoint_000010"}  # the line cut by the kill is skipped

@@ -13,8 +13,21 @@ from mlflow import MlflowClient
 from harness.cli import main
 
 ACCEPTANCE = [
-    "train", "--variant", "ega-mope", "--dataset", "tinyshakespeare", "--size", "nano",
-    "--context-length", "64", "--batch-size", "8", "--max-steps", "20", "--seed", "3",
+    "train",
+    "--variant",
+    "ega-mope",
+    "--dataset",
+    "tinyshakespeare",
+    "--size",
+    "nano",
+    "--context-length",
+    "64",
+    "--batch-size",
+    "8",
+    "--max-steps",
+    "20",
+    "--seed",
+    "3",
 ]
 
 
@@ -26,7 +39,10 @@ def _runs(uri: str) -> list:
 def test_acceptance_command(tmp_path: Path, sqlite_tracking_uri: str, shared_data_dir: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "harness.cli", *ACCEPTANCE, "--tracking-uri", sqlite_tracking_uri],
-        capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
         timeout=300,
     )
     assert out.returncode == 0, out.stderr[-3000:]
@@ -35,10 +51,26 @@ def test_acceptance_command(tmp_path: Path, sqlite_tracking_uri: str, shared_dat
     assert run.info.status == "FINISHED" and run.data.tags["status"] == "finished"
     assert run.info.run_id in out.stdout
     metrics = run.data.metrics
-    for name in ("val/loss", "val/bpc", "train/loss", "gen_gap", "throughput/tokens_per_s", "gate/tau/l0h0",
-                 "gate/alpha/l1h1", "gate/open_fraction", "mope/omega_mean", "mope/sigma_min", "final/val_loss",
-                 "best/val_loss", "final/train_loss", "final/gen_gap", "final/tau_mean", "final/open_fraction",
-                 "final/tokens_per_s", "num_parameters"):
+    for name in (
+        "val/loss",
+        "val/bpc",
+        "train/loss",
+        "gen_gap",
+        "throughput/tokens_per_s",
+        "gate/tau/l0h0",
+        "gate/alpha/l1h1",
+        "gate/open_fraction",
+        "mope/omega_mean",
+        "mope/sigma_min",
+        "final/val_loss",
+        "best/val_loss",
+        "final/train_loss",
+        "final/gen_gap",
+        "final/tau_mean",
+        "final/open_fraction",
+        "final/tokens_per_s",
+        "num_parameters",
+    ):
         assert name in metrics, name
     artifacts = {a.path for a in MlflowClient(sqlite_tracking_uri).list_artifacts(run.info.run_id)}
     assert {"window_losses.parquet", "gate_parameters.parquet", "mope_parameters.parquet"} <= artifacts
@@ -91,8 +123,19 @@ def test_unusable_tracking_uri_exits_2(uri, message, tmp_path, capsys, shared_da
     (tmp_path / "a-file").write_text("x")
     (tmp_path / "not-a-db").write_text("this is not an SQLite database" * 100)
     with pytest.raises(SystemExit) as exit_info:
-        main(["train", "--variant", "baseline", "--max-steps", "2", "--checkpoint-dir", str(tmp_path / "ck"),
-              "--tracking-uri", uri.format(tmp=tmp_path)])
+        main(
+            [
+                "train",
+                "--variant",
+                "baseline",
+                "--max-steps",
+                "2",
+                "--checkpoint-dir",
+                str(tmp_path / "ck"),
+                "--tracking-uri",
+                uri.format(tmp=tmp_path),
+            ]
+        )
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "ck").exists()  # nothing trained, nothing written

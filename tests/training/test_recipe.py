@@ -25,7 +25,7 @@ def test_learning_rate_is_nanogpt_warmup_then_cosine() -> None:
     assert learning_rate(5000, c) == pytest.approx(1e-4)
     assert learning_rate(7000, c) == pytest.approx(1e-4)
     lrs = [learning_rate(k, c) for k in range(100, 5001)]
-    assert all(a >= b for a, b in zip(lrs, lrs[1:]))  # monotone decay after warmup
+    assert all(a >= b for a, b in zip(lrs, lrs[1:], strict=False))  # monotone decay after warmup
 
 
 def test_weight_decay_only_on_matrices() -> None:

@@ -13,10 +13,16 @@ from harness.studies.tracking import StudyRecorder
 from harness.training.tracking import EXPERIMENT_TAGS, prepare_tracking
 
 
-def test_new_experiment_is_tagged_and_keeps_artifacts_beside_the_database(sqlite_tracking_uri: str, tmp_path: Path) -> None:
+def test_new_experiment_is_tagged_and_keeps_artifacts_beside_the_database(
+    sqlite_tracking_uri: str, tmp_path: Path
+) -> None:
     target = prepare_tracking(sqlite_tracking_uri, "my runs/ega")
     experiment = MlflowClient(sqlite_tracking_uri).get_experiment(target.experiment_id)
-    assert experiment.tags["mlflow.experimentKind"] == EXPERIMENT_TAGS["mlflow.experimentKind"] == "custom_model_development"
+    assert (
+        experiment.tags["mlflow.experimentKind"]
+        == EXPERIMENT_TAGS["mlflow.experimentKind"]
+        == "custom_model_development"
+    )
     assert experiment.artifact_location == (tmp_path / "mlartifacts" / "my-runs-ega").as_uri()
     assert prepare_tracking(sqlite_tracking_uri, "my runs/ega").experiment_id == target.experiment_id  # found, not made
 
@@ -47,7 +53,9 @@ def test_learned_morlet_gate_is_logged_per_layer(tmp_path: Path) -> None:
         model.blocks[1].attn.gate.log_sigma.fill_(np.log(3.0))
     config = TrainConfig(variant="ega-morlet-param", context_length=32)
     metrics = CharLMModule(config, vocab_size=11, model=model).parameter_telemetry()
-    assert metrics["gate/morlet_sigma/l1"] == pytest.approx(3.0) and metrics["gate/morlet_sigma/l0"] == pytest.approx(2.0)
+    assert metrics["gate/morlet_sigma/l1"] == pytest.approx(3.0) and metrics["gate/morlet_sigma/l0"] == pytest.approx(
+        2.0
+    )
     assert {"gate/morlet_omega/l0", "gate/morlet_omega/l1", "gate/tau/l1h1"} <= set(metrics)
 
     (path,) = write_run_tables(tmp_path, model=model, window_losses={})

@@ -64,11 +64,30 @@ def test_same_seed_same_result_and_callback_metrics(tiny_config) -> None:
     # Evaluations at steps 4, 8, 12: what a Tune callback sees, the last one with final metrics.
     assert [float(r["step"]) for r in recorder.reports] == [4.0, 8.0, 12.0]
     first, last = recorder.reports[0], recorder.reports[-1]
-    for name in ("train/loss", "val/loss", "val/bpc", "gen_gap", "best/val_loss", "throughput/tokens_per_s",
-                 "gate/tau/l0h0", "gate/alpha/l1h1", "gate/open_fraction", "mope/omega_mean", "mope/sigma_max"):
+    for name in (
+        "train/loss",
+        "val/loss",
+        "val/bpc",
+        "gen_gap",
+        "best/val_loss",
+        "throughput/tokens_per_s",
+        "gate/tau/l0h0",
+        "gate/alpha/l1h1",
+        "gate/open_fraction",
+        "mope/omega_mean",
+        "mope/sigma_max",
+    ):
         assert name in first and torch.as_tensor(first[name]).ndim == 0, name
-    for name in ("final/val_loss", "final/train_loss", "final/gen_gap", "final/tau_mean", "final/open_fraction",
-                 "final/tokens_per_s", "num_parameters", "best/val_loss"):
+    for name in (
+        "final/val_loss",
+        "final/train_loss",
+        "final/gen_gap",
+        "final/tau_mean",
+        "final/open_fraction",
+        "final/tokens_per_s",
+        "num_parameters",
+        "best/val_loss",
+    ):
         assert name in last, name
     assert "final/val_loss" not in first
     assert float(last["final/val_loss"]) == pytest.approx(a.final_val_loss, rel=1e-6)
@@ -84,8 +103,11 @@ def test_evaluation_matches_a_direct_computation(tiny_config) -> None:
     from harness.models import build_model
 
     dataset = "synthetic-salience:n_chars=30000"
-    result = train(tiny_config(dataset=dataset, max_steps=6, eval_every=3, eval_windows=5),
-                   mlflow_logging=False, progress_bar=False)
+    result = train(
+        tiny_config(dataset=dataset, max_steps=6, eval_every=3, eval_windows=5),
+        mlflow_logging=False,
+        progress_bar=False,
+    )
     state = torch.load(result.checkpoint_path, weights_only=True)["state_dict"]
     corpus = load(dataset)
     model = build_model("ega-mope", size="nano", vocab_size=corpus.vocab_size, block_size=32)
@@ -119,9 +141,14 @@ def test_evaluation_matches_a_direct_computation(tiny_config) -> None:
 
 @pytest.mark.parametrize("checkpoint_every", [None, 3])
 def test_resumed_run_ends_where_an_uninterrupted_one_does(tiny_config, sqlite_tracking_uri, checkpoint_every) -> None:
-    config = tiny_config(max_steps=12, eval_every=4, checkpoint_every=checkpoint_every, tracking_uri=sqlite_tracking_uri)
-    uninterrupted = train(config.model_copy(update={"checkpoint_dir": config.checkpoint_dir + "-u"}),
-                          mlflow_logging=False, progress_bar=False)
+    config = tiny_config(
+        max_steps=12, eval_every=4, checkpoint_every=checkpoint_every, tracking_uri=sqlite_tracking_uri
+    )
+    uninterrupted = train(
+        config.model_copy(update={"checkpoint_dir": config.checkpoint_dir + "-u"}),
+        mlflow_logging=False,
+        progress_bar=False,
+    )
 
     with pytest.raises(RuntimeError, match="simulated crash"):
         train(config, callbacks=[CrashAt(10)], progress_bar=False)
@@ -186,15 +213,24 @@ def test_checkpoint_keeps_no_tracking_password(tiny_config, monkeypatch) -> None
 
 
 def test_divergence_is_a_status_not_an_exception(tiny_config, sqlite_tracking_uri) -> None:
-    config = tiny_config(lr=1e6, min_lr=0.0, warmup_steps=0, grad_clip=0.0, max_steps=30, checkpoint_every=1,
-                         tracking_uri=sqlite_tracking_uri)
+    config = tiny_config(
+        lr=1e6,
+        min_lr=0.0,
+        warmup_steps=0,
+        grad_clip=0.0,
+        max_steps=30,
+        checkpoint_every=1,
+        tracking_uri=sqlite_tracking_uri,
+    )
     result = train(config, progress_bar=False)
     assert result.status == "diverged"
     assert result.steps < 30 and math.isnan(result.final_val_loss) and result.window_losses == {}
     (run,) = _runs(sqlite_tracking_uri)
     assert run.data.tags["status"] == "diverged" and "diverged_at_step" in run.data.tags
     assert run.info.status == "FINISHED"
-    assert "window_losses.parquet" not in {a.path for a in MlflowClient(sqlite_tracking_uri).list_artifacts(run.info.run_id)}
+    assert "window_losses.parquet" not in {
+        a.path for a in MlflowClient(sqlite_tracking_uri).list_artifacts(run.info.run_id)
+    }
     # Checkpoints stop before the bad step: the last one holds a finite model.
     last = Path(config.checkpoint_dir) / "last.ckpt"
     if last.exists():
@@ -206,15 +242,25 @@ def test_divergence_is_a_status_not_an_exception(tiny_config, sqlite_tracking_ur
 def test_ungated_variant_and_mlflow_record(tiny_config, sqlite_tracking_uri) -> None:
     import polars as pl
 
-    result = train(tiny_config(variant="baseline", max_steps=5, eval_every=4, tracking_uri=sqlite_tracking_uri,
-                               experiment="unit"), progress_bar=False)
+    result = train(
+        tiny_config(variant="baseline", max_steps=5, eval_every=4, tracking_uri=sqlite_tracking_uri, experiment="unit"),
+        progress_bar=False,
+    )
     assert result.tau_mean is None and result.open_fraction is None
     assert not any(k.startswith(("gate/", "mope/")) for k in result.metrics)
     (run,) = _runs(sqlite_tracking_uri)
     tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
-    assert {k: tags[k] for k in ("variant", "position", "gate", "scoring", "dataset", "size", "context_length", "seed")} == {
-        "variant": "baseline", "position": "sinusoidal", "gate": "none", "scoring": "dot",
-        "dataset": "tinyshakespeare", "size": "nano", "context_length": "32", "seed": "3",
+    assert {
+        k: tags[k] for k in ("variant", "position", "gate", "scoring", "dataset", "size", "context_length", "seed")
+    } == {
+        "variant": "baseline",
+        "position": "sinusoidal",
+        "gate": "none",
+        "scoring": "dot",
+        "dataset": "tinyshakespeare",
+        "size": "nano",
+        "context_length": "32",
+        "seed": "3",
     }
     assert tags["status"] == "finished" and tags["harness.git_commit"]
     assert params["lr"] == "0.001" and params["max_steps"] == "5" and params["tau_init"] == "None"
