@@ -1119,7 +1119,7 @@ def _convergence_text(tau: TauStabilityResult) -> str:
     if open_:
         out.append(
             f"Across {', '.join(open_)} neither a difference nor the mean inside {band} at every level was shown: "
-            "the data do not say whether tau converges whatever these are."
+            "no claim either way."
         )
     untestable = [r.factor for r in tau.heterogeneity if r not in tested]
     if untestable:
