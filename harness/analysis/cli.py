@@ -19,6 +19,22 @@ def _sqlite_file(uri: str) -> Path | None:
     return Path(uri[len("sqlite:///") :])
 
 
+def _settings_from_spec(text: str):
+    """The analysis settings of a study's spec: through the spec model (the factorial and
+    the primary hypothesis resolved as the study resolved them), else from the raw
+    ``analysis:`` block of a spec this version cannot fully parse."""
+    import yaml
+
+    from harness.analysis.results_types import AnalysisSettings
+    from harness.errors import InputError
+    from harness.studies.spec import parse_spec
+
+    try:
+        return AnalysisSettings.from_mapping(parse_spec(text).analysis_settings())
+    except InputError:
+        return AnalysisSettings.from_mapping((yaml.safe_load(text) or {}).get("analysis"))
+
+
 def report(
     study: Annotated[
         str, typer.Argument(help="Study name (the spec's name: tag harness.study of its MLflow parent run).")
@@ -54,7 +70,6 @@ def report(
     """Recompute a study's statistics (from MLflow, or --from a results table), write the
     report (HTML with embedded plots, PNGs, markdown, parquet tables) and log it to the
     study's parent run. Prints the verdicts."""
-    import yaml
 
     from harness.analysis.corpus import corpus_info_for
     from harness.analysis.report import build_report, log_report
@@ -119,8 +134,8 @@ def report(
 
             with tempfile.TemporaryDirectory() as tmp:
                 spec_path = client.download_artifacts(parent.info.run_id, "spec.yaml", tmp)
-                spec = yaml.safe_load(Path(spec_path).read_text()) or {}
-            settings = AnalysisSettings.from_mapping(spec.get("analysis"))
+                spec_text = Path(spec_path).read_text()
+            settings = _settings_from_spec(spec_text)
         except InputError as exc:
             typer.secho(
                 f"warning: the spec's analysis settings were not usable ({exc}); using defaults",

@@ -731,8 +731,9 @@ def _contrasts_table(results: Mapping[str, ContrastResult], parts: _Parts, h: li
     h.append(
         "<p>Gain = L<sub>control</sub> − L<sub>treatment</sub> per seed (positive: lower loss); "
         "interaction I = L<sub>a</sub> + L<sub>b</sub> − L<sub>base</sub> − L<sub>ab</sub> "
-        "(positive: superadditive). t-interval and paired t-test p over seeds; BCa bootstrap over seeds "
-        f"only from {BOOTSTRAP_MIN_SEEDS} seeds (below, it under-covers: see the README's Calibration); "
+        "(positive: superadditive). t-interval and paired t-test p over seeds (the basis of the verdicts); "
+        f"BCa bootstrap over seeds only from {BOOTSTRAP_MIN_SEEDS} seeds, as a check (it covers about 90 % at "
+        "10 seeds and under-covers badly below: see the README's Calibration); "
         "sign-flip permutation p. With several cells, each seed's contrast is averaged over the cells complete "
         "for that seed. The primary hypothesis is read at the unadjusted level; the other verdicts of the "
         "table at the top are Holm-adjusted as one family.</p>"
