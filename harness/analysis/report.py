@@ -1075,7 +1075,7 @@ def _tau_text(tau: TauStabilityResult) -> str:
         text += f" {inside} of {tau.n_seeds} seeds ({tau.within_band_fraction:.0%}) lie inside the band."
     if tau.head_spread is not None:
         text += f" Spread over heads (mean sd): {tau.head_spread:.3f}."
-    return text + (f" {tau.message}" if tau.message else "")
+    return text + (f" ({tau.message}.)" if tau.message else "")
 
 
 def _heterogeneity_table(tau: TauStabilityResult) -> pl.DataFrame:
