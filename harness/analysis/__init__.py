@@ -52,6 +52,7 @@ _EXPORTS = {
     "build_report": "report",
     "log_report": "report",
     "format_verdict_table": "report",
+    "headline_family": "report",
     "Report": "report",
     "Verdict": "report",
     "corpus_info_for": "corpus",
@@ -103,7 +104,14 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from harness.analysis.corpus import corpus_info_for
     from harness.analysis.divergence import divergence_table
     from harness.analysis.mope import mope_scales
-    from harness.analysis.report import Report, Verdict, build_report, format_verdict_table, log_report
+    from harness.analysis.report import (
+        Report,
+        Verdict,
+        build_report,
+        format_verdict_table,
+        headline_family,
+        log_report,
+    )
     from harness.analysis.results import (
         CELL_COLUMNS,
         RESULT_COLUMNS,

@@ -1279,7 +1279,8 @@ def _corpus_lengths(corpus_info: Mapping[str, Mapping[str, float]]) -> dict[str,
 def _open_verdict_short(of: OpenFractionResult) -> str:
     tail = f"Gaussian tail {of.gaussian_tail:.3f}"
     if of.difference_interval is None:
-        return f"no test possible against the {tail} ({of.message or 'too few seeds'})"
+        reason = of.message.split(";")[0] if of.message.startswith("no test possible") else "no test possible"
+        return f"{reason} against the {tail}"
     if of.difference_interval.excludes(0.0):
         return f"differs from the {tail} by {of.difference:+.3f} ({of.confidence:.0%} CI excludes 0)"
     return f"consistent with the {tail} ({of.confidence:.0%} CI of the difference covers 0)"
