@@ -5,7 +5,9 @@ MLflow.
 Everything works on a polars results table (one row per trial; see
 :mod:`harness.analysis.results`) and returns frozen result objects in the style of
 ``scipy.stats`` (``estimate``, ``confidence_interval.low/high``, ``pvalue``,
-``n_seeds``, ``per_seed``, ``method``, ``n_dropped``, ``message``, ``verdict``).
+``n_seeds``, ``per_seed``, ``method``, ``n_dropped``, ``message``, ``verdict``). What a
+verdict may say is set by ``STATISTICS.md``; ``benchmarks/calibration.py`` measures the
+coverage of every interval and the false-positive rate of every test the report uses.
 
 The names below are imported lazily so that ``import harness.analysis`` (and the CLI's
 ``--help``) stays cheap: scipy, statsmodels and matplotlib load on first use.
@@ -31,6 +33,16 @@ _EXPORTS = {
     "effects_table": "contrasts",
     "effect_trend": "contrasts",
     "seeds_needed": "contrasts",
+    "primary_effect": "contrasts",
+    "seed_blocks": "contrasts",
+    "sd_interval": "contrasts",
+    "t_interval": "contrasts",
+    "bootstrap_interval": "contrasts",
+    "sign_flip_pvalue": "contrasts",
+    "multi_bootstrap_interval": "contrasts",
+    "divergence_table": "divergence",
+    "prediction_interval": "tau",
+    "gaussian_tails": "tau",
     "tau_stability": "tau",
     "tau_heterogeneity": "tau",
     "open_fraction_analysis": "tau",
@@ -40,10 +52,12 @@ _EXPORTS = {
     "build_report": "report",
     "log_report": "report",
     "format_verdict_table": "report",
+    "headline_family": "report",
     "Report": "report",
     "Verdict": "report",
     "corpus_info_for": "corpus",
     "AnalysisSettings": "results_types",
+    "PrimaryHypothesis": "results_types",
     "ConfidenceInterval": "results_types",
     "ContrastResult": "results_types",
     "TrendResult": "results_types",
@@ -72,17 +86,32 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from harness.analysis.contrasts import (
+        bootstrap_interval,
         effect_trend,
         effects_table,
         interaction_contrast,
         linear_contrast,
         main_effect,
         multi_bootstrap,
+        multi_bootstrap_interval,
+        primary_effect,
+        sd_interval,
+        seed_blocks,
         seeds_needed,
+        sign_flip_pvalue,
+        t_interval,
     )
     from harness.analysis.corpus import corpus_info_for
+    from harness.analysis.divergence import divergence_table
     from harness.analysis.mope import mope_scales
-    from harness.analysis.report import Report, Verdict, build_report, format_verdict_table, log_report
+    from harness.analysis.report import (
+        Report,
+        Verdict,
+        build_report,
+        format_verdict_table,
+        headline_family,
+        log_report,
+    )
     from harness.analysis.results import (
         CELL_COLUMNS,
         RESULT_COLUMNS,
@@ -99,8 +128,17 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         HeterogeneityResult,
         MopeScalesResult,
         OpenFractionResult,
+        PrimaryHypothesis,
         SeedsNeededResult,
         TauStabilityResult,
         TrendResult,
     )
-    from harness.analysis.tau import open_fraction_analysis, tau_heterogeneity, tau_runs, tau_stability, tost_pvalue
+    from harness.analysis.tau import (
+        gaussian_tails,
+        open_fraction_analysis,
+        prediction_interval,
+        tau_heterogeneity,
+        tau_runs,
+        tau_stability,
+        tost_pvalue,
+    )

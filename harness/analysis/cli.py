@@ -19,6 +19,22 @@ def _sqlite_file(uri: str) -> Path | None:
     return Path(uri[len("sqlite:///") :])
 
 
+def _settings_from_spec(text: str):
+    """The analysis settings of a study's spec: through the spec model (the factorial and
+    the primary hypothesis resolved as the study resolved them), else from the raw
+    ``analysis:`` block of a spec this version cannot fully parse."""
+    import yaml
+
+    from harness.analysis.results_types import AnalysisSettings
+    from harness.errors import InputError
+    from harness.studies.spec import parse_spec
+
+    try:
+        return AnalysisSettings.from_mapping(parse_spec(text).analysis_settings())
+    except InputError:
+        return AnalysisSettings.from_mapping((yaml.safe_load(text) or {}).get("analysis"))
+
+
 def report(
     study: Annotated[
         str, typer.Argument(help="Study name (the spec's name: tag harness.study of its MLflow parent run).")
@@ -54,103 +70,23 @@ def report(
     """Recompute a study's statistics (from MLflow, or --from a results table), write the
     report (HTML with embedded plots, PNGs, markdown, parquet tables) and log it to the
     study's parent run. Prints the verdicts."""
-    import yaml
 
     from harness.analysis.corpus import corpus_info_for
     from harness.analysis.report import build_report, log_report
-    from harness.analysis.results import (
-        find_study_run,
-        mlflow_results_frame,
-        mope_sigma_frame,
-        results_frame,
-        tracking_uri_or_default,
-        window_losses_frame,
-    )
-    from harness.analysis.results_types import AnalysisSettings
-    from harness.errors import InputError
+    from harness.analysis.results import tracking_uri_or_default
 
     uri = tracking_uri_or_default(tracking_uri)
-    db = _sqlite_file(uri)
-    store_exists = db is None or db.exists()  # never create an empty mlflow.db by looking
-    parent = None
-    recorded = None
-    if from_path is not None:
-        study_dir = None
-        if log:
-            from harness.studies.replay import find_study_dir
-
-            study_dir = find_study_dir(from_path)
-        if study_dir is not None:
-            # A study's storage directory: record in MLflow whatever the study could not
-            # (a tracking outage) before the report goes to its parent run.
-            from harness.studies.replay import record_study
-
-            from_path = Path(study_dir)
-            df = results_frame(from_path, study=study)
-            recorded = record_study(study_dir, tracking_uri=uri, study=study, say=typer.echo)
-        else:
-            df = results_frame(from_path, study=study)
-        if recorded is not None:
-            from mlflow import MlflowClient
-
-            parent = MlflowClient(tracking_uri=uri).get_run(recorded.parent_run_id)
-        elif store_exists:
-            try:
-                parent = find_study_run(uri, study)
-            except InputError:
-                parent = None
-    else:
-        if not store_exists:
-            raise InputError(
-                f"no MLflow database at {db} (tracking URI {uri}): pass --tracking-uri, "
-                "or --from a results.parquet / study directory"
-            )
-        df = mlflow_results_frame(uri, study)
-        parent = find_study_run(uri, study)
-
-    settings = AnalysisSettings()
-    window_df = sigma_df = None
-    if parent is not None:
-        from mlflow import MlflowClient
-
-        client = MlflowClient(tracking_uri=uri)
-        try:
-            import tempfile
-
-            with tempfile.TemporaryDirectory() as tmp:
-                spec_path = client.download_artifacts(parent.info.run_id, "spec.yaml", tmp)
-                spec = yaml.safe_load(Path(spec_path).read_text()) or {}
-            settings = AnalysisSettings.from_mapping(spec.get("analysis"))
-        except InputError as exc:
-            typer.secho(
-                f"warning: the spec's analysis settings were not usable ({exc}); using defaults",
-                fg=typer.colors.YELLOW,
-                err=True,
-            )
-        except Exception:  # noqa: BLE001 - no spec.yaml artifact: the defaults apply
-            pass
-        if from_path is None:
-            if windows:
-                window_df = window_losses_frame(uri, study)
-            sigma_df = mope_sigma_frame(uri, study)
-    if from_path is not None and windows:  # a study directory keeps the window losses beside the results
-        folder = from_path if from_path.is_dir() else from_path.parent
-        if (folder / "window_losses.parquet").is_file():
-            import polars as pl
-
-            window_df = pl.read_parquet(folder / "window_losses.parquet")
-            if "split" in window_df.columns:
-                window_df = window_df.filter(pl.col("split") == "val")
+    df, parent, from_path = _results_and_parent(study, uri, from_path, log)
+    settings = _parent_settings(uri, parent)
+    window_df, sigma_df = _windows_and_sigmas(study, uri, parent, from_path, windows)
     datasets = df.get_column("dataset").drop_nulls().unique().to_list() if "dataset" in df.columns else []
-    corpus_info = corpus_info_for(datasets)
-    out_dir = out or Path("reports") / study
     rep = build_report(
         df,
         settings=settings,
-        out_dir=out_dir,
+        out_dir=out or Path("reports") / study,
         window_losses=window_df,
         mope_sigmas=sigma_df,
-        corpus_info=corpus_info,
+        corpus_info=corpus_info_for(datasets),
         title=study,
     )
     typer.echo(rep.verdict_table)
@@ -165,6 +101,97 @@ def report(
             f"MLflow: logged report/ and {len(rep.headline_metrics)} metrics to parent run "
             f"{parent.info.run_id} (experiment {parent.info.experiment_id}, {uri})"
         )
+
+
+def _results_and_parent(study: str, uri: str, from_path: Path | None, log: bool):
+    """The results table and the study's MLflow parent run (None when there is none), from
+    MLflow or ``--from``; a study directory is first recorded in MLflow (with ``log``)."""
+    from harness.analysis.results import find_study_run, mlflow_results_frame, results_frame
+    from harness.errors import InputError
+
+    db = _sqlite_file(uri)
+    store_exists = db is None or db.exists()  # never create an empty mlflow.db by looking
+    if from_path is None:
+        if not store_exists:
+            raise InputError(
+                f"no MLflow database at {db} (tracking URI {uri}): pass --tracking-uri, "
+                "or --from a results.parquet / study directory"
+            )
+        return mlflow_results_frame(uri, study), find_study_run(uri, study), None
+    study_dir = None
+    if log:
+        from harness.studies.replay import find_study_dir
+
+        study_dir = find_study_dir(from_path)
+    if study_dir is not None:
+        # A study's storage directory: record in MLflow whatever the study could not
+        # (a tracking outage) before the report goes to its parent run.
+        from mlflow import MlflowClient
+
+        from harness.studies.replay import record_study
+
+        from_path = Path(study_dir)
+        df = results_frame(from_path, study=study)
+        recorded = record_study(study_dir, tracking_uri=uri, study=study, say=typer.echo)
+        if recorded is not None:
+            return df, MlflowClient(tracking_uri=uri).get_run(recorded.parent_run_id), from_path
+    else:
+        df = results_frame(from_path, study=study)
+    parent = None
+    if store_exists:
+        try:
+            parent = find_study_run(uri, study)
+        except InputError:
+            parent = None
+    return df, parent, from_path
+
+
+def _parent_settings(uri: str, parent):
+    """The analysis settings of the spec logged on the parent run; the defaults without one."""
+    import tempfile
+
+    from harness.analysis.results_types import AnalysisSettings
+    from harness.errors import InputError
+
+    if parent is None:
+        return AnalysisSettings()
+    from mlflow import MlflowClient
+
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            spec_path = MlflowClient(tracking_uri=uri).download_artifacts(parent.info.run_id, "spec.yaml", tmp)
+            spec_text = Path(spec_path).read_text()
+        return _settings_from_spec(spec_text)
+    except InputError as exc:
+        typer.secho(
+            f"warning: the spec's analysis settings were not usable ({exc}); using defaults",
+            fg=typer.colors.YELLOW,
+            err=True,
+        )
+    except Exception:  # noqa: BLE001 - no spec.yaml artifact: the defaults apply
+        pass
+    return AnalysisSettings()
+
+
+def _windows_and_sigmas(study: str, uri: str, parent, from_path: Path | None, windows: bool):
+    """Per-window losses (multi-bootstrap) and learned MOPE widths: from MLflow, or the
+    window losses a study directory keeps beside its results."""
+    from harness.analysis.results import mope_sigma_frame, window_losses_frame
+
+    window_df = sigma_df = None
+    if parent is not None and from_path is None:
+        if windows:
+            window_df = window_losses_frame(uri, study)
+        sigma_df = mope_sigma_frame(uri, study)
+    if from_path is not None and windows:
+        folder = from_path if from_path.is_dir() else from_path.parent
+        if (folder / "window_losses.parquet").is_file():
+            import polars as pl
+
+            window_df = pl.read_parquet(folder / "window_losses.parquet")
+            if "split" in window_df.columns:
+                window_df = window_df.filter(pl.col("split") == "val")
+    return window_df, sigma_df
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:

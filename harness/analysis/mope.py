@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from harness.analysis.results_types import MopeScalesResult, _readonly
+from harness.analysis.results_types import MopeScalesResult, readonly_array
 from harness.errors import InputError
 
 
@@ -95,8 +95,8 @@ def mope_scales(
     message = "" if len(values) >= 10 else f"only {len(values)} sigma values: the number of clusters is fragile"
     return MopeScalesResult(
         k=best,
-        centres=_readonly(centres),
-        weights=_readonly(weights),
+        centres=readonly_array(centres),
+        weights=readonly_array(weights),
         labels=np.asarray(labels),
         scores=scores,
         criterion=criterion,

@@ -6,11 +6,15 @@ or variants are missing is skipped with a note), then writes, all at once at the
 
 - ``report.html``: one self-contained page (CSS inline, plots as ``data:`` URIs: MLflow's
   artifact viewer shows HTML in a sandboxed iframe that cannot load sibling files);
+- the verdict table: the primary hypothesis (``analysis.primary``) first, read at the
+  unadjusted level, the other headline verdicts Holm-adjusted as one family, each p-value
+  with the test it belongs to;
 - the plots as PNG: ``forest.png`` (effects with intervals per cell), ``interaction.png``,
   ``effects_vs_size.png``, ``effects_vs_context.png``, ``tau.png`` (tau across runs with
   the reference band), ``open_fraction.png`` (open fraction against 1 - Phi(tau)),
   ``mope_scales.png``;
-- ``summary.md`` and parquet tables (``effects``, ``trends``, ``verdicts``, ``tau_runs``...).
+- ``summary.md`` and parquet tables (``effects``, ``trends``, ``verdicts``, ``tau_runs``,
+  ``divergence`` when a run diverged, ``seeds_needed``...).
 
 :func:`log_report` logs those files under ``report/`` and the headline numbers as
 metrics (``superadditivity/estimate`` ...). Plots use ``matplotlib.figure.Figure``
@@ -20,11 +24,13 @@ directly: no pyplot, no global backend state.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 import io
 import math
 import os
 import re
+import textwrap
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,19 +41,23 @@ import numpy as np
 import polars as pl
 
 from harness.analysis.contrasts import (
-    _seed_blocks,
     effect_trend,
     effects_table,
     interaction_contrast,
     main_effect,
     multi_bootstrap,
+    primary_effect,
+    seed_blocks,
     seeds_needed,
 )
-from harness.analysis.results import cell_columns, require_columns, require_table, unfinished_mask
+from harness.analysis.divergence import divergence_table
+from harness.analysis.results import cell_columns, diverged_mask, require_columns, require_table, unfinished_mask
 from harness.analysis.results_types import (
+    BOOTSTRAP_MIN_SEEDS,
     AnalysisSettings,
     ConfidenceInterval,
     ContrastResult,
+    OpenFractionResult,
     TauStabilityResult,
     TrendResult,
     format_interval,
@@ -60,9 +70,26 @@ _MAX_FOREST_ROWS = 60
 
 
 # ----------------------------------------------------------------------------- result
+#: Short names of the tests behind the verdict table's p column (footer of the table).
+TEST_ABBREVIATIONS = {
+    "t": "paired t-test over seeds",
+    "slope t": "t-test of the per-seed slopes",
+    "TOST": "two one-sided t-tests (equivalence to the band)",
+    "diff t": "t-test over seeds of open fraction - Gaussian tail",
+}
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """One line of the verdict table."""
+    """One line of the verdict table.
+
+    ``test`` names the test ``pvalue`` belongs to (a key of :data:`TEST_ABBREVIATIONS`);
+    ``role`` is ``"primary"`` (the study's primary hypothesis, read at the unadjusted
+    level) or ``"secondary"`` (Holm-adjusted across the headline family:
+    ``pvalue_holm``); ``claim`` says whether the verdict's words rest on ``pvalue``
+    being below alpha (an interval excluding 0, an equivalence, a difference), so that
+    a claim that does not survive Holm's adjustment can say so.
+    """
 
     effect: str
     estimate: float | None
@@ -71,18 +98,86 @@ class Verdict:
     n_seeds: int | None
     verdict: str
     signed: bool = True
+    test: str = "t"
+    role: str = "secondary"
+    pvalue_holm: float | None = None
+    claim: bool = False
 
     def to_row(self) -> dict[str, Any]:
         ci = self.confidence_interval
         return {
             "effect": self.effect,
+            "role": self.role,
             "estimate": self.estimate,
             "ci_low": None if ci is None else ci.low,
             "ci_high": None if ci is None else ci.high,
             "pvalue": self.pvalue,
+            "test": TEST_ABBREVIATIONS.get(self.test, self.test),
+            "pvalue_holm": self.pvalue_holm,
             "n_seeds": self.n_seeds,
             "verdict": self.verdict,
         }
+
+
+def headline_family(verdicts: Sequence[Verdict], *, alpha: float = 0.05) -> list[Verdict]:
+    """The primary row first, then the secondary rows with Holm-adjusted p-values across
+    them (``statsmodels.stats.multitest.multipletests``); a secondary claim whose
+    adjusted p is not below ``alpha`` gets "not significant after Holm" in its verdict."""
+    from statsmodels.stats.multitest import multipletests
+
+    primary = [v for v in verdicts if v.role == "primary"]
+    secondary = [v for v in verdicts if v.role != "primary"]
+    idx = [i for i, v in enumerate(secondary) if _finite(v.pvalue)]
+    adjusted = (
+        dict(zip(idx, multipletests([secondary[i].pvalue for i in idx], method="holm")[1], strict=True)) if idx else {}
+    )
+    out = []
+    for i, v in enumerate(secondary):
+        p = adjusted.get(i)
+        text = v.verdict
+        if p is not None and v.claim and p >= alpha:
+            text += f" — not significant after Holm (p={format_pvalue(float(p))})"
+        out.append(dataclasses.replace(v, pvalue_holm=None if p is None else float(p), verdict=text))
+    return [*primary, *out]
+
+
+def _verdict_of(label: str, res: ContrastResult, role: str = "secondary") -> Verdict:
+    claim = res.confidence_interval is not None and res.confidence_interval.excludes(0.0)
+    return Verdict(
+        label, res.estimate, res.confidence_interval, res.pvalue, res.n_seeds, res.verdict, role=role, claim=claim
+    )
+
+
+def format_verdict_table(verdicts: Sequence[Verdict], *, confidence: float = 0.95, title: str = "") -> str:
+    """A short fixed-width table for the terminal:
+    ``effect | estimate | CI | p (test) | Holm p | seeds | verdict``, the primary row
+    marked ``*``, and a footer naming the tests."""
+    head = ("effect", "estimate", f"{confidence:.0%} CI", "p (test)", "Holm p", "seeds", "verdict")
+    rows = [head]
+    for v in verdicts:
+        est = "n/a" if not _finite(v.estimate) else (f"{v.estimate:+.4f}" if v.signed else f"{v.estimate:.4f}")
+        rows.append(
+            (
+                f"{v.effect} *" if v.role == "primary" else v.effect,
+                est,
+                format_interval(v.confidence_interval, v.signed, 4),
+                "" if v.pvalue is None else f"{format_pvalue(v.pvalue)} ({v.test})",
+                "" if v.pvalue_holm is None else format_pvalue(v.pvalue_holm),
+                "" if v.n_seeds is None else str(v.n_seeds),
+                v.verdict,
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
+    lines = [title] if title else []
+    for r in rows:
+        lines.append(" " + "  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=False)) + "  " + r[-1])
+    used = [t for t in TEST_ABBREVIATIONS if any(v.test == t and v.pvalue is not None for v in verdicts)]
+    if used:
+        footer = "; ".join(f"{t}: {TEST_ABBREVIATIONS[t]}" for t in used)
+        if any(v.role == "primary" for v in verdicts):
+            footer += "; * primary hypothesis (unadjusted); Holm p: the other rows adjusted as one family"
+        lines.append(f" ({footer})")
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -157,34 +252,6 @@ def _contrast_headline(prefix: str, res: ContrastResult) -> dict[str, float]:
     return out
 
 
-def _verdict_of(label: str, res: ContrastResult) -> Verdict:
-    return Verdict(label, res.estimate, res.confidence_interval, res.pvalue, res.n_seeds, res.verdict)
-
-
-def format_verdict_table(verdicts: Sequence[Verdict], *, confidence: float = 0.95, title: str = "") -> str:
-    """A short fixed-width table for the terminal:
-    ``effect | estimate | CI | p | seeds | verdict``."""
-    head = ("effect", "estimate", f"{confidence:.0%} CI", "p", "seeds", "verdict")
-    rows = [head]
-    for v in verdicts:
-        est = "n/a" if not _finite(v.estimate) else (f"{v.estimate:+.4f}" if v.signed else f"{v.estimate:.4f}")
-        rows.append(
-            (
-                v.effect,
-                est,
-                format_interval(v.confidence_interval, v.signed, 4),
-                format_pvalue(v.pvalue),
-                "" if v.n_seeds is None else str(v.n_seeds),
-                v.verdict,
-            )
-        )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
-    lines = [title] if title else []
-    for r in rows:
-        lines.append(" " + "  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=False)) + "  " + r[-1])
-    return "\n".join(lines)
-
-
 def _df_to_html(df: pl.DataFrame, max_rows: int = 200) -> str:
     cols = df.columns
     out = ["<table><thead><tr>", *(f"<th>{html.escape(c)}</th>" for c in cols), "</tr></thead><tbody>"]
@@ -237,7 +304,7 @@ def _forest_plot(effects: pl.DataFrame, cells: Sequence[str], confidence: float)
     ax.set_yticklabels(labels[::-1], fontsize=8)
     ax.set_xlabel(
         f"gain in {effects.get_column('metric')[0]} (positive = better / superadditive); "
-        f"thick: {confidence:.0%} t-interval, thin: bootstrap"
+        f"thick: {confidence:.0%} t-interval, thin: BCa bootstrap (from {BOOTSTRAP_MIN_SEEDS} seeds)"
     )
     ax.set_title("Effects per cell (paired seeds)")
     return _png(fig)
@@ -245,7 +312,7 @@ def _forest_plot(effects: pl.DataFrame, cells: Sequence[str], confidence: float)
 
 def _interaction_plot(df: pl.DataFrame, settings: AnalysisSettings) -> bytes:
     variants = (settings.base, settings.a, settings.b, settings.ab)
-    blocks = _seed_blocks(df, variants, settings.metric, None)
+    blocks = seed_blocks(df, variants, settings.metric, None)
     cells = blocks.all_cells[:6]
     fig = _figure(4.2 * min(len(cells), 3), 3.4 * math.ceil(len(cells) / 3))
     axes = np.atleast_1d(fig.subplots(math.ceil(len(cells) / 3), min(len(cells), 3), squeeze=False)).ravel()
@@ -365,11 +432,15 @@ def _tau_plot(runs: pl.DataFrame, tau: TauStabilityResult, column: str) -> bytes
             alpha=0.15,
             label=f"mean {tau.estimate:.3f}, {tau.confidence:.0%} CI",
         )
+    if tau.prediction_interval is not None:
+        for bound in tau.prediction_interval:
+            ax.axhline(bound, color="tab:purple", lw=1, ls=":")
+        ax.plot([], [], color="tab:purple", ls=":", label=f"{tau.confidence:.0%} prediction interval (new run)")
     ax.axhline(tau.estimate, color="tab:red", lw=1, ls="--")
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels(["/".join(map(str, k)) for k in keys], rotation=20, fontsize=8, ha="right")
     ax.set_ylabel("learned tau (head mean; bar: range)")
-    ax.set_title(f"tau across runs: {tau.verdict}", fontsize=9)
+    ax.set_title(textwrap.fill(f"tau across runs: {tau.verdict}", 90), fontsize=9)
     ax.legend(fontsize=8)
     return _png(fig)
 
@@ -385,6 +456,9 @@ def _open_fraction_plot(runs: pl.DataFrame, tau: TauStabilityResult, column: str
     grid = np.linspace(lo, hi, 200)
     ax.plot(grid, stats.norm.sf(grid), color="black", lw=1.2, label="1 - Phi(tau) (Gaussian tail)")
     ax.plot(t, o, "o", color="tab:blue", ms=5, label="measured open fraction (runs)")
+    if "gaussian_tail" in runs.columns:  # the mean over heads of 1 - Phi(tau_h): off the curve when heads differ
+        tails = runs.get_column("gaussian_tail").to_numpy()
+        ax.plot(t, tails, "x", color="black", ms=5, label="its Gaussian tail (mean over heads)")
     of = tau.open_fraction
     if of is not None and of.content_fraction is not None:
         ax.axhline(
@@ -395,7 +469,10 @@ def _open_fraction_plot(runs: pl.DataFrame, tau: TauStabilityResult, column: str
     ax.axvline(tau.reference, color="tab:green", lw=0.8, ls="--")
     ax.set_xlabel("learned tau")
     ax.set_ylabel("fraction of open gates (g > 1/2)")
-    ax.set_title("Open fraction against the Gaussian tail" + (f"\n{of.verdict}" if of is not None else ""), fontsize=9)
+    ax.set_title(
+        "Open fraction against the Gaussian tail" + (f"\n{textwrap.fill(of.verdict, 80)}" if of is not None else ""),
+        fontsize=9,
+    )
     ax.legend(fontsize=7)
     return _png(fig)
 
@@ -427,6 +504,39 @@ def _to_numpy_sigmas(mope_sigmas: Any) -> np.ndarray | None:
     return arr if arr.size else None
 
 
+@dataclass
+class _Parts:
+    """What the report's sections add up to, filled section by section."""
+
+    notes: list[str] = field(default_factory=list)
+    sections: list[tuple[str, list[str], list[str]]] = field(default_factory=list)  # (title, html, markdown)
+    pngs: dict[str, bytes] = field(default_factory=dict)
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+    headline: dict[str, float] = field(default_factory=dict)
+    verdicts: list[Verdict] = field(default_factory=list)
+    results: dict[str, Any] = field(default_factory=dict)
+
+    def skip(self, note: str, h: list[str], m: list[str]) -> None:
+        """A note that also shows in the section being built."""
+        self.notes.append(note)
+        h.append(f"<p class='note'>{html.escape(note)}</p>")
+        m.append(f"> {note}")
+
+
+@dataclass(frozen=True)
+class _Study:
+    """The table's layout, read once."""
+
+    name: str
+    cells: tuple[str, ...]
+    variants: list[str]
+    seeds: list[Any]
+
+    @property
+    def paired(self) -> bool:
+        return bool(self.seeds)
+
+
 def build_report(
     df: pl.DataFrame,
     *,
@@ -439,13 +549,22 @@ def build_report(
 ) -> Report:
     """Analyse a results table and write the report to ``out_dir``.
 
+    Sections, each skipped with a note when its columns or variants are missing: the
+    study overview; the main effects and the interaction pooled over cells (the primary
+    hypothesis marked, the other headline verdicts Holm-adjusted as one family); the
+    effects per cell (Holm across cells) with the forest and interaction plots; the
+    multi-bootstrap over seeds and windows; trends with size and context; divergence
+    rates (when any run diverged); seeds needed at the smallest effect of interest; tau's
+    stability, heterogeneity and open fraction; MOPE scales.
+
     Parameters
     ----------
     df : polars.DataFrame
         The results table (one row per trial); needs ``variant`` and ``settings.metric``;
         every other column is optional and its section is skipped with a note when absent.
     settings : AnalysisSettings
-        Factorial variant names, tau reference and margin, confidence, resampling seed.
+        Factorial variant names, primary hypothesis, smallest effect of interest, tau
+        reference and margin, confidence, resampling seed.
     out_dir : path
         Created if needed; the report's files are (over)written there.
     window_losses : polars.DataFrame, optional
@@ -459,30 +578,42 @@ def build_report(
     settings = settings or AnalysisSettings()
     df = require_table(df)
     require_columns(df, ("variant", settings.metric))
-    out_dir = Path(out_dir)
     corpus_info = dict(corpus_info or {})
-    notes: list[str] = []
-    sections: list[tuple[str, list[str], list[str]]] = []  # (title, html parts, markdown parts)
-    pngs: dict[str, bytes] = {}
-    tables: dict[str, pl.DataFrame] = {}
-    headline: dict[str, float] = {}
-    verdicts: list[Verdict] = []
-    results: dict[str, Any] = {}
+    study = _study_layout(df, title)
+    parts = _Parts()
+    rng = np.random.default_rng(settings.seed)
+    _overview_section(df, study, parts)
+    contrasts = _contrasts_section(df, settings, study, rng, parts)
+    effects = _cells_section(df, settings, study, rng, contrasts, parts)
+    _multi_bootstrap_section(window_losses, settings, study, rng, parts)
+    _trends_section(df, settings, study, effects, parts)
+    _divergence_section(df, settings, parts)
+    _seeds_needed_section(contrasts, settings, parts)
+    _tau_section(df, settings, corpus_info, parts)
+    _mope_section(mope_sigmas, settings, corpus_info, parts)
+    parts.results.update(contrasts)
+    return _write_report(df, settings, study, Path(out_dir), parts)
 
-    study = title
-    if study is None and "study" in df.columns:
-        study = ", ".join(map(str, df.get_column("study").drop_nulls().unique().sort().to_list())) or None
-    study = study or "study"
-    cells = cell_columns(df)
-    n_unfinished = int(unfinished_mask(df).sum())
+
+def _study_layout(df: pl.DataFrame, title: str | None) -> _Study:
+    name = title
+    if name is None and "study" in df.columns:
+        name = ", ".join(map(str, df.get_column("study").drop_nulls().unique().sort().to_list())) or None
     variants = list(dict.fromkeys(df.get_column("variant").drop_nulls().to_list()))
     seeds = sorted(set(df.get_column("seed").drop_nulls().to_list())) if "seed" in df.columns else []
+    return _Study(name or "study", cell_columns(df), variants, seeds)
+
+
+def _overview_section(df: pl.DataFrame, study: _Study, parts: _Parts) -> None:
+    cells = study.cells
+    n_unfinished = int(unfinished_mask(df).sum())
     cell_keys = df.select(cells).unique(maintain_order=True).rows() if cells else []
     cell_text = ", ".join(_cell_label(dict(zip(cells, k, strict=False))) for k in cell_keys[:20])
     if len(cell_keys) > 20:
         cell_text += f", ... ({len(cell_keys)} cells)"
     overview = [
-        f"{df.height} trials, {len(variants)} variants ({', '.join(map(str, variants))}), {len(seeds)} seeds",
+        f"{df.height} trials, {len(study.variants)} variants ({', '.join(map(str, study.variants))}), "
+        f"{len(study.seeds)} seeds",
         f"cells ({', '.join(cells) or 'none'}): {cell_text or 'one'}",
     ]
     if "status" in df.columns:
@@ -490,482 +621,613 @@ def build_report(
         overview.append("status: " + ", ".join(f"{s}={n}" for s, n in counts.iter_rows()))
     if n_unfinished:
         overview.append(f"{n_unfinished} trial(s) did not finish: their seed blocks are dropped from paired contrasts")
-        # Name them, by status: a diverged trial is a finding about the variant, a failed one
-        # about the infrastructure; the reader must see which and where.
-        bad = df.filter(unfinished_mask(df))
-        label = "trial_id" if "trial_id" in bad.columns else None
-        for status_name, group in bad.group_by(pl.col("status").fill_null("unknown"), maintain_order=True):
-            name = status_name[0] if isinstance(status_name, tuple) else status_name
-            if label is not None:
-                ids = group.get_column(label).cast(pl.String).to_list()
-            else:
-                ids = [
-                    f"{v} seed {s}"
-                    for v, s in zip(
-                        group.get_column("variant").to_list(),
-                        group.get_column("seed").to_list() if "seed" in group.columns else [None] * group.height,
-                        strict=False,
-                    )
-                ]
-            shown = ", ".join(map(str, ids[:20])) + (f", ... ({len(ids)} in all)" if len(ids) > 20 else "")
-            overview.append(f"{name}: {len(ids)} trial(s), excluded from the paired contrasts: {shown}")
-    headline["trials/total"] = float(df.height)
-    headline["trials/unfinished"] = float(n_unfinished)
-    sections.append(
+        overview.extend(_unfinished_lines(df))
+    parts.headline["trials/total"] = float(df.height)
+    parts.headline["trials/unfinished"] = float(n_unfinished)
+    parts.sections.append(
         ("Study", [f"<ul>{''.join(f'<li>{html.escape(o)}</li>' for o in overview)}</ul>"], [f"- {o}" for o in overview])
     )
 
-    common = dict(metric=settings.metric, confidence=settings.confidence, n_resamples=settings.n_resamples)
-    rng = np.random.default_rng(settings.seed)
-    factorial = (settings.base, settings.a, settings.b, settings.ab)
-    has_factorial = all(v in variants for v in factorial)
-    has_base = settings.base in variants
-    contrast_results: dict[str, ContrastResult] = {}
 
-    # -- main effects and the interaction (averaged over cells) --------------------
-    h, m = [], []
-    if not has_base:
-        note = f"effects skipped: the control variant {settings.base!r} is not in the table"
-        notes.append(note)
-        h.append(f"<p class='note'>{html.escape(note)}</p>")
-        m.append(f"> {note}")
+def _unfinished_lines(df: pl.DataFrame) -> list[str]:
+    """Name the unfinished trials, by status: a diverged trial is a finding about the
+    variant, a failed one about the infrastructure; the reader must see which and where."""
+    bad = df.filter(unfinished_mask(df))
+    lines = []
+    for status_name, group in bad.group_by(pl.col("status").fill_null("unknown"), maintain_order=True):
+        name = status_name[0] if isinstance(status_name, tuple) else status_name
+        if "trial_id" in group.columns:
+            ids = group.get_column("trial_id").cast(pl.String).to_list()
+        else:
+            seeds = group.get_column("seed").to_list() if "seed" in group.columns else [None] * group.height
+            ids = [f"{v} seed {s}" for v, s in zip(group.get_column("variant").to_list(), seeds, strict=False)]
+        shown = ", ".join(map(str, ids[:20])) + (f", ... ({len(ids)} in all)" if len(ids) > 20 else "")
+        lines.append(f"{name}: {len(ids)} trial(s), excluded from the paired contrasts: {shown}")
+    return lines
+
+
+def _has_factorial(settings: AnalysisSettings, study: _Study) -> bool:
+    return all(v in study.variants for v in (settings.base, settings.a, settings.b, settings.ab))
+
+
+def _primary_label(settings: AnalysisSettings, study: _Study) -> str | None:
+    """The verdict-table label of the primary hypothesis (None: no primary computable)."""
+    primary = settings.primary
+    if primary is None:
+        return "interaction (superadd.)" if _has_factorial(settings, study) else None
+    if primary.kind == "interaction":
+        return "interaction (superadd.)"
+    if primary.control == settings.base and primary.treatment in (settings.a, settings.b, settings.ab):
+        return f"{primary.treatment} gain"
+    return f"{primary.treatment} vs {primary.control}"
+
+
+def _contrasts_section(
+    df: pl.DataFrame, settings: AnalysisSettings, study: _Study, rng: np.random.Generator, parts: _Parts
+) -> dict[str, ContrastResult]:
+    """Main effects against the base and the interaction, pooled over cells; the primary
+    hypothesis marked; the headline family adjusted (Holm) at the end of the report."""
+    common = dict(metric=settings.metric, confidence=settings.confidence, n_resamples=settings.n_resamples)
+    primary_label = _primary_label(settings, study)
+    results: dict[str, ContrastResult] = {}
+    h: list[str] = []
+    m: list[str] = []
+
+    def add(key: str, label: str, compute: Any, prefix: str) -> None:
+        try:
+            res = compute()
+        except InputError as exc:
+            parts.notes.append(f"{label}: {exc}")
+            return
+        results[key] = res
+        parts.headline.update(_contrast_headline(prefix, res))
+        role = "primary" if label == primary_label else "secondary"
+        parts.verdicts.append(_verdict_of(label, res, role))
+        if role == "primary" and prefix != "primary":
+            parts.headline.update(_contrast_headline("primary", res))
+
+    if settings.base not in study.variants:
+        parts.skip(f"effects skipped: the control variant {settings.base!r} is not in the table", h, m)
     else:
         for name in (settings.a, settings.b, settings.ab):
-            if name in variants:
-                try:
-                    res = main_effect(df, name, settings.base, rng=rng, **common)
-                except InputError as exc:
-                    notes.append(f"{name} gain: {exc}")
-                    continue
-                contrast_results[name] = res
-                headline.update(_contrast_headline(f"{name}/gain", res))
-                verdicts.append(_verdict_of(f"{name} gain", res))
-        if has_factorial:
-            try:
-                res = interaction_contrast(
-                    df, base=settings.base, a=settings.a, b=settings.b, ab=settings.ab, rng=rng, **common
+            if name in study.variants:
+                add(
+                    name,
+                    f"{name} gain",
+                    lambda n=name: main_effect(df, n, settings.base, rng=rng, **common),
+                    f"{name}/gain",
                 )
-            except InputError as exc:
-                notes.append(f"interaction: {exc}")
-            else:
-                contrast_results["interaction"] = res
-                headline.update(_contrast_headline("superadditivity", res))
-                verdicts.append(_verdict_of("interaction (superadd.)", res))
+        if _has_factorial(settings, study):
+            f = settings.factorial
+            add(
+                "interaction",
+                "interaction (superadd.)",
+                lambda: interaction_contrast(df, **f, rng=rng, **common),
+                "superadditivity",
+            )
         else:
-            missing = [v for v in factorial if v not in variants]
-            note = f"interaction skipped: factorial variant(s) {', '.join(missing)} not in the table"
-            notes.append(note)
-            h.append(f"<p class='note'>{html.escape(note)}</p>")
-            m.append(f"> {note}")
-        if contrast_results:
-            summary = pl.DataFrame([r.to_row() for r in contrast_results.values()], infer_schema_length=None)
-            tables["contrasts"] = summary
-            shown = summary.select(
-                "effect",
-                "estimate",
-                "ci_low",
-                "ci_high",
-                "pvalue",
-                "boot_low",
-                "boot_high",
-                "permutation_pvalue",
-                "n_seeds",
-                "n_dropped",
-                "verdict",
-                "message",
-            )
-            h.append(_df_to_html(shown))
-            m.append(_df_to_markdown(shown))
-            h.append(
-                "<p>Gain = L<sub>control</sub> − L<sub>treatment</sub> per seed (positive: lower loss); "
-                "interaction I = L<sub>a</sub> + L<sub>b</sub> − L<sub>base</sub> − L<sub>ab</sub> "
-                "(positive: superadditive). t-interval and t-test p over seeds; bootstrap over seeds "
-                "(BCa from 10 seeds, percentile below); sign-flip permutation p. With several cells, each "
-                "seed's contrast is averaged over the cells first.</p>"
-            )
-    sections.append(("Effects (paired seeds)", h, m))
+            missing = [v for v in settings.factorial.values() if v not in study.variants]
+            parts.skip(f"interaction skipped: factorial variant(s) {', '.join(missing)} not in the table", h, m)
+    if primary_label is not None and primary_label not in {v.effect for v in parts.verdicts}:
+        add("primary", primary_label, lambda: primary_effect(df, settings, rng=rng), "primary")
+    if primary_label is None:
+        parts.notes.append("no primary hypothesis (analysis.primary): every headline verdict is Holm-adjusted")
+    if results:
+        _contrasts_table(results, parts, h, m)
+    parts.sections.append(("Effects (paired seeds)", h, m))
+    return results
 
-    # -- per cell, Holm -------------------------------------------------------------
+
+def _contrasts_table(results: Mapping[str, ContrastResult], parts: _Parts, h: list[str], m: list[str]) -> None:
+    summary = pl.DataFrame([r.to_row() for r in results.values()], infer_schema_length=None)
+    parts.tables["contrasts"] = summary
+    columns = ["effect", "estimate", "ci_low", "ci_high", "pvalue", "boot_low", "boot_high", "permutation_pvalue"]
+    columns += ["n_seeds", "n_dropped", "verdict", "message"]
+    shown = summary.select(columns)
+    if shown.get_column("boot_low").null_count() == shown.height:  # fewer than 10 seeds: no bootstrap interval
+        shown = shown.drop("boot_low", "boot_high")
+    h.append(_df_to_html(shown))
+    m.append(_df_to_markdown(shown))
+    h.append(
+        "<p>Gain = L<sub>control</sub> − L<sub>treatment</sub> per seed (positive: lower loss); "
+        "interaction I = L<sub>a</sub> + L<sub>b</sub> − L<sub>base</sub> − L<sub>ab</sub> "
+        "(positive: superadditive). t-interval and paired t-test p over seeds (the basis of the verdicts); "
+        f"BCa bootstrap over seeds only from {BOOTSTRAP_MIN_SEEDS} seeds, as a check (it covers about 90 % at "
+        "10 seeds and under-covers badly below: see the README's Calibration); "
+        "sign-flip permutation p. With several cells, each seed's contrast is averaged over the cells complete "
+        "for that seed. The primary hypothesis is read at the unadjusted level; the other verdicts of the "
+        "table at the top are Holm-adjusted as one family.</p>"
+    )
+
+
+def _cells_section(
+    df: pl.DataFrame,
+    settings: AnalysisSettings,
+    study: _Study,
+    rng: np.random.Generator,
+    contrasts: Mapping[str, ContrastResult],
+    parts: _Parts,
+) -> pl.DataFrame | None:
+    """Every effect in every cell (Holm across the table), the forest and interaction plots."""
     effects = None
-    if has_base and "seed" in df.columns and len(variants) > 1:
+    if settings.base in study.variants and study.paired and len(study.variants) > 1:
         try:
             effects = effects_table(df, settings=settings, rng=rng)
         except InputError as exc:
-            notes.append(f"effects table: {exc}")
+            parts.notes.append(f"effects table: {exc}")
+    cells = study.cells
     if effects is not None:
-        tables["effects"] = effects
-        pngs["forest"] = _forest_plot(effects, cells, settings.confidence)
-        shown = effects.select(
-            *cells,
-            "effect",
-            "estimate",
-            "ci_low",
-            "ci_high",
-            "pvalue",
-            "pvalue_holm",
-            "n_seeds",
-            "n_dropped",
-            "verdict",
-        )
+        parts.tables["effects"] = effects
+        parts.pngs["forest"] = _forest_plot(effects, cells, settings.confidence)
+        columns = [*cells, "effect", "estimate", "ci_low", "ci_high", "pvalue", "pvalue_holm", "n_seeds"]
+        shown = effects.select(*columns, "n_dropped", "verdict")
         h = [_df_to_html(shown), "<p>p-values adjusted with Holm's method across the table.</p>"]
         if effects.height > _MAX_FOREST_ROWS:
             h.append(f"<p class='note'>The forest plot shows the first {_MAX_FOREST_ROWS} rows.</p>")
-        sections.append(("Effects per cell (Holm-adjusted)", h, [_df_to_markdown(shown), "", "![forest](forest.png)"]))
-        results["effects"] = effects
-    if has_factorial and "seed" in df.columns and "interaction" in contrast_results:
+        parts.sections.append(
+            ("Effects per cell (Holm-adjusted)", h, [_df_to_markdown(shown), "", "![forest](forest.png)"])
+        )
+        parts.results["effects"] = effects
+    if _has_factorial(settings, study) and study.paired and "interaction" in contrasts:
         try:
-            pngs["interaction"] = _interaction_plot(df, settings)
-            sections.append(("Interaction plot", [], ["![interaction](interaction.png)"]))
+            parts.pngs["interaction"] = _interaction_plot(df, settings)
+            parts.sections.append(("Interaction plot", [], ["![interaction](interaction.png)"]))
         except InputError as exc:
-            notes.append(f"interaction plot: {exc}")
+            parts.notes.append(f"interaction plot: {exc}")
+    return effects
 
-    # -- multi-bootstrap over seeds and windows --------------------------------------
-    if window_losses is not None and window_losses.height and has_factorial:
-        rows = []
-        wcells = cell_columns(window_losses)
-        groups = window_losses.partition_by(list(wcells), as_dict=True) if wcells else {(): window_losses}
-        for key, wdf in groups.items():
-            try:
-                res = multi_bootstrap(
-                    wdf,
-                    base=settings.base,
-                    a=settings.a,
-                    b=settings.b,
-                    ab=settings.ab,
-                    confidence=settings.confidence,
-                    rng=rng,
-                )
-            except InputError as exc:
-                notes.append(f"multi-bootstrap {_cell_label(dict(zip(wcells, key, strict=False)))}: {exc}")
-                continue
-            rows.append({**dict(zip(wcells, key, strict=False)), **res.to_row()})
-        if rows:
-            mb = pl.DataFrame(rows, infer_schema_length=None)
-            tables["multi_bootstrap"] = mb
-            shown = mb.select(*wcells, "effect", "estimate", "ci_low", "ci_high", "n_seeds", "method", "message")
-            sections.append(
-                (
-                    "Multi-bootstrap (seeds × evaluation windows)",
-                    [
-                        _df_to_html(shown),
-                        "<p>Resamples seeds and evaluation windows together, so the "
-                        "interval also carries the uncertainty of the finite evaluation set.</p>",
-                    ],
-                    [_df_to_markdown(shown)],
-                )
-            )
-            if len(rows) == 1 and rows[0]["ci_low"] is not None:
-                headline["superadditivity/multiboot_low"] = rows[0]["ci_low"]
-                headline["superadditivity/multiboot_high"] = rows[0]["ci_high"]
 
-    # -- trends against size and context -------------------------------------------
+def _multi_bootstrap_section(
+    window_losses: pl.DataFrame | None,
+    settings: AnalysisSettings,
+    study: _Study,
+    rng: np.random.Generator,
+    parts: _Parts,
+) -> None:
+    if window_losses is None or not window_losses.height or not _has_factorial(settings, study):
+        return
+    rows = []
+    wcells = cell_columns(window_losses)
+    groups = window_losses.partition_by(list(wcells), as_dict=True) if wcells else {(): window_losses}
+    for key, wdf in groups.items():
+        try:
+            res = multi_bootstrap(wdf, **settings.factorial, confidence=settings.confidence, rng=rng)
+        except InputError as exc:
+            parts.notes.append(f"multi-bootstrap {_cell_label(dict(zip(wcells, key, strict=False)))}: {exc}")
+            continue
+        rows.append({**dict(zip(wcells, key, strict=False)), **res.to_row()})
+    if not rows:
+        return
+    mb = pl.DataFrame(rows, infer_schema_length=None)
+    parts.tables["multi_bootstrap"] = mb
+    shown = mb.select(*wcells, "effect", "estimate", "ci_low", "ci_high", "n_seeds", "method", "message")
+    text = (
+        "<p>Resamples seeds and evaluation windows together, so the interval also carries the uncertainty of "
+        f"the finite evaluation set. Like every bootstrap over seeds it is shown only from {BOOTSTRAP_MIN_SEEDS} "
+        "seeds.</p>"
+    )
+    parts.sections.append(
+        ("Multi-bootstrap (seeds × evaluation windows)", [_df_to_html(shown), text], [_df_to_markdown(shown)])
+    )
+    if len(rows) == 1 and rows[0]["ci_low"] is not None:
+        parts.headline["superadditivity/multiboot_low"] = rows[0]["ci_low"]
+        parts.headline["superadditivity/multiboot_high"] = rows[0]["ci_high"]
+
+
+def _trends_section(
+    df: pl.DataFrame, settings: AnalysisSettings, study: _Study, effects: pl.DataFrame | None, parts: _Parts
+) -> None:
+    """Slopes of each effect against log parameters and log context length."""
     trend_rows = []
     for against, png_name, xlabel, label in (
         ("params", "effects_vs_size", "parameters (log scale)", "size"),
         ("context_length", "effects_vs_context", "context length (log scale)", "context"),
     ):
-        if against not in df.columns or effects is None or "seed" not in df.columns:
+        if against not in df.columns or effects is None or not study.paired:
             continue
         if df.filter(pl.col("variant") == settings.base).get_column(against).drop_nulls().n_unique() < 2:
             continue
-        trends: list[TrendResult] = []
-        specs = [(None, "interaction")] if has_factorial else []
-        specs += [(v, f"{v} gain") for v in (settings.a, settings.b, settings.ab) if v in variants]
-        for treatment, short in specs:
-            try:
-                tr = effect_trend(
-                    df,
-                    against=against,
-                    treatment=treatment,
-                    control=settings.base,
-                    base=settings.base,
-                    a=settings.a,
-                    b=settings.b,
-                    ab=settings.ab,
-                    metric=settings.metric,
-                    confidence=settings.confidence,
-                )
-            except InputError as exc:
-                notes.append(f"trend of {short} against {label}: {exc}")
-                continue
-            trends.append(tr)
-            trend_rows.append(tr.to_row())
-            key = "superadditivity" if treatment is None else f"{treatment}/gain"
-            headline[f"{key}/slope_log_{label}"] = tr.estimate
-            if tr.confidence_interval is not None:
-                headline[f"{key}/slope_log_{label}_ci_low"], headline[f"{key}/slope_log_{label}_ci_high"] = (
-                    tr.confidence_interval
-                )
-            if treatment in (None, settings.a):  # the terminal table stays short; the rest is in trends.parquet
-                verdicts.append(
-                    Verdict(
-                        f"{short} vs log {label}",
-                        tr.estimate,
-                        tr.confidence_interval,
-                        tr.pvalue,
-                        tr.n_seeds,
-                        tr.verdict,
-                    )
-                )
+        trends = _trends_against(df, settings, study, against, label, parts)
+        trend_rows += [t.to_row() for t in trends]
         if trends:
-            if against == "params":
-                ref = df.filter(pl.col("variant") == settings.base)
-                x_by_cell = {
-                    tuple(k): float(g.get_column("params").cast(pl.Float64).mean())
-                    for k, g in ref.partition_by(list(cells), as_dict=True).items()
-                }
-            else:
-                x_by_cell = {tuple(k): float(k[cells.index(against)]) for k in df.select(cells).unique().rows()}
-            pngs[png_name] = _trend_plot(effects, trends, x_by_cell, cells, xlabel, f"Effects against {label}")
+            x_by_cell = _x_by_cell(df, settings, study.cells, against)
+            parts.pngs[png_name] = _trend_plot(
+                effects, trends, x_by_cell, study.cells, xlabel, f"Effects against {label}"
+            )
     if trend_rows:
         trend_df = pl.DataFrame(trend_rows, infer_schema_length=None)
-        tables["trends"] = trend_df
-        sections.append(
-            (
-                "Trends with size and context",
-                [
-                    _df_to_html(trend_df.drop("metric", "method")),
-                    "<p>Slope of the effect per e-fold increase of the parameter count or the context "
-                    "length: fitted within "
-                    "each seed across its cells, t-interval over seeds (cells of one seed are correlated; "
-                    "seeds are the "
-                    "independent replicates). Other cell columns that vary enter as fixed effects.</p>",
-                ],
-                [
-                    _df_to_markdown(trend_df.drop("metric", "method")),
-                    "",
-                    *(f"![{n}]({n}.png)" for n in ("effects_vs_size", "effects_vs_context") if n in pngs),
-                ],
-            )
+        parts.tables["trends"] = trend_df
+        text = (
+            "<p>Slope of the effect per e-fold increase of the parameter count or the context length: fitted "
+            "within each seed across its cells, t-interval over seeds (cells of one seed are correlated; seeds "
+            "are the independent replicates). Other cell columns that vary enter as fixed effects.</p>"
+        )
+        images = [f"![{n}]({n}.png)" for n in ("effects_vs_size", "effects_vs_context") if n in parts.pngs]
+        shown = trend_df.drop("metric", "method")
+        parts.sections.append(
+            ("Trends with size and context", [_df_to_html(shown), text], [_df_to_markdown(shown), "", *images])
         )
 
-    # -- seeds needed ------------------------------------------------------------------
-    power_rows = []
-    for key, res in contrast_results.items():
+
+def _trends_against(
+    df: pl.DataFrame, settings: AnalysisSettings, study: _Study, against: str, label: str, parts: _Parts
+) -> list[TrendResult]:
+    trends: list[TrendResult] = []
+    specs = [(None, "interaction")] if _has_factorial(settings, study) else []
+    specs += [(v, f"{v} gain") for v in (settings.a, settings.b, settings.ab) if v in study.variants]
+    for treatment, short in specs:
+        try:
+            tr = effect_trend(
+                df,
+                against=against,
+                treatment=treatment,
+                control=settings.base,
+                **settings.factorial,
+                metric=settings.metric,
+                confidence=settings.confidence,
+            )
+        except InputError as exc:
+            parts.notes.append(f"trend of {short} against {label}: {exc}")
+            continue
+        trends.append(tr)
+        key = "superadditivity" if treatment is None else f"{treatment}/gain"
+        parts.headline[f"{key}/slope_log_{label}"] = tr.estimate
+        if tr.confidence_interval is not None:
+            low, high = tr.confidence_interval
+            parts.headline[f"{key}/slope_log_{label}_ci_low"], parts.headline[f"{key}/slope_log_{label}_ci_high"] = (
+                low,
+                high,
+            )
+        if treatment in (None, settings.a):  # the terminal table stays short; the rest is in trends.parquet
+            claim = tr.confidence_interval is not None and tr.confidence_interval.excludes(0.0)
+            parts.verdicts.append(
+                Verdict(
+                    f"{short} vs log {label}",
+                    tr.estimate,
+                    tr.confidence_interval,
+                    tr.pvalue,
+                    tr.n_seeds,
+                    tr.verdict,
+                    test="slope t",
+                    claim=claim,
+                )
+            )
+    return trends
+
+
+def _x_by_cell(df: pl.DataFrame, settings: AnalysisSettings, cells: Sequence[str], against: str) -> dict[tuple, float]:
+    if against == "params":
+        ref = df.filter(pl.col("variant") == settings.base)
+        return {
+            tuple(k): float(g.get_column("params").cast(pl.Float64).mean())
+            for k, g in ref.partition_by(list(cells), as_dict=True).items()
+        }
+    return {tuple(k): float(k[list(cells).index(against)]) for k in df.select(cells).unique().rows()}
+
+
+def _divergence_section(df: pl.DataFrame, settings: AnalysisSettings, parts: _Parts) -> None:
+    """Each variant's divergence rate with its exact interval, whenever a run diverged."""
+    if not bool(diverged_mask(df).any()):
+        return
+    table = divergence_table(df, control=settings.base, confidence=settings.confidence)
+    parts.tables["divergence"] = table
+    parts.results["divergence"] = table
+    for row in table.iter_rows(named=True):
+        if row["rate"] is not None:
+            parts.headline[f"{row['variant']}/divergence_rate"] = row["rate"]
+    text = (
+        f"Runs that diverged, per variant: rate with its exact (Clopper-Pearson) {settings.confidence:.0%} "
+        f"interval and Fisher's exact test against {settings.base} (unadjusted). Failed runs (infrastructure) "
+        "are not counted. A variant that diverges more often is a finding in itself, and every paired "
+        "contrast of a variant with diverged runs is conditional on the runs that converged."
+    )
+    parts.sections.append(
+        ("Divergence", [f"<p>{html.escape(text)}</p>", _df_to_html(table)], [text, "", _df_to_markdown(table)])
+    )
+
+
+def _seeds_needed_section(contrasts: Mapping[str, ContrastResult], settings: AnalysisSettings, parts: _Parts) -> None:
+    """Seeds for a paired t-test to detect the smallest effect of interest, with the range
+    that the uncertainty of the seed-to-seed sd gives; without a stated smallest effect,
+    the observed-effect figure, labelled post-hoc."""
+    rows = []
+    planned = settings.smallest_effect is not None
+    for key, res in contrasts.items():
         if res.sd is None:
             continue
-        need = seeds_needed(res, power=settings.power)
-        power_rows.append(
+        need = seeds_needed(res, effect=settings.smallest_effect, power=settings.power, alpha=settings.alpha)
+        low, high = need.n_seeds_range or (None, None)
+        sd_ci = need.sd_interval
+        rows.append(
             {
                 "effect": res.name,
-                "observed_effect": res.estimate,
+                ("smallest_effect" if planned else "observed_effect (post-hoc)"): need.effect,
                 "seed_sd": res.sd,
-                "power": settings.power,
-                "alpha": need.alpha,
-                "seeds_needed": need.n_seeds,
+                "sd_ci_low": None if sd_ci is None else sd_ci.low,
+                "sd_ci_high": None if sd_ci is None else sd_ci.high,
+                ("seeds_needed" if planned else "seeds_needed (post-hoc)"): need.n_seeds,
+                "seeds_needed_low": low,
+                "seeds_needed_high": high,
                 "seeds_now": res.n_seeds,
                 "message": need.message,
             }
         )
-        if need.n_seeds is not None:
-            headline[("superadditivity" if key == "interaction" else f"{key}/gain") + "/seeds_needed"] = float(
-                need.n_seeds
-            )
-    if power_rows:
-        power_df = pl.DataFrame(power_rows, infer_schema_length=None)
-        tables["seeds_needed"] = power_df
-        sections.append(
-            (
-                "Seeds needed",
-                [
-                    _df_to_html(power_df),
-                    "<p>Seeds for a paired t-test to detect the observed effect with power "
-                    f"{settings.power:.0%}, from the "
-                    "observed seed-to-seed spread (itself uncertain with few seeds: an order of magnitude).</p>",
-                ],
-                [_df_to_markdown(power_df)],
-            )
+        if planned and need.n_seeds is not None:
+            prefix = "superadditivity" if key == "interaction" else f"{key}/gain" if key != "primary" else "primary"
+            parts.headline[f"{prefix}/seeds_needed"] = float(need.n_seeds)
+            if low is not None:
+                parts.headline[f"{prefix}/seeds_needed_low"] = float(low)
+            if high is not None:
+                parts.headline[f"{prefix}/seeds_needed_high"] = float(high)
+    if not rows:
+        return
+    table = pl.DataFrame(rows, infer_schema_length=None)
+    parts.tables["seeds_needed"] = table
+    level = f"{settings.confidence:.0%}"
+    if planned:
+        text = (
+            f"Seeds for a paired t-test at alpha {settings.alpha:g} to detect the smallest effect of interest, "
+            f"{settings.smallest_effect:g} (analysis.smallest_effect), with power {settings.power:.0%}, at the "
+            f"observed seed-to-seed sd; the range uses the ends of the sd's {level} chi-square interval (an sd "
+            "from a few seeds is uncertain by a large factor)."
         )
-
-    # -- tau -----------------------------------------------------------------------------
-    tau_column = "tau_mean"
-    has_tau = tau_column in df.columns and df.get_column(tau_column).drop_nulls().len() > 0
-    if not has_tau:
-        notes.append("tau section skipped: no learned tau in the table (no gated variant, or no tau_mean column)")
     else:
-        content = {d: v["content_fraction"] for d, v in corpus_info.items() if "content_fraction" in v} or None
-        truth = {d: v["salient_fraction"] for d, v in corpus_info.items() if "salient_fraction" in v} or None
-        try:
-            tau = tau_stability(
-                df,
-                reference=settings.tau_reference,
-                margin=settings.tau_margin,
-                confidence=settings.confidence,
-                content_fraction=content,
-                ground_truth=truth,
-            )
-        except InputError as exc:
-            notes.append(f"tau: {exc}")
-            tau = None
-        if tau is not None:
-            results["tau"] = tau
-            headline["tau/mean"] = tau.estimate
-            headline["tau/n_seeds"] = float(tau.n_seeds)
-            if tau.confidence_interval is not None:
-                headline["tau/ci_low"], headline["tau/ci_high"] = tau.confidence_interval
-            if tau.tost_pvalue is not None:
-                headline["tau/tost_pvalue"] = tau.tost_pvalue
-                headline["tau/equivalent"] = float(tau.equivalent)
-            if tau.pvalue is not None:
-                headline["tau/pvalue"] = tau.pvalue
-            if tau.head_spread is not None:
-                headline["tau/head_sd"] = tau.head_spread
-            verdicts.append(
-                Verdict(
-                    "tau",
-                    tau.estimate,
-                    tau.confidence_interval,
-                    tau.tost_pvalue,
-                    tau.n_seeds,
-                    tau.verdict,
-                    signed=False,
-                )
-            )
-            runs = tau_runs(df)
-            tables["tau_runs"] = runs
-            pngs["tau"] = _tau_plot(runs, tau, tau_column)
-            h = [
-                f"<p><b>{html.escape(tau.verdict)}</b>: mean {tau.estimate:.4f}, {tau.confidence:.0%} CI "
-                f"{html.escape(format_interval(tau.confidence_interval, False, 4))} over {tau.n_seeds} seeds "
-                f"({tau.n_runs} runs); t-test vs {tau.reference:g}: p={format_pvalue(tau.pvalue)}."
-                + (f" Spread over heads (mean sd): {tau.head_spread:.3f}." if tau.head_spread is not None else "")
-                + (f" {html.escape(tau.message)}" if tau.message else "")
-                + "</p>"
-            ]
-            m = [
-                f"**{tau.verdict}**: mean {tau.estimate:.4f}, CI {format_interval(tau.confidence_interval, False, 4)}"
-                f" over {tau.n_seeds} seeds ({tau.n_runs} runs)."
-            ]
-            if tau.heterogeneity:
-                het = pl.DataFrame(
-                    [
-                        {
-                            "factor": r.factor,
-                            "levels": ", ".join(map(str, r.levels)),
-                            "means": ", ".join(f"{x:.3f}" for x in r.group_means),
-                            "anova_p": r.anova_pvalue,
-                            "kruskal_p": r.kruskal_pvalue,
-                            "verdict": r.verdict,
-                        }
-                        for r in tau.heterogeneity
-                    ],
-                    infer_schema_length=None,
-                )
-                tables["tau_heterogeneity"] = het
-                h.append(
-                    "<p>Heterogeneity of tau across groups (does it converge to one value whatever the size, "
-                    "context, corpus and initial value?):</p>" + _df_to_html(het)
-                )
-                m += ["", _df_to_markdown(het)]
-            of = tau.open_fraction
-            if of is not None:
-                pngs["open_fraction"] = _open_fraction_plot(runs, tau, tau_column)
-                headline["open_fraction/mean"] = of.estimate
-                headline["open_fraction/gaussian_tail"] = of.gaussian_tail
-                headline["open_fraction/minus_tail"] = of.difference
-                if of.difference_interval is not None:
-                    headline["open_fraction/minus_tail_ci_low"], headline["open_fraction/minus_tail_ci_high"] = (
-                        of.difference_interval
-                    )
-                if of.content_fraction is not None:
-                    headline["open_fraction/content_fraction"] = of.content_fraction
-                verdicts.append(
-                    Verdict(
-                        "open fraction",
-                        of.estimate,
-                        of.confidence_interval,
-                        of.difference_pvalue,
-                        None,
-                        _open_verdict_short(of),
-                        signed=False,
-                    )
-                )
-                letters = [
-                    v["content_letter_fraction"]
-                    for v in corpus_info.values()
-                    if _finite(v.get("content_letter_fraction"))
-                ]
-                text = _open_fraction_discussion(of, tau, float(np.mean(letters)) if letters else None)
-                h.append(f"<p>{html.escape(text)}</p>")
-                m += ["", text]
-            sections.append(
-                (
-                    "tau: the learned EGA threshold",
-                    h,
-                    [*m, "", "![tau](tau.png)", *(["![open](open_fraction.png)"] if of else [])],
-                )
-            )
-
-    # -- MOPE scales ----------------------------------------------------------------------
-    sigmas = _to_numpy_sigmas(mope_sigmas)
-    if sigmas is not None and sigmas.size >= 2:
-        from harness.analysis.mope import mope_scales
-
-        lengths = _corpus_lengths(corpus_info)
-        try:
-            scales = mope_scales(sigmas, corpus_lengths=lengths, rng=settings.seed)
-        except InputError as exc:
-            notes.append(f"MOPE scales: {exc}")
-        else:
-            results["mope_scales"] = scales
-            headline["mope/n_clusters"] = float(scales.k)
-            tab = pl.DataFrame(
-                {
-                    "centre_sigma": scales.centres.tolist(),
-                    "weight": scales.weights.tolist(),
-                    "nearest_scale": list(scales.nearest_scale) or [None] * scales.k,
-                }
-            )
-            tables["mope_scales"] = tab
-            pngs["mope_scales"] = _mope_plot(sigmas, scales)
-            sections.append(
-                (
-                    "MOPE scales",
-                    [
-                        f"<p>{html.escape(scales.method)}: k = {scales.k}. {html.escape(scales.message)}</p>",
-                        _df_to_html(tab),
-                    ],
-                    [f"{scales.method}: k = {scales.k}.", "", _df_to_markdown(tab), "", "![mope](mope_scales.png)"],
-                )
-            )
-
-    # -- assemble ---------------------------------------------------------------------------
-    n_seeds_note = ""
-    if seeds and len(seeds) < 5:
-        n_seeds_note = f" — {len(seeds)} seeds: too few for narrow intervals"
-    table_title = f"Report ({study}{n_seeds_note}):"
-    verdict_table = format_verdict_table(verdicts, confidence=settings.confidence, title=table_title)
-    tables["verdicts"] = (
-        pl.DataFrame(
-            [v.to_row() for v in verdicts],
-            infer_schema_length=None,
-            schema_overrides={
-                "estimate": pl.Float64,
-                "ci_low": pl.Float64,
-                "ci_high": pl.Float64,
-                "pvalue": pl.Float64,
-                "n_seeds": pl.Int64,
-            },
+        text = (
+            "No smallest effect of interest stated (set analysis.smallest_effect, in nats): no planned figure. "
+            "The post-hoc figure plans at the observed effect, which only restates the p-value; it is not a "
+            f"basis for a study's size. The range uses the ends of the sd's {level} chi-square interval."
         )
+    parts.sections.append(
+        ("Seeds needed", [_df_to_html(table), f"<p>{html.escape(text)}</p>"], [_df_to_markdown(table), "", text])
+    )
+
+
+def _tau_section(
+    df: pl.DataFrame, settings: AnalysisSettings, corpus_info: Mapping[str, Mapping[str, float]], parts: _Parts
+) -> None:
+    """tau's stability (mean and new runs), its heterogeneity, the open fraction."""
+    column = "tau_mean"
+    if column not in df.columns or df.get_column(column).drop_nulls().len() == 0:
+        parts.notes.append("tau section skipped: no learned tau in the table (no gated variant, or no tau_mean column)")
+        return
+    content = {d: v["content_fraction"] for d, v in corpus_info.items() if "content_fraction" in v} or None
+    truth = {d: v["salient_fraction"] for d, v in corpus_info.items() if "salient_fraction" in v} or None
+    try:
+        tau = tau_stability(
+            df,
+            reference=settings.tau_reference,
+            margin=settings.tau_margin,
+            confidence=settings.confidence,
+            content_fraction=content,
+            ground_truth=truth,
+        )
+    except InputError as exc:
+        parts.notes.append(f"tau: {exc}")
+        return
+    parts.results["tau"] = tau
+    parts.headline.update(_tau_headline(tau))
+    parts.verdicts.append(
+        Verdict(
+            "tau",
+            tau.estimate,
+            tau.confidence_interval,
+            tau.tost_pvalue,
+            tau.n_seeds,
+            tau.verdict,
+            signed=False,
+            test="TOST",
+            claim=tau.equivalent,
+        )
+    )
+    runs = tau_runs(df)
+    parts.tables["tau_runs"] = runs
+    parts.pngs["tau"] = _tau_plot(runs, tau, column)
+    text = _tau_text(tau)
+    h, m = [f"<p><b>{html.escape(tau.verdict)}</b>. {html.escape(text)}</p>"], [f"**{tau.verdict}**. {text}"]
+    if tau.heterogeneity:
+        het = _heterogeneity_table(tau)
+        parts.tables["tau_heterogeneity"] = het
+        convergence = _convergence_text(tau)
+        h += [
+            f"<p>Heterogeneity of tau across groups, the seed as the unit. {html.escape(convergence)}</p>",
+            _df_to_html(het),
+        ]
+        m += ["", convergence, "", _df_to_markdown(het)]
+    of = tau.open_fraction
+    if of is not None:
+        _open_fraction_part(of, tau, runs, column, corpus_info, parts, h, m)
+    images = ["![tau](tau.png)", *(["![open](open_fraction.png)"] if of else [])]
+    parts.sections.append(("tau: the learned EGA threshold", h, [*m, "", *images]))
+
+
+def _tau_headline(tau: TauStabilityResult) -> dict[str, float]:
+    out: dict[str, Any] = {"tau/mean": tau.estimate, "tau/n_seeds": float(tau.n_seeds)}
+    for name, ci in (
+        ("ci", tau.confidence_interval),
+        ("tost_ci", tau.equivalence_interval),
+        ("pi", tau.prediction_interval),
+    ):
+        if ci is not None:
+            out[f"tau/{name}_low"], out[f"tau/{name}_high"] = ci
+    if tau.tost_pvalue is not None:
+        out["tau/tost_pvalue"] = tau.tost_pvalue
+        out["tau/equivalent"] = float(tau.equivalent)
+        out["tau/stable"] = float(tau.stable)
+    out["tau/pvalue"] = tau.pvalue
+    out["tau/within_band_fraction"] = tau.within_band_fraction
+    out["tau/head_sd"] = tau.head_spread
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _tau_text(tau: TauStabilityResult) -> str:
+    level, eq_level = f"{tau.confidence:.0%}", f"{1.0 - 2.0 * (1.0 - tau.confidence):.0%}"
+    band = format_interval(tau.band, False, 3)
+    text = (
+        f"Mean {tau.estimate:.4f} over {tau.n_seeds} seeds ({tau.n_runs} runs), {level} CI "
+        f"{format_interval(tau.confidence_interval, False, 4)}; t-test against {tau.reference:g}: "
+        f"p={format_pvalue(tau.pvalue)}. Equivalence of the mean to the band {band}: TOST "
+        f"p={format_pvalue(tau.tost_pvalue)}, {eq_level} CI {format_interval(tau.equivalence_interval, False, 4)}. "
+        f"Stability (where a new run lands): {level} prediction interval "
+        f"{format_interval(tau.prediction_interval, False, 4)}; stable only if it lies inside the band."
+    )
+    if tau.within_band_fraction is not None:
+        inside = round(tau.within_band_fraction * tau.n_seeds)
+        text += f" {inside} of {tau.n_seeds} seeds ({tau.within_band_fraction:.0%}) lie inside the band."
+    if tau.head_spread is not None:
+        text += f" Spread over heads (mean sd): {tau.head_spread:.3f}."
+    return text + (f" ({tau.message}.)" if tau.message else "")
+
+
+def _heterogeneity_table(tau: TauStabilityResult) -> pl.DataFrame:
+    return pl.DataFrame(
+        [
+            {
+                "factor": r.factor,
+                "design": r.design,
+                "levels": ", ".join(map(str, r.levels)),
+                "means": ", ".join(f"{x:.3f}" for x in r.group_means),
+                "seeds": r.n_seeds,
+                "test": r.test,
+                "pvalue": r.pvalue,
+                "pvalue_holm": r.pvalue_holm,
+                "rank_test": r.rank_test,
+                "rank_pvalue": r.rank_pvalue,
+                "tost_max_pvalue": r.equivalence_pvalue,
+                "tost_max_pvalue_holm": r.equivalence_pvalue_holm,
+                "verdict": r.verdict,
+            }
+            for r in tau.heterogeneity
+        ],
+        infer_schema_length=None,
+    )
+
+
+def _convergence_text(tau: TauStabilityResult) -> str:
+    """What was and was not shown about "tau converges to the reference whatever X"."""
+    band = f"{tau.reference:g} ± {tau.margin:g}"
+    tested = [r for r in tau.heterogeneity if r.pvalue is not None or r.equivalence_pvalue is not None]
+    shown = [r.factor for r in tested if r.equivalent_at_every_level]
+    differs = [r.factor for r in tested if r.differs]
+    open_ = [r.factor for r in tested if r.factor not in shown and r.factor not in differs]
+    out = []
+    if shown:
+        out.append(
+            f"Mean tau lies within {band} at every level of {', '.join(shown)} (TOST per level, Holm across "
+            f"factors): the data support 'converges to {band} whatever {', '.join(shown)}'."
+        )
+    if differs:
+        out.append(f"tau differs across {', '.join(differs)} (seed-level test, Holm across factors).")
+    if open_:
+        out.append(
+            f"Across {', '.join(open_)} neither a difference nor the mean inside {band} at every level was shown: "
+            "no claim either way."
+        )
+    untestable = [r.factor for r in tau.heterogeneity if r not in tested]
+    if untestable:
+        out.append(f"Not testable: {', '.join(untestable)}.")
+    return " ".join(out)
+
+
+def _open_fraction_part(
+    of: OpenFractionResult,
+    tau: TauStabilityResult,
+    runs: pl.DataFrame,
+    column: str,
+    corpus_info: Mapping[str, Mapping[str, float]],
+    parts: _Parts,
+    h: list[str],
+    m: list[str],
+) -> None:
+    parts.pngs["open_fraction"] = _open_fraction_plot(runs, tau, column)
+    parts.headline["open_fraction/mean"] = of.estimate
+    parts.headline["open_fraction/gaussian_tail"] = of.gaussian_tail
+    parts.headline["open_fraction/minus_tail"] = of.difference
+    if of.difference_interval is not None:
+        low, high = of.difference_interval
+        parts.headline["open_fraction/minus_tail_ci_low"], parts.headline["open_fraction/minus_tail_ci_high"] = (
+            low,
+            high,
+        )
+    if of.content_fraction is not None:
+        parts.headline["open_fraction/content_fraction"] = of.content_fraction
+    claim = of.difference_interval is not None and of.difference_interval.excludes(0.0)
+    parts.verdicts.append(
+        Verdict(
+            "open fraction",
+            of.estimate,
+            of.confidence_interval,
+            of.difference_pvalue,
+            of.n_seeds or None,
+            _open_verdict_short(of),
+            signed=False,
+            test="diff t",
+            claim=claim,
+        )
+    )
+    letters = [v["content_letter_fraction"] for v in corpus_info.values() if _finite(v.get("content_letter_fraction"))]
+    text = _open_fraction_discussion(of, tau, float(np.mean(letters)) if letters else None)
+    h.append(f"<p>{html.escape(text)}</p>")
+    m += ["", text]
+
+
+def _mope_section(
+    mope_sigmas: Any, settings: AnalysisSettings, corpus_info: Mapping[str, Mapping[str, float]], parts: _Parts
+) -> None:
+    sigmas = _to_numpy_sigmas(mope_sigmas)
+    if sigmas is None or sigmas.size < 2:
+        return
+    from harness.analysis.mope import mope_scales
+
+    try:
+        scales = mope_scales(sigmas, corpus_lengths=_corpus_lengths(corpus_info), rng=settings.seed)
+    except InputError as exc:
+        parts.notes.append(f"MOPE scales: {exc}")
+        return
+    parts.results["mope_scales"] = scales
+    parts.headline["mope/n_clusters"] = float(scales.k)
+    tab = pl.DataFrame(
+        {
+            "centre_sigma": scales.centres.tolist(),
+            "weight": scales.weights.tolist(),
+            "nearest_scale": list(scales.nearest_scale) or [None] * scales.k,
+        }
+    )
+    parts.tables["mope_scales"] = tab
+    parts.pngs["mope_scales"] = _mope_plot(sigmas, scales)
+    h = [f"<p>{html.escape(scales.method)}: k = {scales.k}. {html.escape(scales.message)}</p>", _df_to_html(tab)]
+    m = [f"{scales.method}: k = {scales.k}.", "", _df_to_markdown(tab), "", "![mope](mope_scales.png)"]
+    parts.sections.append(("MOPE scales", h, m))
+
+
+def _write_report(df: pl.DataFrame, settings: AnalysisSettings, study: _Study, out_dir: Path, parts: _Parts) -> Report:
+    """Adjust the headline family, render, then write every file (each via a temporary name)."""
+    verdicts = headline_family(parts.verdicts, alpha=settings.alpha)
+    for v in verdicts:
+        if v.pvalue_holm is not None:
+            parts.headline[f"holm/{v.effect.replace(' (superadd.)', '').replace(' ', '_')}"] = v.pvalue_holm
+    n_seeds_note = f" — {len(study.seeds)} seeds: too few for narrow intervals" if 0 < len(study.seeds) < 5 else ""
+    verdict_table = format_verdict_table(
+        verdicts, confidence=settings.confidence, title=f"Report ({study.name}{n_seeds_note}):"
+    )
+    parts.tables["verdicts"] = (
+        pl.DataFrame([v.to_row() for v in verdicts], infer_schema_length=None, schema_overrides=_VERDICT_SCHEMA)
         if verdicts
         else pl.DataFrame(schema={"effect": pl.String, "verdict": pl.String})
     )
-    tables["results"] = df
-    headline = {_metric_key(k): float(v) for k, v in headline.items() if _finite(v)}
-    doc_title = f"Study report: {study}"
-    markdown = _markdown(doc_title, verdict_table, sections, notes)
-    page = _html(doc_title, verdict_table, sections, notes, pngs)
-    # everything computed: now write, each file via a temporary name
+    parts.tables["results"] = df
+    headline = {_metric_key(k): float(v) for k, v in parts.headline.items() if _finite(v)}
+    doc_title = f"Study report: {study.name}"
+    markdown = _markdown(doc_title, verdict_table, parts.sections, parts.notes)
+    page = _html(doc_title, verdict_table, parts.sections, parts.notes, parts.pngs)
     out_dir.mkdir(parents=True, exist_ok=True)
     html_path = _write(out_dir / "report.html", page.encode("utf-8"))
     md_path = _write(out_dir / "summary.md", markdown.encode("utf-8"))
-    png_paths = {name: _write(out_dir / f"{name}.png", data) for name, data in pngs.items()}
+    png_paths = {name: _write(out_dir / f"{name}.png", data) for name, data in parts.pngs.items()}
     table_paths = {}
-    for name, table in tables.items():
+    for name, table in parts.tables.items():
         buf = io.BytesIO()
         _parquet_safe(table).write_parquet(buf)
         table_paths[name] = _write(out_dir / f"{name}.parquet", buf.getvalue())
-    results.update(contrast_results)
     return Report(
         out_dir=out_dir,
         html_path=html_path,
@@ -976,9 +1238,19 @@ def build_report(
         headline_metrics=headline,
         verdicts=tuple(verdicts),
         verdict_table=verdict_table,
-        notes=tuple(notes),
-        results=results,
+        notes=tuple(parts.notes),
+        results=parts.results,
     )
+
+
+_VERDICT_SCHEMA = {
+    "estimate": pl.Float64,
+    "ci_low": pl.Float64,
+    "ci_high": pl.Float64,
+    "pvalue": pl.Float64,
+    "pvalue_holm": pl.Float64,
+    "n_seeds": pl.Int64,
+}
 
 
 def _parquet_safe(df: pl.DataFrame) -> pl.DataFrame:
@@ -1004,36 +1276,45 @@ def _corpus_lengths(corpus_info: Mapping[str, Mapping[str, float]]) -> dict[str,
     return out if len(out) > 1 else {}
 
 
-def _open_verdict_short(of) -> str:
+def _open_verdict_short(of: OpenFractionResult) -> str:
+    tail = f"Gaussian tail {of.gaussian_tail:.3f}"
     if of.difference_interval is None:
-        return "too few seeds to compare with 1-Phi(tau)"
+        reason = of.message.split(";")[0] if of.message.startswith("no test possible") else "no test possible"
+        return f"{reason} against the {tail}"
     if of.difference_interval.excludes(0.0):
-        return f"differs from 1-Phi(tau)={of.gaussian_tail:.3f} by {of.difference:+.3f} (CI excludes 0)"
-    return f"matches 1-Phi(tau)={of.gaussian_tail:.3f} (Gaussian tail suffices)"
+        return f"differs from the {tail} by {of.difference:+.3f} ({of.confidence:.0%} CI excludes 0)"
+    return f"consistent with the {tail} ({of.confidence:.0%} CI of the difference covers 0)"
 
 
-def _open_fraction_discussion(of, tau: TauStabilityResult, letter_fraction: float | None = None) -> str:
+def _open_fraction_discussion(
+    of: OpenFractionResult, tau: TauStabilityResult, letter_fraction: float | None = None
+) -> str:
     ci = format_interval(of.confidence_interval, False, 3)
     text = (
         f"Measured open fraction {of.estimate:.3f} {ci} over {of.n_runs} runs. If the z-normalised energies "
-        f"were standard normal, a gate would open for a fraction 1 - Phi(tau) = {of.gaussian_tail:.3f} of keys "
-        f"whatever the text (1 - Phi(0.35) = 0.363). Difference open - tail: {of.difference:+.3f} "
-        f"{format_interval(of.difference_interval)}; "
+        f"were standard normal, head h would open for a fraction 1 - Phi(tau_h) of the keys whatever the text "
+        f"(1 - Phi(0.35) = 0.363); the reference is {of.reference_method}: {of.gaussian_tail:.3f}. "
+        f"Difference open - tail: {of.difference:+.3f} {format_interval(of.difference_interval)}; "
     )
     if of.difference_interval is None:
-        text += "too few seeds to tell. "
+        text += "no test possible. "
     elif of.difference_interval.excludes(0.0):
-        text += "the tail alone does not explain the measured fraction. "
+        text += "the measured fraction differs from the Gaussian tail. "
     else:
-        text += "the Gaussian tail alone explains it: the fraction need not say anything about the text. "
+        text += (
+            "the measured fraction is consistent with the Gaussian tail (not distinguishable from it); that "
+            "does not show the tail is its cause, and a text-driven gate with the same fraction would read alike. "
+        )
+    if of.message:
+        text += f"({of.message}.) "
     if of.content_fraction is not None:
         text += (
             f"The corpus's content-word fraction is {of.content_fraction:.3f} "
             f"({'close to' if abs(of.content_fraction - of.estimate) < 0.03 else 'away from'} the measured "
-            "fraction); "
+            "fraction, by eye: no test); "
         )
         if abs(of.content_fraction - of.gaussian_tail) < 0.03:
-            text += "it is also close to the tail, so this corpus cannot separate the two explanations. "
+            text += "it is also close to the tail, so this corpus cannot separate the two readings. "
     if letter_fraction is not None:
         text += f"Letters inside content words make up {letter_fraction:.3f} of the letters. "
     if of.ground_truth is not None:
@@ -1064,6 +1345,7 @@ def _html(title: str, verdict_table: str, sections, notes, pngs: Mapping[str, by
         "Interaction plot": ["interaction"],
         "Trends with size and context": ["effects_vs_size", "effects_vs_context"],
         "tau: the learned EGA threshold": ["tau", "open_fraction"],
+        "Divergence": [],
         "MOPE scales": ["mope_scales"],
     }
     parts = [
@@ -1114,4 +1396,12 @@ def log_report(report: Report, *, run_id: str, tracking_uri: str, artifact_path:
         client.log_batch(run_id, metrics=metrics[start : start + 1000])
 
 
-__all__ = ["Report", "Verdict", "build_report", "format_verdict_table", "log_report"]
+__all__ = [
+    "TEST_ABBREVIATIONS",
+    "Report",
+    "Verdict",
+    "build_report",
+    "format_verdict_table",
+    "headline_family",
+    "log_report",
+]

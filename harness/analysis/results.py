@@ -3,8 +3,10 @@ directory, or the study's MLflow record; plus the shared input checks of the ana
 
 Columns (CONTRACTS.md): ``study, trial_id, dataset, size, params, context_length,
 variant, position, gate, scoring, seed, tau_init, val_loss, test_loss, train_loss,
-best_val_loss, gen_gap, tau_mean, open_fraction, tokens_per_s, steps, status``. Every
-analysis function needs only the columns it uses: a table with ``variant``, ``seed`` and
+best_val_loss, gen_gap, tau_mean, tau_heads, open_fraction, tokens_per_s, steps,
+status``. ``tau_heads`` is a list column: the run's learned tau of every head, layer by
+layer (``gate/tau/l0h0, l0h1, ...``; null for variants without a gate). Every analysis
+function needs only the columns it uses: a table with ``variant``, ``seed`` and
 ``val_loss`` is enough for a contrast.
 """
 
@@ -14,7 +16,7 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,7 @@ RESULT_SCHEMA: dict[str, Any] = {
     "best_val_loss": pl.Float64,
     "gen_gap": pl.Float64,
     "tau_mean": pl.Float64,
+    "tau_heads": pl.List(pl.Float64),
     "open_fraction": pl.Float64,
     "tokens_per_s": pl.Float64,
     "steps": pl.Int64,
@@ -64,8 +67,22 @@ _METRIC_COLUMNS = {
     "num_parameters": "params",
 }
 _TAG_COLUMNS = ("variant", "position", "gate", "scoring", "dataset", "size", "context_length", "seed", "status")
-_HEAD_TAU = re.compile(r"^gate/tau/l(\d+)h(\d+)$")
+#: Per-head gate metrics: ``gate/tau/l0h3`` is layer 0, head 3.
+HEAD_TAU = re.compile(r"^gate/tau/l(\d+)h(\d+)$")
 FINISHED = "finished"
+DIVERGED = "diverged"
+
+
+def head_taus(metrics: Mapping[str, Any]) -> list[float] | None:
+    """The per-head taus of one run, layer by layer then head by head, from its metrics
+    (``gate/tau/l<i>h<j>``); None when the run has no gate. The source of the results
+    table's ``tau_heads`` for the study runner and for a table rebuilt from MLflow."""
+    found = []
+    for key, value in metrics.items():
+        match = HEAD_TAU.match(str(key))
+        if match is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+            found.append(((int(match.group(1)), int(match.group(2))), float(value)))
+    return [value for _, value in sorted(found)] or None
 
 
 # ----------------------------------------------------------------------------- checks
@@ -111,6 +128,20 @@ def cell_columns(df: pl.DataFrame, by: Sequence[str] | None = None) -> tuple[str
     by = (by,) if isinstance(by, str) else tuple(by)
     require_columns(df, by)
     return by
+
+
+def cell_label(cells: Sequence[str], values: Sequence[Any]) -> str:
+    """``tinyshakespeare/nano/T=256`` for the cell columns ``cells`` at ``values``."""
+    parts = [f"T={v}" if c == "context_length" else str(v) for c, v in zip(cells, values, strict=True)]
+    return "/".join(parts) or "all"
+
+
+def diverged_mask(df: pl.DataFrame) -> pl.Series:
+    """True for rows whose ``status`` is ``diverged`` (a finding about the variant, unlike
+    ``failed``, which is about the infrastructure)."""
+    if "status" not in df.columns:
+        return pl.Series([False] * df.height)
+    return (df.get_column("status").cast(pl.String).str.to_lowercase() == DIVERGED).fill_null(False)
 
 
 def unfinished_mask(df: pl.DataFrame) -> pl.Series:
@@ -303,12 +334,13 @@ def _trial_row(run, study: str) -> dict[str, Any]:
     row["steps"] = None if steps is None else int(steps)
     if row["steps"] is None and _to_number(params.get("max_steps")) is not None and row["status"] == FINISHED:
         row["steps"] = int(float(params["max_steps"]))
-    # the per-head spread of tau: the mean over heads is tau_mean
-    head_taus = [v for k, v in metrics.items() if _HEAD_TAU.match(k)]
-    if head_taus:
-        mean = sum(head_taus) / len(head_taus)
-        row["tau_head_sd"] = math.sqrt(sum((t - mean) ** 2 for t in head_taus) / max(len(head_taus) - 1, 1))
-        row["tau_head_min"], row["tau_head_max"] = min(head_taus), max(head_taus)
+    # every head's tau (layer by layer), its spread; the mean over heads is tau_mean
+    heads = head_taus(metrics)
+    if heads:
+        row["tau_heads"] = heads
+        mean = sum(heads) / len(heads)
+        row["tau_head_sd"] = math.sqrt(sum((t - mean) ** 2 for t in heads) / max(len(heads) - 1, 1))
+        row["tau_head_min"], row["tau_head_max"] = min(heads), max(heads)
         if row["tau_mean"] is None:
             row["tau_mean"] = mean
     row["mlflow_run_id"] = run.info.run_id
@@ -318,8 +350,8 @@ def _trial_row(run, study: str) -> dict[str, Any]:
 def mlflow_results_frame(tracking_uri: str, study: str) -> pl.DataFrame:
     """The results table from MLflow: one row per child (trial) run of the study's parent
     run, from the child's tags (variant, cell, seed, status), params (``tau_init``) and
-    final metrics (``final/val_loss`` ...). Adds ``tau_head_sd/min/max`` (spread of the
-    learned tau over layers and heads) when ``gate/tau/l*h*`` metrics exist, and
+    final metrics (``final/val_loss`` ...), ``tau_heads`` (every head's tau) from the
+    ``gate/tau/l*h*`` metrics, with ``tau_head_sd/min/max`` (their spread), and
     ``mlflow_run_id``. Falls back to the parent's ``results.parquet`` artifact when the
     parent has no child runs."""
     client = _client(tracking_uri)
@@ -340,14 +372,17 @@ def mlflow_results_frame(tracking_uri: str, study: str) -> pl.DataFrame:
     extra = sorted({k for r in rows for k in r} - set(RESULT_COLUMNS))
     # build with strings for the tag-derived columns (MLflow tags are text), then cast
     text_columns = {"study", "trial_id", *_TAG_COLUMNS, "mlflow_run_id"}
-    build_schema = {k: (pl.String if k in text_columns else pl.Float64) for k in (*RESULT_COLUMNS, *extra)}
-    table = pl.DataFrame(
-        [
-            {k: (None if r.get(k) is None else (str(r[k]) if k in text_columns else float(r[k]))) for k in build_schema}
-            for r in rows
-        ],
-        schema=build_schema,
-    )
+    build_schema = {
+        k: (pl.String if k in text_columns else RESULT_SCHEMA["tau_heads"] if k == "tau_heads" else pl.Float64)
+        for k in (*RESULT_COLUMNS, *extra)
+    }
+
+    def cell(key: str, value: Any) -> Any:
+        if value is None or key == "tau_heads":
+            return value
+        return str(value) if key in text_columns else float(value)
+
+    table = pl.DataFrame([{k: cell(k, r.get(k)) for k in build_schema} for r in rows], schema=build_schema)
     return _cast_to_schema(table)
 
 

@@ -1,11 +1,14 @@
 """Frozen result objects of the analysis, in the style of ``scipy.stats``.
 
 Every statistic returns one of these: an ``estimate``, a ``confidence_interval`` with
-``.low``/``.high`` (``None`` when it cannot be computed, e.g. one seed: the ``message``
-then says why, never a silent NaN), a ``pvalue``, the number of seeds that entered
-(``n_seeds``) and the per-seed values, the ``method`` used, the number of seed blocks
-dropped because a trial was missing, diverged or failed (``n_dropped``), and a
-``verdict`` worded with the uncertainty in mind.
+``.low``/``.high`` (``None`` when it cannot be computed, e.g. one seed or zero spread: the
+``message`` then says why, never a silent NaN), a ``pvalue``, the number of seeds that
+entered (``n_seeds``) and the per-seed values, the ``method`` used, the number of seed
+blocks dropped because a trial was missing, diverged or failed (``n_dropped``), and a
+``verdict`` worded by the rules of ``STATISTICS.md``: a test that fails to reject says
+"not distinguishable from" or "consistent with"; a claim of sameness needs an
+equivalence test or a prediction interval inside the band; with too few seeds or zero
+spread the verdict is "no test possible (...)".
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -21,16 +24,29 @@ from harness.errors import InputError
 
 NEEDS_TWO_SEEDS = "needs at least 2 seeds for an interval"
 
+#: Below this many seeds no bootstrap interval is shown (the percentile bootstrap covers
+#: 47 % at n = 2 and 83 % at n = 5 for a nominal 95 %: benchmarks/calibration.py); from
+#: here on the BCa interval is shown.
+BOOTSTRAP_MIN_SEEDS = 10
+BOOTSTRAP_SMALL_N = (
+    f"no bootstrap interval below {BOOTSTRAP_MIN_SEEDS} seeds (it under-covers there: see the README's Calibration)"
+)
+
 
 class ConfidenceInterval(NamedTuple):
-    """A two-sided interval, like ``scipy.stats._result_classes.ConfidenceInterval``."""
+    """A two-sided interval, like ``scipy.stats._result_classes.ConfidenceInterval``
+    (``low``/``high`` are floats, or arrays for a vectorised call)."""
 
-    low: float
-    high: float
+    low: Any
+    high: Any
 
     def excludes(self, value: float) -> bool:
         """True when ``value`` lies outside [low, high]."""
         return bool(value < self.low or value > self.high)
+
+    def inside(self, low: float, high: float) -> bool:
+        """True when the whole interval lies within [low, high]."""
+        return bool(self.low >= low and self.high <= high)
 
 
 def _fmt(x: float | None, signed: bool = True, digits: int = 3) -> str:
@@ -60,21 +76,82 @@ def has_spread(values: np.ndarray) -> bool:
     return bool(np.std(values, ddof=1) > 1e-12 * max(1.0, float(np.max(np.abs(values)))))
 
 
-def _readonly(values: Any) -> np.ndarray:
+def no_test_reason(values: np.ndarray, unit: str = "seed") -> str | None:
+    """The verdict when no test is possible on these per-``unit`` values, else None:
+    "no test possible (no complete seed)", "(1 seed)" or "(zero spread)"."""
+    n = len(values)
+    if n == 0:
+        return f"no test possible (no complete {unit})"
+    if n == 1:
+        return f"no test possible (1 {unit})"
+    if not has_spread(values):
+        return "no test possible (zero spread)"
+    return None
+
+
+def readonly_array(values: Any) -> np.ndarray:
+    """A float copy of ``values`` that cannot be written (frozen results stay frozen)."""
     arr = np.array(values, dtype=float)
     arr.setflags(write=False)
     return arr
 
 
 @dataclass(frozen=True)
+class PrimaryHypothesis:
+    """The study's primary question (``analysis.primary`` in a spec): ``interaction`` (the
+    2x2 interaction contrast) or a main effect ``{treatment: X, control: Y}`` (the paired
+    gain ``L_control - L_treatment``). Its verdict uses the unadjusted level; the other
+    headline verdicts are Holm-adjusted as one family."""
+
+    kind: Literal["interaction", "main_effect"] = "interaction"
+    treatment: str | None = None
+    control: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("interaction", "main_effect"):
+            raise InputError(f"analysis.primary: kind must be 'interaction' or 'main_effect', got {self.kind!r}")
+        if self.kind == "main_effect":
+            if not self.treatment or not self.control:
+                raise InputError("analysis.primary: a main effect needs both treatment and control")
+            if self.treatment == self.control:
+                raise InputError(f"analysis.primary: treatment and control are the same variant {self.treatment!r}")
+
+    @classmethod
+    def parse(cls, value: Any) -> PrimaryHypothesis | None:
+        """From a spec value: ``"interaction"``, ``{"treatment": X, "control": Y}``, None,
+        or a PrimaryHypothesis."""
+        if value is None or isinstance(value, PrimaryHypothesis):
+            return value
+        if value == "interaction":
+            return cls("interaction")
+        if isinstance(value, Mapping):
+            unknown = set(value) - {"treatment", "control"}
+            if unknown:
+                raise InputError(f"analysis.primary: unknown key {sorted(unknown)[0]!r}; known: treatment, control")
+            return cls("main_effect", value.get("treatment"), value.get("control"))
+        raise InputError(f"analysis.primary: expected 'interaction' or {{treatment: X, control: Y}}, got {value!r}")
+
+    def to_spec(self) -> str | dict[str, str]:
+        """The spec's spelling (inverse of :meth:`parse`)."""
+        if self.kind == "interaction":
+            return "interaction"
+        return {"treatment": str(self.treatment), "control": str(self.control)}
+
+
+@dataclass(frozen=True)
 class AnalysisSettings:
-    """What the report analyses: the 2x2 factorial's variant names, the tau reference.
+    """What the report analyses: the 2x2 factorial's variant names, the tau reference,
+    the primary hypothesis and the smallest effect of interest.
 
     The factorial is {``base``, ``a``} x {``b``, ``ab``}: ``a`` and ``b`` each change one
     component of ``base`` and ``ab`` changes both (defaults: baseline, ega, mope,
     ega-mope). ``tau_reference`` +- ``tau_margin`` is the equivalence region of the TOST
-    test for the learned EGA threshold. ``seed`` drives every resampling (bootstrap,
-    permutation), so a report is reproducible.
+    test for the learned EGA threshold and the band a stable tau's prediction interval
+    must lie in. ``primary`` is the primary hypothesis (None: the interaction whenever
+    the table holds the four factorial variants). ``smallest_effect`` (in units of
+    ``metric``, nats for a loss) is the smallest effect worth detecting: "seeds needed"
+    is computed at it. ``seed`` drives every resampling (bootstrap, permutation), so a
+    report is reproducible.
     """
 
     base: str = "baseline"
@@ -88,6 +165,8 @@ class AnalysisSettings:
     power: float = 0.8
     n_resamples: int = 9999
     seed: int = 0
+    primary: PrimaryHypothesis | None = None
+    smallest_effect: float | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.confidence < 1.0:
@@ -101,16 +180,30 @@ class AnalysisSettings:
         names = (self.base, self.a, self.b, self.ab)
         if len(set(names)) != 4:
             raise InputError(f"AnalysisSettings: the four factorial variants must differ, got {names}")
+        object.__setattr__(self, "primary", PrimaryHypothesis.parse(self.primary))
+        if self.smallest_effect is not None and not (
+            math.isfinite(self.smallest_effect) and self.smallest_effect > 0.0
+        ):
+            raise InputError(f"analysis.smallest_effect must be a positive number (nats), got {self.smallest_effect!r}")
+
+    @property
+    def alpha(self) -> float:
+        return 1.0 - self.confidence
 
     @property
     def factorial(self) -> dict[str, str]:
         return {"base": self.base, "a": self.a, "b": self.b, "ab": self.ab}
 
+    def primary_or_default(self) -> PrimaryHypothesis:
+        """The declared primary hypothesis, else the interaction."""
+        return self.primary or PrimaryHypothesis("interaction")
+
     @classmethod
     def from_mapping(cls, spec: Mapping[str, Any] | None) -> AnalysisSettings:
         """From a study spec's ``analysis:`` block, e.g.
         ``{"factorial": {"base": ..., "a": ..., "b": ..., "ab": ...}, "tau": {"reference": 0.35, "margin": 0.05},
-        "confidence": 0.95}``; flat field names are accepted too. Unknown keys are an error."""
+        "confidence": 0.95, "primary": "interaction", "smallest_effect": 0.02}``; flat field names
+        are accepted too. Unknown keys are an error."""
         if not spec:
             return cls()
         known = {f.name for f in fields(cls)}
@@ -126,6 +219,8 @@ class AnalysisSettings:
                     if sub not in ("reference", "margin"):
                         raise InputError(f"analysis.tau: unknown key {sub!r}; known: reference, margin")
                     kwargs[f"tau_{sub}"] = v
+            elif key == "primary":
+                kwargs["primary"] = PrimaryHypothesis.parse(value)
             elif key in known:
                 kwargs[key] = value
             else:
@@ -138,16 +233,20 @@ class ContrastResult:
     """A paired-seed contrast (a main effect or the 2x2 interaction) in one cell or
     averaged over cells.
 
-    ``per_seed`` holds the contrast of each complete seed block (``seeds`` its seed ids);
-    ``confidence_interval`` is the t-interval and ``pvalue`` the matching t-test p-value;
-    ``bootstrap_interval`` is a bootstrap interval over seeds (``bootstrap_method``:
-    BCa, or percentile with fewer than 10 seeds); ``permutation_pvalue`` is the sign-flip
-    (paired permutation) p-value. Positive estimates mean: the treatment lowers the loss
-    (main effect), or the combination gains more than the two parts (interaction).
+    ``per_seed`` holds the contrast of each seed (``seeds`` its seed ids), averaged over
+    the cells complete for that seed; ``confidence_interval`` is the t-interval and
+    ``pvalue`` the matching t-test p-value; ``bootstrap_interval`` is a BCa bootstrap
+    interval over seeds, shown only from :data:`BOOTSTRAP_MIN_SEEDS` seeds (None below,
+    with the reason in ``message``); ``permutation_pvalue`` is the sign-flip (paired
+    permutation) p-value. Positive estimates mean: the treatment lowers the loss (main
+    effect), or the combination gains more than the two parts (interaction).
+    ``n_diverged`` counts the diverged runs of the contrast's variants: the contrast is
+    then conditional on the runs that converged, and the verdict says so.
+    ``excluded_cells`` names the cells where no seed had every variant.
     """
 
     name: str
-    kind: str  # "interaction" | "main_effect"
+    kind: str  # "interaction" | "main_effect" | "contrast"
     metric: str
     estimate: float
     confidence_interval: ConfidenceInterval | None
@@ -166,16 +265,32 @@ class ContrastResult:
     n_cells: int = 1
     cell: Mapping[str, Any] = field(default_factory=dict)
     message: str = ""
+    n_diverged: int = 0
+    excluded_cells: tuple = ()
 
     @property
     def standard_error(self) -> float | None:
         return None if self.sd is None or self.n_seeds < 2 else self.sd / math.sqrt(self.n_seeds)
 
     @property
+    def test(self) -> str:
+        """Which test ``pvalue`` belongs to."""
+        return "paired t-test over seeds"
+
+    @property
     def verdict(self) -> str:
         """Words that do not claim more than the interval shows."""
-        if self.n_seeds < 2 or self.confidence_interval is None:
-            return "too few seeds" if self.n_seeds < 2 else (self.message or "no interval")
+        text = self._claim()
+        if self.n_diverged:
+            text += f"; conditional on the runs that converged ({self.n_diverged} diverged)"
+        return text
+
+    def _claim(self) -> str:
+        reason = no_test_reason(self.per_seed)
+        if reason is not None:
+            return reason
+        if self.confidence_interval is None:
+            return self.message or "no test possible"
         ci = self.confidence_interval
         level = f"{self.confidence:.0%} CI"
         if self.kind == "interaction":
@@ -207,6 +322,7 @@ class ContrastResult:
             "sd": self.sd,
             "n_seeds": self.n_seeds,
             "n_dropped": self.n_dropped,
+            "n_diverged": self.n_diverged,
             "n_cells": self.n_cells,
             "method": self.method,
             "verdict": self.verdict,
@@ -239,18 +355,32 @@ class TrendResult:
     n_dropped: int = 0
     confidence: float = 0.95
     message: str = ""
+    n_diverged: int = 0
+
+    @property
+    def test(self) -> str:
+        return "t-test of the per-seed slopes"
 
     @property
     def verdict(self) -> str:
+        text = self._claim()
+        if self.n_diverged:
+            text += f"; conditional on the runs that converged ({self.n_diverged} diverged)"
+        return text
+
+    def _claim(self) -> str:
+        reason = no_test_reason(self.per_seed)
+        if reason is not None and self.method.startswith("per-seed"):
+            return reason
         if self.confidence_interval is None:
-            return self.message or "too few seeds"
+            return self.message or "no test possible"
         ci = self.confidence_interval
         what = "size" if self.against == "params" else "context" if self.against == "context_length" else self.against
         if ci.low > 0:
             return f"effect grows with {what} ({self.confidence:.0%} CI of slope > 0)"
         if ci.high < 0:
             return f"effect shrinks with {what} ({self.confidence:.0%} CI of slope < 0)"
-        return f"no detectable trend with {what}"
+        return f"slope against {what} not distinguishable from 0"
 
     def to_row(self) -> dict[str, Any]:
         ci = self.confidence_interval
@@ -275,7 +405,14 @@ class TrendResult:
 class SeedsNeededResult:
     """Seeds needed to detect ``effect`` with ``power`` at level ``alpha``, given the
     seed-to-seed standard deviation ``sd`` of the per-seed contrast (paired design,
-    one-sample t-test on the per-seed contrasts)."""
+    one-sample t-test on the per-seed contrasts).
+
+    ``sd_interval`` is the chi-square confidence interval of ``sd`` when it was estimated
+    from ``sd_df + 1`` seeds; ``n_seeds_range`` the seeds needed at its two ends (low sd:
+    fewer seeds; high sd: more; None for "more than the search limit"). ``post_hoc`` is
+    True when ``effect`` is the observed estimate rather than a stated smallest effect of
+    interest: such a figure says little and is labelled as post-hoc.
+    """
 
     n_seeds: int | None
     effect: float
@@ -286,41 +423,100 @@ class SeedsNeededResult:
     effect_size: float
     method: str
     message: str = ""
+    sd_interval: ConfidenceInterval | None = None
+    sd_df: int | None = None
+    n_seeds_range: tuple[int | None, int | None] | None = None
+    post_hoc: bool = False
+
+    def range_text(self) -> str:
+        """``"12 (range 4 to 310)"``; "more than N" where the search stopped."""
+
+        def one(n: int | None) -> str:
+            return "n/a" if n is None else str(n)
+
+        head = one(self.n_seeds) if self.n_seeds is not None else (self.message or "n/a")
+        if self.n_seeds_range is None:
+            return head
+        low, high = self.n_seeds_range
+        return f"{head} (range {one(low)} to {one(high) if high is not None else 'more than the limit'})"
 
 
 @dataclass(frozen=True)
 class HeterogeneityResult:
-    """Does the learned tau differ between the levels of ``factor``? One-way ANOVA and
-    Kruskal-Wallis across per-run values."""
+    """Does the learned tau differ between the levels of ``factor``, with the seed as the
+    unit?
+
+    ``design`` is ``"crossed"`` (the same seeds run every level: repeated-measures ANOVA
+    on the seed x level means, ``statsmodels`` ``AnovaRM``, with Friedman's test, or
+    Wilcoxon's for two levels, as the rank check), ``"nested"`` (each seed runs one
+    level: one-way ANOVA on the per-seed means, Kruskal-Wallis as the rank check) or
+    ``"runs"`` (no seed column: runs are the units). ``pvalue_holm`` is adjusted across
+    the factors tested (Holm). ``equivalence_pvalue`` is the largest over levels of the
+    TOST p-value of that level's mean against ``reference`` +- ``margin``
+    (intersection-union test): below ``alpha`` the mean lies within the band at *every*
+    level, the only basis for "converges to the reference whatever the factor".
+    """
 
     factor: str
     levels: tuple
     group_means: tuple
     group_sizes: tuple
-    anova_pvalue: float | None
-    kruskal_pvalue: float | None
+    design: str
+    test: str
+    pvalue: float | None
+    rank_test: str = ""
+    rank_pvalue: float | None = None
+    pvalue_holm: float | None = None
+    n_seeds: int = 0
+    dropped_seeds: tuple = ()
+    reference: float | None = None
+    margin: float | None = None
+    equivalence_pvalue: float | None = None
+    equivalence_pvalue_holm: float | None = None
+    alpha: float = 0.05
     message: str = ""
 
     @property
+    def differs(self) -> bool:
+        p = self.pvalue_holm if self.pvalue_holm is not None else self.pvalue
+        return p is not None and p < self.alpha
+
+    @property
+    def equivalent_at_every_level(self) -> bool:
+        p = self.equivalence_pvalue_holm if self.equivalence_pvalue_holm is not None else self.equivalence_pvalue
+        return p is not None and p < self.alpha
+
+    @property
     def verdict(self) -> str:
-        if self.anova_pvalue is None:
-            return self.message or "not testable"
-        return (
-            f"differs across {self.factor} (ANOVA p={format_pvalue(self.anova_pvalue)})"
-            if self.anova_pvalue < 0.05
-            else f"no detectable difference across {self.factor} (ANOVA p={format_pvalue(self.anova_pvalue)})"
+        if self.pvalue is None:
+            return self.message or "no test possible"
+        p = f"{self.test} p={format_pvalue(self.pvalue)}"
+        if self.pvalue_holm is not None:
+            p += f", Holm p={format_pvalue(self.pvalue_holm)}"
+        head = (
+            f"differs across {self.factor} ({p})" if self.differs else f"not distinguishable across {self.factor} ({p})"
         )
+        if self.equivalence_pvalue is None or self.reference is None:
+            return head
+        band = f"{self.reference:g} ± {self.margin:g}"
+        q = self.equivalence_pvalue_holm if self.equivalence_pvalue_holm is not None else self.equivalence_pvalue
+        if self.equivalent_at_every_level:
+            return f"{head}; mean within {band} at every level (TOST, largest p={format_pvalue(q)})"
+        return f"{head}; equivalence to {band} at every level not shown (TOST, largest p={format_pvalue(q)})"
 
 
 @dataclass(frozen=True)
 class OpenFractionResult:
-    """The fraction of open gates beside two explanations of it.
+    """The fraction of open gates beside two readings of it.
 
-    ``gaussian_tail`` = mean over runs of 1 - Phi(tau): what a standard-normal
-    (z-normalised) energy predicts. ``difference`` = open - tail per run, with its
-    t-interval: an interval covering 0 means the Gaussian tail alone explains the
-    measured fraction. ``content_fraction`` is the corpus's content-word fraction and
-    ``ground_truth`` the true salient fraction of a synthetic corpus, when known.
+    ``gaussian_tail`` is what standard-normal (z-normalised) energies predict: per run
+    the mean over heads of ``1 - Phi(tau_h)`` (from ``tau_heads``), or ``1 - Phi(tau_mean)``
+    when the table has no per-head taus (``reference_method`` says which; the latter is
+    biased whenever heads differ). ``difference`` = open - tail (per-seed means) with
+    its t-interval and t-test p-value: an interval covering 0 means the measured
+    fraction is *consistent with* the tail, not that the tail explains it.
+    ``content_fraction`` is the corpus's content-word fraction and ``ground_truth`` the
+    true salient fraction of a synthetic corpus, when known.
     """
 
     estimate: float
@@ -334,32 +530,43 @@ class OpenFractionResult:
     ground_truth: float | None = None
     confidence: float = 0.95
     message: str = ""
+    reference_method: str = "mean over heads of 1 - Phi(tau_h)"
+    n_seeds: int = 0
+
+    @property
+    def test(self) -> str:
+        return "t-test of open - tail over seeds"
 
     @property
     def verdict(self) -> str:
-        parts = [f"open {self.estimate:.3f} vs 1-Phi(tau) {self.gaussian_tail:.3f}"]
+        parts = [f"open {self.estimate:.3f} vs Gaussian tail {self.gaussian_tail:.3f}:"]
         if self.difference_interval is None:
-            parts.append("(too few runs to compare)")
+            parts.append(self.message if self.message.startswith("no test possible") else "no test possible")
         elif self.difference_interval.excludes(0.0):
-            parts.append("(differs from the Gaussian tail: CI of the difference excludes 0)")
+            parts.append(f"differs from the Gaussian tail ({self.confidence:.0%} CI of the difference excludes 0)")
         else:
-            parts.append("(consistent with the Gaussian tail alone)")
+            parts.append(f"consistent with the Gaussian tail ({self.confidence:.0%} CI of the difference covers 0)")
         if self.content_fraction is not None:
             parts.append(f"; content-word fraction {self.content_fraction:.3f}")
         if self.ground_truth is not None:
             parts.append(f"; ground truth {self.ground_truth:.3f}")
-        return " ".join(parts)
+        return " ".join(parts).replace(" ;", ";")
 
 
 @dataclass(frozen=True)
 class TauStabilityResult:
     """The learned EGA threshold across seeds, against ``reference`` +- ``margin``.
 
-    ``estimate`` is the mean over seeds of the per-seed tau (each run's mean over layers
-    and heads, averaged over the seed's runs); ``confidence_interval`` its t-interval;
-    ``tost_pvalue`` the two one-sided tests' p-value (max of the two): below
-    1 - ``confidence`` the mean is *equivalent* to the reference within the margin.
-    ``pvalue`` is the ordinary two-sided t-test against the reference.
+    Two questions, kept apart. *Is the mean near the reference?* ``estimate`` is the mean
+    over seeds of the per-seed tau (each run's mean over layers and heads, averaged over
+    the seed's runs); ``confidence_interval`` its t-interval; ``tost_pvalue`` the two
+    one-sided tests' p-value (max of the two), ``equivalence_interval`` the matching
+    (1 - 2 alpha) t-interval (90 % for alpha = 0.05): below alpha the mean is
+    *equivalent* to the reference within the margin. ``pvalue`` is the ordinary
+    two-sided t-test against the reference. *Does a new run land near it?*
+    ``prediction_interval`` is the t prediction interval for a new seed's tau,
+    ``mean +- t_{1-alpha/2, n-1} s sqrt(1 + 1/n)``; ``stable`` is True only when it lies
+    inside the band; ``within_band_fraction`` is the share of the seeds inside the band.
     """
 
     estimate: float
@@ -380,14 +587,34 @@ class TauStabilityResult:
     n_dropped: int = 0
     confidence: float = 0.95
     message: str = ""
+    prediction_interval: ConfidenceInterval | None = None
+    equivalence_interval: ConfidenceInterval | None = None
+    within_band_fraction: float | None = None
+    stable: bool = False
+
+    @property
+    def band(self) -> ConfidenceInterval:
+        return ConfidenceInterval(self.reference - self.margin, self.reference + self.margin)
+
+    @property
+    def test(self) -> str:
+        return "TOST (two one-sided t-tests)"
 
     @property
     def verdict(self) -> str:
-        if self.tost_pvalue is None:
-            return "too few seeds" if self.n_seeds < 2 else (self.message or "not testable")
+        reason = no_test_reason(self.per_seed)
+        if reason is not None:
+            return reason
+        if self.tost_pvalue is None or self.prediction_interval is None:
+            return self.message or "no test possible"
         band = f"{self.reference:g} ± {self.margin:g}"
-        p = format_pvalue(self.tost_pvalue)
-        return f"equivalent to {band} (TOST p={p})" if self.equivalent else f"not equivalent to {band} (TOST p={p})"
+        tost = f"TOST p={format_pvalue(self.tost_pvalue)}"
+        new_runs = f"{self.confidence:.0%} of new runs fall in {format_interval(self.prediction_interval, False, 3)}"
+        if self.stable:
+            return f"stable: {new_runs}, inside {band} (mean equivalent, {tost})"
+        if self.equivalent:
+            return f"mean equivalent to {band} ({tost}) but not stable: {new_runs}"
+        return f"not stable: {new_runs}; mean not shown equivalent to {band} ({tost})"
 
 
 @dataclass(frozen=True)
@@ -415,6 +642,8 @@ class MopeScalesResult:
 
 
 __all__ = [
+    "BOOTSTRAP_MIN_SEEDS",
+    "BOOTSTRAP_SMALL_N",
     "NEEDS_TWO_SEEDS",
     "AnalysisSettings",
     "ConfidenceInterval",
@@ -422,11 +651,13 @@ __all__ = [
     "HeterogeneityResult",
     "MopeScalesResult",
     "OpenFractionResult",
+    "PrimaryHypothesis",
     "SeedsNeededResult",
     "TauStabilityResult",
     "TrendResult",
     "format_interval",
     "format_pvalue",
-    "_readonly",
     "has_spread",
+    "no_test_reason",
+    "readonly_array",
 ]

@@ -1,17 +1,24 @@
-"""Is the learned EGA threshold tau really about 0.35, whatever the run? And is the
-fraction of open gates a property of the text or just the Gaussian tail above tau?
+"""Does a new run's learned EGA threshold tau land near 0.35? Does tau depend on the
+size, context, corpus or initial value? And is the fraction of open gates a property of
+the text or just the Gaussian tail above tau?
 
 The EGA gate on key j is ``g_j = sigmoid(alpha (e~_j - tau))`` with ``e~_j`` a
 z-normalised energy, so a gate is open (g_j > 1/2) exactly when ``e~_j > tau``. If the
-normalised energies were standard normal, the open fraction would be ``1 - Phi(tau)``
-whatever the corpus: 0.363 at tau = 0.35, the papers' "36 % of tokens". The analysis
-sets the measured open fraction beside that tail and beside the corpus's content-word
-fraction (and a synthetic corpus's true salient fraction), so the two explanations can
-be told apart.
+normalised energies were standard normal, head h would open for a fraction
+``1 - Phi(tau_h)`` of the keys whatever the corpus: 0.363 at tau = 0.35, the papers'
+"36 % of tokens". The analysis sets the measured open fraction beside the mean over
+heads of that tail and beside the corpus's content-word fraction (and a synthetic
+corpus's true salient fraction), so the two readings can be told apart.
+
+The seed is the unit throughout (``STATISTICS.md``): the runs of one seed (variants,
+cells) are averaged before any interval or test. "Stable" is a claim about new runs and
+uses a prediction interval; "equivalent" is a claim about the mean and uses TOST;
+"converges whatever X" needs the mean inside the band at every level of X.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -27,26 +34,44 @@ from harness.analysis.results_types import (
     HeterogeneityResult,
     OpenFractionResult,
     TauStabilityResult,
-    _readonly,
     has_spread,
+    readonly_array,
 )
 from harness.errors import InputError
 
 DEFAULT_FACTORS = ("size", "context_length", "dataset", "tau_init", "variant")
 CONTENT_FRACTION_COLUMN = "content_fraction"  # the corpus's content-word fraction, per run
 GROUND_TRUTH_COLUMN = "salient_fraction"  # true salient fraction (synthetic-salience), per run
+HEADS_COLUMN = "tau_heads"  # every head's tau of a run (list column)
 
 
-def tost_pvalue(values: np.ndarray, low: float, high: float) -> float:
+# ----------------------------------------------------------------------------- primitives
+def tost_pvalue(values: np.ndarray, low: float, high: float, *, axis: int = -1) -> Any:
     """Two one-sided t-tests (Schuirmann): H0 mean <= low, and H0 mean >= high.
 
     ``p = max(P(T_{n-1} >= (m - low)/se), P(T_{n-1} <= (m - high)/se))``; below alpha
-    the mean lies within (low, high) at level alpha, i.e. the (1 - 2 alpha) interval
-    lies inside the bounds.
+    the mean lies within (low, high) at level alpha, i.e. the (1 - 2 alpha) t-interval
+    lies inside the bounds. Along ``axis`` for a batch of samples.
     """
-    p_low = stats.ttest_1samp(values, low, alternative="greater").pvalue
-    p_high = stats.ttest_1samp(values, high, alternative="less").pvalue
-    return float(max(p_low, p_high))
+    p_low = stats.ttest_1samp(values, low, alternative="greater", axis=axis).pvalue
+    p_high = stats.ttest_1samp(values, high, alternative="less", axis=axis).pvalue
+    p = np.maximum(p_low, p_high)
+    return float(p) if np.ndim(p) == 0 else p
+
+
+def prediction_interval(values: np.ndarray, *, confidence: float = 0.95, axis: int = -1) -> ConfidenceInterval:
+    """The t prediction interval for one new draw from the population of ``values``:
+    ``mean +- t_{(1+confidence)/2, n-1} s sqrt(1 + 1/n)`` (normal data: it covers a new
+    seed's value with probability ``confidence``). Along ``axis`` for a batch."""
+    values = np.asarray(values, dtype=float)
+    n = values.shape[axis]
+    if n < 2:
+        raise InputError(f"prediction_interval: {NEEDS_TWO_SEEDS}")
+    mean = values.mean(axis=axis)
+    half = stats.t.ppf(0.5 + confidence / 2.0, n - 1) * values.std(axis=axis, ddof=1) * math.sqrt(1.0 + 1.0 / n)
+    if np.ndim(mean) == 0:
+        return ConfidenceInterval(float(mean - half), float(mean + half))
+    return ConfidenceInterval(mean - half, mean + half)
 
 
 def _gated_rows(df: pl.DataFrame, column: str, variants: Sequence[str] | None) -> tuple[pl.DataFrame, int]:
@@ -83,37 +108,6 @@ def _unit_means(rows: pl.DataFrame, column: str) -> tuple[np.ndarray, tuple]:
     return per.get_column(column).to_numpy(), tuple(per.get_column("seed").to_list())
 
 
-def tau_heterogeneity(
-    df: pl.DataFrame, factor: str, *, column: str = "tau_mean", variants: Sequence[str] | None = None
-) -> HeterogeneityResult:
-    """Does tau differ across the levels of ``factor`` (size, context, corpus, initial
-    value...)? One-way ANOVA (``scipy.stats.f_oneway``) and Kruskal-Wallis
-    (``scipy.stats.kruskal``) over per-run values; a missing ``tau_init`` is the level
-    "default"."""
-    rows, _ = _gated_rows(df, column, variants)
-    require_columns(rows, (factor,))
-    levels_col = pl.col(factor).cast(pl.String).fill_null("default")
-    groups = rows.with_columns(levels_col.alias("__level")).partition_by("__level", as_dict=True)
-    ordered = sorted(groups.items(), key=lambda kv: _level_key(kv[0][0]))
-    levels = tuple(k[0] for k, _ in ordered)
-    samples = [g.get_column(column).cast(pl.Float64).to_numpy() for _, g in ordered]
-    means = tuple(float(np.mean(s)) for s in samples)
-    sizes = tuple(len(s) for s in samples)
-    if len(samples) < 2:
-        return HeterogeneityResult(factor, levels, means, sizes, None, None, f"one level of {factor} only")
-    if min(sizes) < 2:
-        return HeterogeneityResult(
-            factor, levels, means, sizes, None, None, f"a level of {factor} has a single run: no within-level spread"
-        )
-    if np.ptp(np.concatenate(samples)) == 0:
-        return HeterogeneityResult(factor, levels, means, sizes, None, None, "all runs have the same tau")
-    anova = float(stats.f_oneway(*samples).pvalue)
-    kruskal = float(stats.kruskal(*samples).pvalue)
-    return HeterogeneityResult(
-        factor, levels, means, sizes, None if math.isnan(anova) else anova, None if math.isnan(kruskal) else kruskal
-    )
-
-
 def _level_key(level: Any) -> tuple:
     try:
         return (0, float(level), "")
@@ -121,6 +115,168 @@ def _level_key(level: Any) -> tuple:
         return (1, 0.0, str(level))
 
 
+# ----------------------------------------------------------------------------- heterogeneity
+def _seed_level_matrix(rows: pl.DataFrame, column: str, levels: list[str]) -> tuple[np.ndarray, tuple, tuple]:
+    """(n_complete_seeds, n_levels) means of each seed at each level, the complete seeds
+    (those that ran every level) and the seeds dropped for lacking a level."""
+    means = rows.group_by("seed", "__level").agg(pl.col(column).cast(pl.Float64).mean())
+    table: dict[Any, dict[str, float]] = {}
+    for seed, level, value in means.iter_rows():
+        table.setdefault(seed, {})[level] = value
+    complete = sorted(s for s, by in table.items() if len(by) == len(levels))
+    dropped = tuple(sorted(s for s in table if s not in complete))
+    matrix = np.array([[table[s][lev] for lev in levels] for s in complete], dtype=float)
+    return matrix.reshape(len(complete), len(levels)), tuple(complete), dropped
+
+
+def _rm_anova_pvalue(matrix: np.ndarray, factor: str) -> float:
+    """Repeated-measures ANOVA (``statsmodels`` ``AnovaRM``) on a (seeds, levels) matrix."""
+    import pandas as pd
+    from statsmodels.stats.anova import AnovaRM
+
+    n, k = matrix.shape
+    long = pd.DataFrame({"seed": np.repeat(np.arange(n), k), "level": np.tile(np.arange(k), n), "y": matrix.ravel()})
+    table = AnovaRM(long, "y", "seed", within=["level"]).fit().anova_table
+    return float(table["Pr > F"].iloc[0])
+
+
+def _crossed_test(matrix: np.ndarray, factor: str) -> tuple[float | None, str, float | None, str]:
+    """(p, test, rank p, rank test) with the seed as a blocking factor."""
+    p = _rm_anova_pvalue(matrix, factor)
+    if matrix.shape[1] >= 3:
+        rank_test, rank_p = "Friedman", float(stats.friedmanchisquare(*matrix.T).pvalue)
+    else:
+        diff = matrix[:, 1] - matrix[:, 0]
+        rank_test = "Wilcoxon signed-rank"
+        rank_p = float(stats.wilcoxon(diff).pvalue) if np.any(diff != 0) else None
+    return (None if math.isnan(p) else p), "RM-ANOVA", rank_p, rank_test
+
+
+def _level_equivalence(samples: list[np.ndarray], reference: float | None, margin: float | None) -> float | None:
+    """Largest over levels of the TOST p of the level's per-seed values against the band
+    (intersection-union: below alpha, every level's mean is inside the band)."""
+    if reference is None or margin is None:
+        return None
+    if any(len(s) < 2 or not has_spread(s) for s in samples):
+        return None
+    return max(tost_pvalue(s, reference - margin, reference + margin) for s in samples)
+
+
+def tau_heterogeneity(
+    df: pl.DataFrame,
+    factor: str,
+    *,
+    column: str = "tau_mean",
+    variants: Sequence[str] | None = None,
+    reference: float | None = None,
+    margin: float | None = None,
+    confidence: float = 0.95,
+) -> HeterogeneityResult:
+    """Does tau differ across the levels of ``factor`` (size, context, corpus, initial
+    value...)? The unit is the seed: each seed's runs are averaged within each level first.
+
+    - Seeds *crossed* with the levels (a seed runs several levels; in a study grid every
+      seed runs every level): repeated-measures ANOVA on the seed x level means
+      (``statsmodels.stats.anova.AnovaRM``, which assumes sphericity), with Friedman's
+      test (two levels: Wilcoxon's signed-rank test) as the rank check. Seeds missing a
+      level are dropped and named.
+    - Seeds *nested* in the levels (each seed runs one level): one-way ANOVA on the
+      per-seed means (``scipy.stats.f_oneway``), Kruskal-Wallis as the rank check.
+    - No ``seed`` column: the runs are the units (said in ``message``).
+
+    With ``reference`` and ``margin``, each level's mean is also tested for equivalence
+    to ``reference`` +- ``margin`` (TOST per level; ``equivalence_pvalue`` is the largest
+    p): the only basis for "converges to the reference whatever ``factor``". A missing
+    ``tau_init`` is the level "default".
+    """
+    rows, _ = _gated_rows(df, column, variants)
+    require_columns(rows, (factor,))
+    rows = rows.with_columns(pl.col(factor).cast(pl.String).fill_null("default").alias("__level"))
+    levels = sorted(set(rows.get_column("__level").to_list()), key=_level_key)
+    base = dict(factor=factor, levels=tuple(levels), reference=reference, margin=margin, alpha=1.0 - confidence)
+    if len(levels) < 2:
+        message = f"one level of {factor} only"
+        return HeterogeneityResult(
+            **base, group_means=(), group_sizes=(), design="", test="", pvalue=None, message=message
+        )
+    if "seed" not in rows.columns:
+        samples = [
+            rows.filter(pl.col("__level") == lev).get_column(column).cast(pl.Float64).to_numpy() for lev in levels
+        ]
+        return _independent_groups(base, samples, "runs", "no seed column: the runs are treated as independent units")
+    seeds_per = rows.group_by("seed").agg(pl.col("__level").n_unique().alias("k"))
+    if int(seeds_per.get_column("k").max()) == 1:  # every seed ran one level: nested
+        per_seed = rows.group_by("seed", "__level").agg(pl.col(column).cast(pl.Float64).mean())
+        samples = [per_seed.filter(pl.col("__level") == lev).get_column(column).to_numpy() for lev in levels]
+        return _independent_groups(base, samples, "nested", "")
+    matrix, seeds, dropped = _seed_level_matrix(rows, column, levels)
+    common = dict(base, design="crossed", n_seeds=len(seeds), dropped_seeds=dropped)
+    common.update(group_means=tuple(matrix.mean(axis=0).tolist()), group_sizes=(len(seeds),) * len(levels))
+    note = f"seed(s) {', '.join(map(str, dropped))} lack a level of {factor}: dropped" if dropped else ""
+    if len(seeds) < 2:
+        message = f"no test possible (fewer than 2 seeds ran every level of {factor})"
+        return HeterogeneityResult(**common, test="RM-ANOVA", pvalue=None, message=message)
+    if not has_spread(matrix.ravel()):
+        return HeterogeneityResult(**common, test="RM-ANOVA", pvalue=None, message="no test possible (zero spread)")
+    p, test, rank_p, rank_test = _crossed_test(matrix, factor)
+    message = note if p is not None else "no test possible (zero spread within seeds)"
+    return HeterogeneityResult(
+        **common,
+        test=test,
+        pvalue=p,
+        rank_test=rank_test,
+        rank_pvalue=rank_p,
+        equivalence_pvalue=_level_equivalence(list(matrix.T), reference, margin),
+        message=message,
+    )
+
+
+def _independent_groups(base: dict[str, Any], samples: list[np.ndarray], design: str, note: str) -> HeterogeneityResult:
+    """One-way ANOVA and Kruskal-Wallis across independent groups (seed means or runs)."""
+    unit = "run" if design == "runs" else "seed"
+    common = dict(base, design=design, n_seeds=int(sum(len(s) for s in samples)))
+    common.update(group_means=tuple(float(np.mean(s)) for s in samples), group_sizes=tuple(len(s) for s in samples))
+    test = "ANOVA on runs" if design == "runs" else "ANOVA on seed means"
+    if min(len(s) for s in samples) < 2:
+        message = f"no test possible (a level of {base['factor']} has a single {unit})"
+        return HeterogeneityResult(**common, test=test, pvalue=None, message=message)
+    if not has_spread(np.concatenate(samples)):
+        return HeterogeneityResult(**common, test=test, pvalue=None, message="no test possible (zero spread)")
+    p = float(stats.f_oneway(*samples).pvalue)
+    rank_p = float(stats.kruskal(*samples).pvalue)
+    return HeterogeneityResult(
+        **common,
+        test=test,
+        pvalue=None if math.isnan(p) else p,
+        rank_test="Kruskal-Wallis",
+        rank_pvalue=None if math.isnan(rank_p) else rank_p,
+        equivalence_pvalue=_level_equivalence(samples, base["reference"], base["margin"]),
+        message=note if not math.isnan(p) else "no test possible (zero spread within levels)",
+    )
+
+
+def _holm(results: list[HeterogeneityResult]) -> list[HeterogeneityResult]:
+    """Holm's adjustment across the factors tested, of the difference p-values and of
+    the per-level equivalence p-values (``statsmodels`` ``multipletests``)."""
+    from statsmodels.stats.multitest import multipletests
+
+    adjusted: dict[str, dict[int, float]] = {"pvalue_holm": {}, "equivalence_pvalue_holm": {}}
+    for name, attr in (("pvalue_holm", "pvalue"), ("equivalence_pvalue_holm", "equivalence_pvalue")):
+        idx = [i for i, r in enumerate(results) if getattr(r, attr) is not None]
+        if idx:
+            adj = multipletests([getattr(results[i], attr) for i in idx], method="holm")[1]
+            adjusted[name] = dict(zip(idx, map(float, adj), strict=True))
+    return [
+        dataclasses.replace(
+            r,
+            pvalue_holm=adjusted["pvalue_holm"].get(i),
+            equivalence_pvalue_holm=adjusted["equivalence_pvalue_holm"].get(i),
+        )
+        for i, r in enumerate(results)
+    ]
+
+
+# ----------------------------------------------------------------------------- open fraction
 def _mean_known(rows: pl.DataFrame, column: str, given: float | Mapping[str, float] | None) -> float | None:
     """A corpus-level number: ``given`` (a float, or per dataset, averaged over the runs),
     else the mean of ``column`` when the table has it."""
@@ -137,6 +293,24 @@ def _mean_known(rows: pl.DataFrame, column: str, given: float | Mapping[str, flo
     return None
 
 
+def gaussian_tails(rows: pl.DataFrame, column: str = "tau_mean") -> tuple[np.ndarray, int]:
+    """Per run, what standard-normal energies would open: the mean over heads of
+    ``1 - Phi(tau_h)`` from ``tau_heads``, or ``1 - Phi(tau_mean)`` for a run without
+    per-head taus. Returns the tails and the number of runs that fell back."""
+    fallback = stats.norm.sf(rows.get_column(column).cast(pl.Float64).to_numpy())
+    if HEADS_COLUMN not in rows.columns:
+        return fallback, rows.height
+    tails = fallback.copy()
+    n_fallback = 0
+    for i, heads in enumerate(rows.get_column(HEADS_COLUMN).to_list()):
+        values = np.asarray([h for h in (heads or []) if h is not None], dtype=float)
+        if values.size and np.all(np.isfinite(values)):
+            tails[i] = float(np.mean(stats.norm.sf(values)))
+        else:
+            n_fallback += 1
+    return tails, n_fallback
+
+
 def open_fraction_analysis(
     df: pl.DataFrame,
     *,
@@ -146,9 +320,12 @@ def open_fraction_analysis(
     content_fraction: float | Mapping[str, float] | None = None,
     ground_truth: float | Mapping[str, float] | None = None,
 ) -> OpenFractionResult:
-    """The measured open fraction beside the Gaussian tail ``1 - Phi(tau)`` of each run
-    (per-seed means of ``open_fraction - (1 - Phi(tau))`` with a t-interval: an interval
-    covering 0 says the tail alone explains it), and beside the content-word fraction
+    """The measured open fraction beside the Gaussian tail of each run, the mean over its
+    heads of ``1 - Phi(tau_h)`` (:func:`gaussian_tails`; ``1 - Phi(tau_mean)`` only for
+    runs without ``tau_heads``, and ``message`` says so). Per-seed means of
+    ``open_fraction - tail`` get a t-interval and a t-test: an interval covering 0 says
+    the fraction is *consistent with* the tail (which does not make the tail its cause),
+    one excluding 0 that it *differs*. Beside them the content-word fraction
     (``content_fraction``: a float, a dataset -> fraction mapping, or the column
     ``content_fraction``) and the synthetic ground truth (``ground_truth`` or the column
     ``salient_fraction``)."""
@@ -157,13 +334,22 @@ def open_fraction_analysis(
     rows = rows.filter(pl.col("open_fraction").is_not_null() & pl.col("open_fraction").is_finite())
     if rows.height == 0:
         raise InputError("no finished gated run has an open_fraction value")
-    rows = rows.with_columns(
-        pl.Series("__tail", stats.norm.sf(rows.get_column(column).cast(pl.Float64).to_numpy())),
-    ).with_columns((pl.col("open_fraction") - pl.col("__tail")).alias("__diff"))
+    tails, n_fallback = gaussian_tails(rows, column)
+    rows = rows.with_columns(pl.Series("__tail", tails)).with_columns(
+        (pl.col("open_fraction") - pl.col("__tail")).alias("__diff")
+    )
     open_units, _ = _unit_means(rows, "open_fraction")
     diff_units, _ = _unit_means(rows, "__diff")
     ci = diff_ci = diff_p = None
-    message = ""
+    notes = []
+    if n_fallback == rows.height:
+        reference = "1 - Phi(mean tau) (no tau_heads in the table)"
+        notes.append("no per-head taus (tau_heads): the tail is 1 - Phi(mean tau), biased when heads differ")
+    elif n_fallback:
+        reference = "mean over heads of 1 - Phi(tau_h)"
+        notes.append(f"{n_fallback} run(s) without tau_heads use 1 - Phi(mean tau)")
+    else:
+        reference = "mean over heads of 1 - Phi(tau_h)"
     if has_spread(open_units):
         c = stats.ttest_1samp(open_units, 0.0).confidence_interval(confidence_level=confidence)
         ci = ConfidenceInterval(float(c.low), float(c.high))
@@ -172,11 +358,11 @@ def open_fraction_analysis(
         c = res.confidence_interval(confidence_level=confidence)
         diff_ci, diff_p = ConfidenceInterval(float(c.low), float(c.high)), float(res.pvalue)
     else:
-        message = NEEDS_TWO_SEEDS if len(diff_units) < 2 else "zero spread across seeds"
+        notes.insert(0, "no test possible (1 seed)" if len(diff_units) < 2 else "no test possible (zero spread)")
     return OpenFractionResult(
         estimate=float(np.mean(open_units)),
         confidence_interval=ci,
-        gaussian_tail=float(rows.get_column("__tail").mean()),
+        gaussian_tail=float(np.mean(tails)),
         difference=float(np.mean(diff_units)),
         difference_interval=diff_ci,
         difference_pvalue=diff_p,
@@ -184,7 +370,29 @@ def open_fraction_analysis(
         content_fraction=_mean_known(rows, CONTENT_FRACTION_COLUMN, content_fraction),
         ground_truth=_mean_known(rows, GROUND_TRUTH_COLUMN, ground_truth),
         confidence=confidence,
-        message=message,
+        message="; ".join(notes),
+        reference_method=reference,
+        n_seeds=len(diff_units),
+    )
+
+
+# ----------------------------------------------------------------------------- stability
+def _stability_numbers(units: np.ndarray, reference: float, margin: float, confidence: float) -> dict[str, Any]:
+    """t-interval, t-test, TOST with its (1 - 2 alpha) interval, prediction interval."""
+    low, high = reference - margin, reference + margin
+    res = stats.ttest_1samp(units, reference)
+    c = res.confidence_interval(confidence_level=confidence)
+    e = res.confidence_interval(confidence_level=1.0 - 2.0 * (1.0 - confidence))
+    pi = prediction_interval(units, confidence=confidence)
+    tost = tost_pvalue(units, low, high)
+    return dict(
+        confidence_interval=ConfidenceInterval(float(c.low), float(c.high)),
+        pvalue=float(res.pvalue),
+        tost_pvalue=tost,
+        equivalent=bool(tost < 1.0 - confidence),
+        equivalence_interval=ConfidenceInterval(float(e.low), float(e.high)),
+        prediction_interval=pi,
+        stable=pi.inside(low, high),
     )
 
 
@@ -202,17 +410,31 @@ def tau_stability(
 ) -> TauStabilityResult:
     """The learned threshold tau across runs, against ``reference`` +- ``margin``.
 
-    Each run's tau is its mean over layers and heads (``tau_mean``; the spread over
-    heads is ``tau_head_sd`` when the table has it). Seeds are the independent units:
-    the runs of one seed (several variants or cells) are averaged first. The mean gets a
-    t-interval, a two-sided t-test against ``reference`` (``pvalue``) and a TOST
-    equivalence test against ``[reference - margin, reference + margin]``
-    (``tost_pvalue``; ``equivalent`` when it is below ``1 - confidence``). Heterogeneity
-    across each of ``factors`` present with >= 2 levels (ANOVA and Kruskal-Wallis), and
-    the open fraction against ``1 - Phi(tau)`` when ``open_fraction`` is present.
+    Each run's tau is its mean over layers and heads (``tau_mean``). Seeds are the
+    independent units: the runs of one seed (several variants or cells) are averaged
+    first. The mean gets a t-interval, a two-sided t-test against ``reference``
+    (``pvalue``) and a TOST equivalence test against the band ``[reference - margin,
+    reference + margin]`` (``tost_pvalue``, with its (1 - 2 alpha) interval;
+    ``equivalent`` below alpha = ``1 - confidence``). Stability is a claim about new
+    runs: the t prediction interval for a new seed's tau (:func:`prediction_interval`)
+    must lie inside the band (``stable``); ``within_band_fraction`` is the share of seeds
+    already inside it. Heterogeneity across each of ``factors`` present with >= 2 levels
+    (:func:`tau_heterogeneity`, seeds as units, Holm-adjusted across the factors), and
+    the open fraction against the Gaussian tail when ``open_fraction`` is present.
 
     Runs that did not finish, or without a tau, of a gated variant are dropped and
     counted; variants without a gate (tau null everywhere) are ignored.
+
+    Examples
+    --------
+    Forty seeds scattered around 0.35 with sd 0.10: the mean is equivalent, a new run is
+    not predictably inside the band.
+
+    >>> import numpy as np, polars as pl
+    >>> tau = np.random.default_rng(1).normal(0.35, 0.10, 40)
+    >>> res = tau_stability(pl.DataFrame({"seed": range(40), "tau_mean": tau}))
+    >>> res.equivalent, res.stable
+    (True, False)
     """
     if not 0.0 < confidence < 1.0:
         raise InputError(f"confidence must lie in (0, 1), got {confidence}")
@@ -221,59 +443,75 @@ def tau_stability(
     rows, n_dropped = _gated_rows(df, column, variants)
     units, seeds = _unit_means(rows, column)
     n = len(units)
-    estimate = float(np.mean(units))
-    ci = pvalue = tost = None
+    numbers: dict[str, Any] = dict(
+        confidence_interval=None, pvalue=None, tost_pvalue=None, equivalent=False, stable=False
+    )
     message = ""
     if n < 2:
         message = f"{n} seed: {NEEDS_TWO_SEEDS}"
     elif not has_spread(units):
-        ci = ConfidenceInterval(estimate, estimate)
-        message = "every seed has the same tau (zero spread): no test is possible"
+        message = "every seed has the same tau (zero spread): no test possible"
     else:
-        res = stats.ttest_1samp(units, reference)
-        c = res.confidence_interval(confidence_level=confidence)
-        ci, pvalue = ConfidenceInterval(float(c.low), float(c.high)), float(res.pvalue)
-        tost = tost_pvalue(units, reference - margin, reference + margin)
-    heterogeneity = []
-    for factor in factors:
-        if factor in rows.columns and rows.get_column(factor).n_unique() >= 2:
-            heterogeneity.append(tau_heterogeneity(rows, factor, column=column))
+        numbers = _stability_numbers(units, reference, margin, confidence)
+    heterogeneity = [
+        tau_heterogeneity(rows, f, column=column, reference=reference, margin=margin, confidence=confidence)
+        for f in factors
+        if f in rows.columns and rows.get_column(f).n_unique() >= 2
+    ]
     open_fraction = None
     if "open_fraction" in rows.columns and rows.get_column("open_fraction").drop_nulls().len():
         open_fraction = open_fraction_analysis(
             rows, column=column, confidence=confidence, content_fraction=content_fraction, ground_truth=ground_truth
         )
-    head_spread = None
-    if "tau_head_sd" in rows.columns and rows.get_column("tau_head_sd").drop_nulls().len():
-        head_spread = float(rows.get_column("tau_head_sd").drop_nulls().mean())
     if n_dropped:
         message = "; ".join(m for m in (message, f"dropped {n_dropped} unfinished gated run(s)") if m)
     unit = "seeds" if "seed" in rows.columns else "runs"
     return TauStabilityResult(
-        estimate=estimate,
-        confidence_interval=ci,
-        pvalue=pvalue,
-        tost_pvalue=tost,
-        equivalent=bool(tost is not None and tost < 1.0 - confidence),
+        estimate=float(np.mean(units)),
         reference=reference,
         margin=margin,
         n_seeds=n,
         n_runs=rows.height,
-        per_seed=_readonly(units),
+        per_seed=readonly_array(units),
         seeds=seeds,
-        method=f"t-interval over {unit} of the per-run mean tau; TOST vs {reference:g} ± {margin:g}",
-        head_spread=head_spread,
-        heterogeneity=tuple(heterogeneity),
+        method=(
+            f"over {unit} of the per-run mean tau: t-interval, TOST vs {reference:g} ± {margin:g}, "
+            "t prediction interval for a new seed"
+        ),
+        head_spread=_head_spread(rows),
+        heterogeneity=tuple(_holm(heterogeneity)),
         open_fraction=open_fraction,
         n_dropped=n_dropped,
         confidence=confidence,
         message=message,
+        within_band_fraction=float(np.mean(np.abs(units - reference) <= margin)) if n else None,
+        **numbers,
     )
 
 
+def _head_spread(rows: pl.DataFrame) -> float | None:
+    """Mean over runs of the sd of tau across the run's heads."""
+    if "tau_head_sd" in rows.columns and rows.get_column("tau_head_sd").drop_nulls().len():
+        return float(rows.get_column("tau_head_sd").drop_nulls().mean())
+    if HEADS_COLUMN in rows.columns:
+        sds = [
+            float(np.std(h, ddof=1)) for h in rows.get_column(HEADS_COLUMN).to_list() if h is not None and len(h) > 1
+        ]
+        return float(np.mean(sds)) if sds else None
+    return None
+
+
 def tau_runs(df: pl.DataFrame, *, column: str = "tau_mean") -> pl.DataFrame:
-    """Per-run tau, its Gaussian tail ``1 - Phi(tau)`` and the open fraction (plots, tables)."""
+    """Per-run tau, the spread of its heads, its Gaussian tail (:func:`gaussian_tails`)
+    and the open fraction (plots, tables)."""
     rows, _ = _gated_rows(df, column, None)
+    if HEADS_COLUMN in rows.columns and "tau_head_min" not in rows.columns:
+        heads = pl.col(HEADS_COLUMN)
+        rows = rows.with_columns(
+            heads.list.std().alias("tau_head_sd"),
+            heads.list.min().alias("tau_head_min"),
+            heads.list.max().alias("tau_head_max"),
+        )
     keep = [
         c
         for c in (
@@ -295,9 +533,15 @@ def tau_runs(df: pl.DataFrame, *, column: str = "tau_mean") -> pl.DataFrame:
         )
         if c in rows.columns
     ]
-    return rows.select(keep).with_columns(
-        pl.Series("gaussian_tail", stats.norm.sf(rows.get_column(column).cast(pl.Float64).to_numpy())),
-    )
+    return rows.select(keep).with_columns(pl.Series("gaussian_tail", gaussian_tails(rows, column)[0]))
 
 
-__all__ = ["open_fraction_analysis", "tau_heterogeneity", "tau_runs", "tau_stability", "tost_pvalue"]
+__all__ = [
+    "gaussian_tails",
+    "open_fraction_analysis",
+    "prediction_interval",
+    "tau_heterogeneity",
+    "tau_runs",
+    "tau_stability",
+    "tost_pvalue",
+]

@@ -62,6 +62,7 @@ RESULTS_SCHEMA_COLUMNS = (
     "best_val_loss",
     "gen_gap",
     "tau_mean",
+    "tau_heads",
     "open_fraction",
     "tokens_per_s",
     "steps",
@@ -462,8 +463,11 @@ def trial_status(metrics: dict[str, Any] | None, error: Any) -> str:
 
 
 def results_table(study: str, trials: Sequence[Trial], outcomes: dict[str, tuple[dict[str, Any] | None, Any]]) -> Any:
-    """One row per trial (CONTRACTS columns), from each trial's final report."""
+    """One row per trial (CONTRACTS columns), from each trial's final report; ``tau_heads``
+    lists every head's tau (``gate/tau/l<i>h<j>``, layer by layer) of a gated run."""
     import polars as pl
+
+    from harness.analysis.results import head_taus
 
     rows = []
     for trial in trials:
@@ -494,6 +498,7 @@ def results_table(study: str, trials: Sequence[Trial], outcomes: dict[str, tuple
                 "best_val_loss": _metric(metrics, "best/val_loss") if final else None,
                 "gen_gap": _metric(metrics, "final/gen_gap") if final else None,
                 "tau_mean": _metric(metrics, "final/tau_mean") if final else None,
+                "tau_heads": head_taus(metrics) if final else None,
                 "open_fraction": _metric(metrics, "final/open_fraction") if final else None,
                 "tokens_per_s": _metric(metrics, "final/tokens_per_s") if final else None,
                 "steps": int(steps) if steps is not None else None,
@@ -519,6 +524,7 @@ def results_table(study: str, trials: Sequence[Trial], outcomes: dict[str, tuple
         "best_val_loss": pl.Float64,
         "gen_gap": pl.Float64,
         "tau_mean": pl.Float64,
+        "tau_heads": pl.List(pl.Float64),
         "open_fraction": pl.Float64,
         "tokens_per_s": pl.Float64,
         "steps": pl.Int64,
@@ -952,11 +958,7 @@ def _analyse(
     except ImportError:
         return None
     try:
-        block: dict[str, Any] = {"tau": spec.analysis.tau.model_dump(), "confidence": spec.analysis.confidence}
-        factorial = spec.factorial()
-        if factorial is not None:
-            block["factorial"] = factorial.model_dump()
-        settings = AnalysisSettings.from_mapping(block)
+        settings = AnalysisSettings.from_mapping(spec.analysis_settings())
         out_dir = (local_dir / "report") if local_dir is not None else Path(tempfile.mkdtemp(prefix="harness-report-"))
         try:
             corpus_info = corpus_info_for(list(spec.datasets))

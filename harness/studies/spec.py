@@ -32,7 +32,7 @@ import difflib
 import hashlib
 import math
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import yaml
 from pydantic import (
@@ -168,12 +168,46 @@ class TauSettings(_Strict):
     margin: float = Field(default=0.05, gt=0.0)
 
 
+class PrimaryContrast(_Strict):
+    """A main effect as the primary hypothesis: the paired gain L_control - L_treatment."""
+
+    treatment: str
+    control: str
+
+
+def _primary_tag(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "interaction"
+    if isinstance(value, (dict, PrimaryContrast)):
+        return "contrast"
+    return None
+
+
+PrimaryEntry = Annotated[
+    Annotated[Literal["interaction"], Tag("interaction")] | Annotated[PrimaryContrast, Tag("contrast")],
+    Discriminator(
+        _primary_tag,
+        custom_error_type="primary_entry",
+        custom_error_message="expected 'interaction' or a main effect {treatment: X, control: Y}",
+    ),
+]
+
+
 class AnalysisSpec(_Strict):
-    """Settings of the report at the end of the study (``harness.analysis``)."""
+    """Settings of the report at the end of the study (``harness.analysis``).
+
+    ``primary``: the study's primary hypothesis, ``interaction`` (the default when the
+    study has a 2x2 factorial) or ``{treatment: X, control: Y}``; its verdict uses the
+    unadjusted level, the other headline verdicts are Holm-adjusted as one family.
+    ``smallest_effect``: the smallest effect of interest, in nats of validation loss;
+    "seeds needed" is computed at it (with a range from the sd's uncertainty).
+    """
 
     factorial: Factorial | None = None
     tau: TauSettings = TauSettings()
     confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
+    primary: PrimaryEntry | None = None
+    smallest_effect: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
 
 
 #: The papers' 2x2 design; used when a study runs all four and names no factorial.
@@ -262,12 +296,31 @@ class StudySpec(_Strict):
                         f"analysis.factorial.{role} is {variant!r}, which the study does not run (its "
                         f"variants: {', '.join(names)})"
                     )
+        self._check_primary(names)
         # TrainConfig's cross-field checks (e.g. min_lr <= lr) on the merged settings.
         try:
             TrainConfig(**self.train_overrides())
         except ValidationError as exc:
             raise ValueError("train: " + "; ".join(_clean_msg(e["msg"]) for e in exc.errors())) from None
         return self
+
+    def _check_primary(self, names: list[str]) -> None:
+        primary = self.analysis.primary
+        if primary == "interaction" and self.factorial() is None:
+            raise ValueError(
+                "analysis.primary is 'interaction', but the study has no 2x2 factorial: name one in "
+                "analysis.factorial, or run baseline, ega, mope and ega-mope, or give {treatment: X, control: Y}"
+            )
+        if isinstance(primary, PrimaryContrast):
+            for role in ("treatment", "control"):
+                variant = getattr(primary, role)
+                if variant not in names:
+                    raise ValueError(
+                        f"analysis.primary.{role} is {variant!r}, which the study does not run (its "
+                        f"variants: {', '.join(names)})"
+                    )
+            if primary.treatment == primary.control:
+                raise ValueError(f"analysis.primary: treatment and control are the same variant {primary.treatment!r}")
 
     # -- derived views ---------------------------------------------------------------
     @property
@@ -285,6 +338,25 @@ class StudySpec(_Strict):
         if set(DEFAULT_FACTORIAL.model_dump().values()) <= set(self.variant_names):
             return DEFAULT_FACTORIAL
         return None
+
+    def primary(self) -> str | dict[str, str] | None:
+        """The primary hypothesis: the spec's, else the interaction when there is a factorial."""
+        if isinstance(self.analysis.primary, PrimaryContrast):
+            return self.analysis.primary.model_dump()
+        if self.analysis.primary is not None:
+            return self.analysis.primary
+        return "interaction" if self.factorial() is not None else None
+
+    def analysis_settings(self) -> dict[str, Any]:
+        """The ``analysis`` block as :meth:`harness.analysis.AnalysisSettings.from_mapping`
+        takes it, with the factorial and the primary hypothesis resolved."""
+        block: dict[str, Any] = {"tau": self.analysis.tau.model_dump(), "confidence": self.analysis.confidence}
+        factorial = self.factorial()
+        if factorial is not None:
+            block["factorial"] = factorial.model_dump()
+        block["primary"] = self.primary()
+        block["smallest_effect"] = self.analysis.smallest_effect
+        return block
 
     def experiment_name(self) -> str:
         return self.tracking.experiment or self.name
@@ -304,6 +376,7 @@ _NESTED_MODELS: dict[str, type[BaseModel]] = {
     "resources": Resources,
     "tracking": Tracking,
     "analysis": AnalysisSpec,
+    "primary": PrimaryContrast,
     "factorial": Factorial,
     "tau": TauSettings,
     "train": TrainOverrides,
@@ -323,6 +396,8 @@ def _loc(loc: tuple) -> str:
             out += f"[{part}]"
         elif part in ("name", "inline") and out.endswith("]") and out.startswith("variants"):
             continue  # discriminator tag of a variant entry
+        elif part in ("interaction", "contrast") and out == "analysis.primary":
+            continue  # discriminator tag of the primary hypothesis
         else:
             out += f".{part}" if out else str(part)
     return out

@@ -39,7 +39,7 @@ def test_papers_single_seed_numbers_give_0_0589_and_no_interval() -> None:
     assert round(res.estimate, 4) == 0.0589
     assert res.n_seeds == 1 and res.confidence_interval is None and res.pvalue is None
     assert "needs at least 2 seeds" in res.message
-    assert res.verdict == "too few seeds"
+    assert res.verdict == "no test possible (1 seed)"
     gain = main_effect(PAPER, "ega")
     assert gain.estimate == pytest.approx(1.4742 - 1.3821)
 
@@ -79,16 +79,25 @@ def test_sign_flip_pvalue_is_exact_enumeration() -> None:
     assert res.permutation_pvalue == pytest.approx(expected)
 
 
-def test_bootstrap_interval_matches_scipy_and_switches_to_bca() -> None:
+def test_bootstrap_interval_is_bca_from_10_seeds_and_absent_below() -> None:
+    """Below 10 seeds a bootstrap over seeds under-covers (47 % at n = 2): no interval,
+    and the message says why; from 10 seeds the BCa interval, equal to scipy's."""
     gen = np.random.default_rng(4)
-    for n, method in ((6, "percentile"), (12, "BCa")):
+    for n in (2, 3, 5, 9):
+        base = 1.5 + gen.normal(0, 0.02, n)
+        df = _factorial({"baseline": base.tolist(), "ega": (base - 0.05 + gen.normal(0, 0.02, n)).tolist()})
+        res = main_effect(df, "ega", rng=0, n_resamples=999)
+        assert res.bootstrap_interval is None and res.bootstrap_method is None
+        assert "no bootstrap interval below 10 seeds" in res.message
+        assert res.to_row()["boot_low"] is None and res.confidence_interval is not None
+    for n in (10, 12):
         base = 1.5 + gen.normal(0, 0.02, n)
         df = _factorial({"baseline": base.tolist(), "ega": (base - 0.05 + gen.normal(0, 0.02, n)).tolist()})
         res = main_effect(df, "ega", rng=np.random.default_rng(11), n_resamples=2000)
         expected = stats.bootstrap(
-            (res.per_seed,), np.mean, n_resamples=2000, method=method, rng=np.random.default_rng(11)
+            (res.per_seed,), np.mean, n_resamples=2000, method="BCa", rng=np.random.default_rng(11)
         ).confidence_interval
-        assert res.bootstrap_method == method
+        assert res.bootstrap_method == "BCa"
         assert_allclose(res.bootstrap_interval, [expected.low, expected.high], rtol=1e-12)
 
 
@@ -203,7 +212,7 @@ def test_effects_table_holm_matches_statsmodels(make_study) -> None:
 
 def test_multi_bootstrap_over_seeds_and_windows() -> None:
     gen = np.random.default_rng(8)
-    n_seeds, n_windows = 6, 40
+    n_seeds, n_windows = 10, 40
     mu = {"baseline": 1.50, "ega": 1.42, "mope": 1.51, "ega-mope": 1.40}
     window_difficulty = gen.normal(0, 0.3, n_windows)
     rows = []
@@ -230,6 +239,10 @@ def test_multi_bootstrap_over_seeds_and_windows() -> None:
     assert gain.estimate == pytest.approx(0.08, abs=0.03)
     with pytest.raises(InputError, match="one cell"):
         multi_bootstrap(windows.with_columns(pl.col("seed").mod(2).alias("context_length")))
+    # below 10 seeds no interval: resampling seeds under-covers there, windows or not
+    few = multi_bootstrap(windows.filter(pl.col("seed") < 6), rng=0)
+    assert few.confidence_interval is None and "no bootstrap interval below 10 seeds" in few.message
+    assert few.estimate == pytest.approx(interaction_contrast(per_seed_means.filter(pl.col("seed") < 6)).estimate)
 
 
 def test_trend_recovers_a_known_slope_and_matches_pooled_ols(make_study) -> None:
@@ -250,7 +263,7 @@ def test_trend_recovers_a_known_slope_and_matches_pooled_ols(make_study) -> None
     assert cluster.confidence_interval.low < 0.02 < cluster.confidence_interval.high
     flat = effect_trend(df, against="context_length")  # the interaction has no trend here
     assert flat.confidence_interval.low < 0 < flat.confidence_interval.high
-    assert flat.verdict == "no detectable trend with context"
+    assert flat.verdict == "slope against context not distinguishable from 0"
 
 
 def test_trend_against_params_uses_log_parameter_count(make_study) -> None:

@@ -149,8 +149,8 @@ def test_report_renders_from_a_synthetic_table(tmp_path: Path, make_study) -> No
         "interaction (superadd.)" in report.verdict_table
         and "superadditive (95% CI excludes 0)" in report.verdict_table
     )
-    assert "equivalent to 0.35 ± 0.05 (TOST p=" in report.verdict_table
-    assert "1 - Phi(tau)" in report.markdown and "content-word fraction is 0.420" in report.markdown
+    assert "stable: 95% of new runs fall in [" in report.verdict_table and "TOST p=" in report.verdict_table
+    assert "1 - Phi(tau_h)" in report.markdown and "content-word fraction is 0.420" in report.markdown
     assert "## Verdicts" in report.markdown
 
 
@@ -180,7 +180,7 @@ def test_report_without_factorial_or_tau_skips_sections_with_notes(tmp_path: Pat
     )
     assert single.headline_metrics["superadditivity/estimate"] == pytest.approx(0.0589)
     assert "superadditivity/ci_low" not in single.headline_metrics
-    assert "too few seeds" in single.verdict_table
+    assert "no test possible (1 seed)" in single.verdict_table
 
 
 def test_tau_study_with_several_initial_values(tmp_path: Path, make_study) -> None:

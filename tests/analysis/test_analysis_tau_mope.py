@@ -26,13 +26,19 @@ def test_tost_equals_hand_computation() -> None:
     assert res.tost_pvalue == pytest.approx(max(p_low, p_high), rel=1e-12)
     half = stats.t.ppf(0.975, n - 1) * se
     assert_allclose(res.confidence_interval, [m - half, m + half], rtol=1e-12)
-    assert res.equivalent and res.verdict.startswith("equivalent to 0.35 ± 0.05 (TOST p=")
+    assert res.equivalent and "equivalent" in res.verdict and "TOST p=" in res.verdict
+    # the (1 - 2 alpha) interval that goes with TOST: 90 % for alpha 0.05, inside the band
+    half90 = stats.t.ppf(0.95, n - 1) * se
+    assert_allclose(res.equivalence_interval, [m - half90, m + half90], rtol=1e-12)
+    assert 0.30 < res.equivalence_interval.low and res.equivalence_interval.high < 0.40
 
 
 def test_tau_far_from_reference_is_not_equivalent(make_study) -> None:
     df = make_study(seeds=6, tau_mean=0.12, tau_sd=0.03)
     res = tau_stability(df)
-    assert not res.equivalent and res.verdict.startswith("not equivalent")
+    assert not res.equivalent and not res.stable
+    assert res.verdict.startswith("not stable: 95% of new runs fall in [")
+    assert "mean not shown equivalent to 0.35 ± 0.05 (TOST p=" in res.verdict
     assert res.tost_pvalue > 0.5 and res.pvalue < 1e-3
     # seeds are the units: 6 seeds, 12 gated runs (ega and ega-mope)
     assert res.n_seeds == 6 and res.n_runs == 12
@@ -43,7 +49,8 @@ def test_tau_far_from_reference_is_not_equivalent(make_study) -> None:
 def test_one_seed_gives_a_message_and_wide_margin_is_needed() -> None:
     res = tau_stability(pl.DataFrame({"seed": [0], "tau_mean": [0.35]}))
     assert res.confidence_interval is None and res.tost_pvalue is None and not res.equivalent
-    assert "needs at least 2 seeds" in res.message and res.verdict == "too few seeds"
+    assert "needs at least 2 seeds" in res.message and res.verdict == "no test possible (1 seed)"
+    assert res.prediction_interval is None and not res.stable
 
 
 def test_unfinished_gated_runs_are_dropped(make_study) -> None:
@@ -57,22 +64,25 @@ def test_unfinished_gated_runs_are_dropped(make_study) -> None:
     assert res.n_dropped == 1 and res.n_runs == 7
 
 
-def test_heterogeneity_matches_scipy_and_detects_dependence_on_init() -> None:
+def test_heterogeneity_nested_matches_scipy_and_detects_dependence_on_init() -> None:
+    """Each seed runs one initial value (nested): one-way ANOVA on the per-seed means."""
     gen = np.random.default_rng(3)
     rows = [
-        {"seed": s, "tau_init": init, "variant": "ega", "tau_mean": 0.35 + 0.2 * init + gen.normal(0, 0.02)}
-        for init in (0.0, 0.5, 1.0)
+        {"seed": 10 * k + s, "tau_init": init, "variant": v, "tau_mean": 0.35 + 0.2 * init + gen.normal(0, 0.02)}
+        for k, init in enumerate((0.0, 0.5, 1.0))
         for s in range(5)
+        for v in ("ega", "ega-mope")
     ]
     df = pl.DataFrame(rows)
     res = tau_heterogeneity(df, "tau_init")
-    groups = [df.filter(pl.col("tau_init") == i)["tau_mean"].to_numpy() for i in (0.0, 0.5, 1.0)]
-    assert res.levels == ("0.0", "0.5", "1.0")
-    assert res.anova_pvalue == pytest.approx(stats.f_oneway(*groups).pvalue)
-    assert res.kruskal_pvalue == pytest.approx(stats.kruskal(*groups).pvalue)
-    assert res.anova_pvalue < 1e-4 and res.verdict.startswith("differs across tau_init")
+    seed_means = df.group_by("tau_init", "seed").agg(pl.col("tau_mean").mean())
+    groups = [seed_means.filter(pl.col("tau_init") == i)["tau_mean"].to_numpy() for i in (0.0, 0.5, 1.0)]
+    assert res.design == "nested" and res.levels == ("0.0", "0.5", "1.0") and res.group_sizes == (5, 5, 5)
+    assert res.pvalue == pytest.approx(stats.f_oneway(*groups).pvalue)
+    assert res.rank_pvalue == pytest.approx(stats.kruskal(*groups).pvalue)
+    assert res.pvalue < 1e-4 and res.verdict.startswith("differs across tau_init (ANOVA on seed means p=")
     stab = tau_stability(df)
-    assert [h.factor for h in stab.heterogeneity] == ["tau_init"]
+    assert [h.factor for h in stab.heterogeneity] == ["tau_init", "variant"]
 
 
 def test_open_fraction_against_gaussian_tail_and_content_fraction(make_study) -> None:

@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 import yaml
 from mlflow import MlflowClient
+from numpy.testing import assert_allclose
 
 from harness.studies.runner import RESULTS_SCHEMA_COLUMNS, resolve_address, resolve_storage, run_study
 from harness.studies.spec import load_spec, parse_spec
@@ -18,7 +19,8 @@ from harness.studies.tracking import default_tracking_uri
 
 CONTRACT_COLUMNS = (
     "study, trial_id, dataset, size, params, context_length, variant, position, gate, scoring, seed, tau_init, "
-    "val_loss, test_loss, train_loss, best_val_loss, gen_gap, tau_mean, open_fraction, tokens_per_s, steps, status"
+    "val_loss, test_loss, train_loss, best_val_loss, gen_gap, tau_mean, tau_heads, open_fraction, tokens_per_s, steps, "
+    "status"
 ).split(", ")
 
 
@@ -107,6 +109,14 @@ def test_tiny_study_records_one_parent_and_a_child_per_trial(write_spec, study_e
     ega = by_trial["ega_s0_nano_T32_tinyshakespeare"]
     assert ega["gate"] == "ega" and ega["tau_mean"] is not None and ega["open_fraction"] is not None
     assert by_trial["baseline_s0_nano_T32_tinyshakespeare"]["tau_mean"] is None
+    # every head's tau (nano: 2 layers x 2 heads), their mean is tau_mean; none for the ungated baseline
+    assert len(ega["tau_heads"]) == 4 and np.mean(ega["tau_heads"]) == pytest.approx(ega["tau_mean"], abs=1e-6)
+    assert by_trial["baseline_s0_nano_T32_tinyshakespeare"]["tau_heads"] is None
+    # `harness report` rebuilds the same per-head taus from the child runs' gate/tau/l*h* metrics
+    from harness.analysis import mlflow_results_frame
+
+    rebuilt = mlflow_results_frame(study_env["tracking_uri"], "tiny").filter(pl.col("variant") == "ega")
+    assert_allclose(rebuilt.get_column("tau_heads")[0].to_list(), ega["tau_heads"], rtol=1e-12)
 
     windows = pl.read_parquet(Path(outcome.study_dir) / "window_losses.parquet")
     assert {"split", "window", "loss", "variant", "seed", "dataset", "size", "context_length"} <= set(windows.columns)

@@ -1,0 +1,333 @@
+"""Does a verdict mean what it says? Simulated studies with known truth, run through the
+intervals and tests the report uses, at 2, 3, 5, 10 and 20 seeds.
+
+Each procedure is measured on what it claims: an interval by its *coverage* (how often
+it contains the truth; nominal 0.95), a test by its *false-positive rate* when its null
+hypothesis holds (nominal at most 0.05). Per-seed values are normal with a seed-level
+random effect where the design has one; every procedure is the analysis's own function
+(:func:`~harness.analysis.contrasts.t_interval`, :func:`~harness.analysis.contrasts.bootstrap_interval`,
+:func:`~harness.analysis.contrasts.sign_flip_pvalue`,
+:func:`~harness.analysis.contrasts.multi_bootstrap_interval`,
+:func:`~harness.analysis.tau.tost_pvalue`, :func:`~harness.analysis.tau.prediction_interval`,
+``scipy.stats.f_oneway`` on seed means as in :func:`~harness.analysis.tau.tau_heterogeneity`,
+``scipy.stats.binomtest`` as in :func:`~harness.analysis.divergence.divergence_table`)
+called on a whole batch of simulated studies at once. The one exception is the
+repeated-measures ANOVA, whose F statistic is computed here in closed form for speed and
+checked against ``statsmodels`` ``AnovaRM`` (what the report calls) on the first studies
+of every batch.
+
+``benchmarks/calibration.py`` prints the table, writes it as JSON and regenerates the
+README's "Calibration" section.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from harness.analysis.contrasts import bootstrap_interval, multi_bootstrap_interval, sign_flip_pvalue, t_interval
+from harness.analysis.results_types import BOOTSTRAP_MIN_SEEDS
+from harness.analysis.tau import prediction_interval, tost_pvalue
+
+SEEDS: tuple[int, ...] = (2, 3, 5, 10, 20)
+CONFIDENCE = 0.95
+ALPHA = 0.05
+_CHUNK = 500  # simulated studies per vectorised call (bounds the memory of resampling tests)
+
+
+@dataclass(frozen=True)
+class CalibrationRow:
+    """One procedure's measured rate at each number of seeds (``rates[n]``, None where
+    the procedure is undefined), from ``reps`` simulated studies per n (Monte-Carlo
+    standard error ``sqrt(r (1 - r) / reps)``; ``exact`` rows are computed, not simulated)."""
+
+    procedure: str
+    measures: str
+    nominal: str
+    shown: str
+    rates: dict[int, float | None]
+    reps: int
+    exact: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "procedure": self.procedure,
+            "measures": self.measures,
+            "nominal": self.nominal,
+            "shown": self.shown,
+            "reps": self.reps,
+            "exact": self.exact,
+            "rates": {str(n): r for n, r in self.rates.items()},
+            **self.extra,
+        }
+
+
+def _chunked(reps: int, rng: np.random.Generator, draw: Callable[[int, np.random.Generator], np.ndarray]) -> float:
+    """Mean of the per-study 0/1 outcomes that ``draw(size, rng)`` returns, in chunks."""
+    hits, done = 0.0, 0
+    while done < reps:
+        size = min(_CHUNK, reps - done)
+        hits += float(np.sum(draw(size, rng)))
+        done += size
+    return hits / reps
+
+
+# ----------------------------------------------------------------------------- intervals
+def t_coverage(n: int, reps: int, rng: np.random.Generator) -> float:
+    """Coverage of the mean by the 95 % t-interval over n seeds."""
+
+    def draw(size: int, g: np.random.Generator) -> np.ndarray:
+        ci, _ = t_interval(g.normal(0.0, 1.0, (size, n)), confidence=CONFIDENCE)
+        return (ci.low <= 0.0) & (0.0 <= ci.high)
+
+    return _chunked(reps, rng, draw)
+
+
+def prediction_coverage(n: int, reps: int, rng: np.random.Generator) -> float:
+    """How often the 95 % prediction interval from n seeds holds a new seed's value."""
+
+    def draw(size: int, g: np.random.Generator) -> np.ndarray:
+        values = g.normal(0.0, 1.0, (size, n + 1))
+        pi = prediction_interval(values[:, :n], confidence=CONFIDENCE)
+        new = values[:, n]
+        return (pi.low <= new) & (new <= pi.high)
+
+    return _chunked(reps, rng, draw)
+
+
+def bootstrap_coverage(n: int, reps: int, rng: np.random.Generator, method: str, n_resamples: int = 999) -> float:
+    """Coverage of the mean by the 95 % bootstrap interval over n seeds (``method``:
+    ``"percentile"`` or ``"BCa"``); an undefined (NaN) interval counts as a miss."""
+
+    def draw(size: int, g: np.random.Generator) -> np.ndarray:
+        values = g.normal(0.0, 1.0, (size, n))
+        ci = bootstrap_interval(values, confidence=CONFIDENCE, n_resamples=n_resamples, rng=g, method=method)
+        return np.nan_to_num((ci.low <= 0.0) & (0.0 <= ci.high), nan=0.0)
+
+    return _chunked(reps, rng, draw)
+
+
+def multi_bootstrap_coverage(
+    n: int, reps: int, rng: np.random.Generator, n_windows: int = 32, n_resamples: int = 999
+) -> float:
+    """Coverage of the mean contrast by the multi-bootstrap over n seeds and
+    ``n_windows`` evaluation windows: ``d[s, w] = u_s + v_w + e_sw`` with seed, window
+    and residual effects of sd 1, 0.5 and 0.5 (true mean 0)."""
+    covered = 0
+    for _ in range(reps):
+        d = rng.normal(0.0, 1.0, (n, 1)) + rng.normal(0.0, 0.5, (1, n_windows)) + rng.normal(0.0, 0.5, (n, n_windows))
+        ci = multi_bootstrap_interval(d, confidence=CONFIDENCE, n_resamples=n_resamples, rng=rng)
+        covered += ci.low <= 0.0 <= ci.high
+    return covered / reps
+
+
+def clopper_pearson_coverage(n: int, rates: Sequence[float] = tuple(np.linspace(0.01, 0.99, 99))) -> float:
+    """Exact (not simulated) worst-case coverage over ``rates`` of the 95 % Clopper-Pearson
+    interval of a divergence rate from n runs: ``min_p sum_k Binom(k; n, p) 1[p in CI(k)]``."""
+    bounds = [stats.binomtest(k, n).proportion_ci(confidence_level=CONFIDENCE, method="exact") for k in range(n + 1)]
+    low = np.array([b.low for b in bounds])
+    high = np.array([b.high for b in bounds])
+    k = np.arange(n + 1)
+    worst = 1.0
+    for p in rates:
+        inside = (low <= p) & (p <= high)
+        worst = min(worst, float(np.sum(stats.binom.pmf(k, n, p) * inside)))
+    return worst
+
+
+# ----------------------------------------------------------------------------- tests
+def sign_flip_false_positive(n: int, reps: int, rng: np.random.Generator, n_resamples: int = 1024) -> float:
+    """Rejection rate at alpha 0.05 of the sign-flip test when the true contrast is 0
+    (exact enumeration up to 10 seeds)."""
+
+    def draw(size: int, g: np.random.Generator) -> np.ndarray:
+        p = sign_flip_pvalue(g.normal(0.0, 1.0, (size, n)), n_resamples=n_resamples, rng=g)
+        return p < ALPHA
+
+    return _chunked(reps, rng, draw)
+
+
+def tost_false_equivalence(n: int, reps: int, rng: np.random.Generator, margin: float = 0.05) -> float:
+    """Rate of declaring tau's mean equivalent to 0.35 +- margin when it sits on the edge
+    of the band (0.35 + margin), seed-to-seed sd = margin: nominal at most 0.05."""
+
+    def draw(size: int, g: np.random.Generator) -> np.ndarray:
+        values = g.normal(0.35 + margin, margin, (size, n))
+        return tost_pvalue(values, 0.35 - margin, 0.35 + margin) < ALPHA
+
+    return _chunked(reps, rng, draw)
+
+
+def _heterogeneity_data(size: int, n: int, g: np.random.Generator, levels: int, runs: int, crossed: bool) -> np.ndarray:
+    """(size, seeds, levels) seed x level means of tau under H0 (no level effect): a seed
+    effect of sd 1 (shared across levels when crossed) and ``runs`` runs per seed and
+    level with noise sd 0.5, averaged within the seed as the analysis does."""
+    seed_effect = g.normal(0.0, 1.0, (size, n, 1 if crossed else levels))
+    runs_noise = g.normal(0.0, 0.5, (size, n, levels, runs)).mean(axis=-1)
+    return seed_effect + runs_noise
+
+
+def rm_anova_pvalues(y: np.ndarray) -> np.ndarray:
+    """Repeated-measures one-way ANOVA p-values of a batch ``y`` (studies, seeds, levels):
+    ``F = (SS_level / (k-1)) / (SS_error / ((k-1)(n-1)))`` with the seed as the blocking
+    factor, the closed form of ``statsmodels`` ``AnovaRM`` for one within factor."""
+    _, n, k = y.shape
+    grand = y.mean(axis=(1, 2), keepdims=True)
+    ss_level = n * np.sum((y.mean(axis=1, keepdims=True) - grand) ** 2, axis=(1, 2))
+    ss_seed = k * np.sum((y.mean(axis=2, keepdims=True) - grand) ** 2, axis=(1, 2))
+    ss_error = np.sum((y - grand) ** 2, axis=(1, 2)) - ss_level - ss_seed
+    df1, df2 = k - 1, (k - 1) * (n - 1)
+    return stats.f.sf((ss_level / df1) / (ss_error / df2), df1, df2)
+
+
+def _check_against_anovarm(y: np.ndarray, p: np.ndarray, count: int = 3) -> None:
+    import pandas as pd
+    from statsmodels.stats.anova import AnovaRM
+
+    _, n, k = y.shape
+    for i in range(min(count, len(y))):
+        long = pd.DataFrame({"seed": np.repeat(np.arange(n), k), "level": np.tile(np.arange(k), n), "y": y[i].ravel()})
+        expected = float(AnovaRM(long, "y", "seed", within=["level"]).fit().anova_table["Pr > F"].iloc[0])
+        if not math.isclose(expected, float(p[i]), rel_tol=1e-8, abs_tol=1e-12):
+            raise AssertionError(f"closed-form RM-ANOVA p {p[i]} differs from AnovaRM's {expected}")
+
+
+def heterogeneity_false_positive(
+    n: int, reps: int, rng: np.random.Generator, *, crossed: bool, levels: int = 3, runs: int = 2
+) -> float:
+    """Rejection rate at alpha 0.05 when tau does not depend on the factor: crossed
+    seeds (RM-ANOVA on seed x level means) or nested seeds (``n`` seeds per level,
+    one-way ANOVA on the seed means)."""
+
+    def draw(size: int, g: np.random.Generator) -> np.ndarray:
+        y = _heterogeneity_data(size, n, g, levels, runs, crossed)
+        if crossed:
+            p = rm_anova_pvalues(y)
+            _check_against_anovarm(y, p)
+        else:
+            p = stats.f_oneway(*np.moveaxis(y, 2, 0), axis=1).pvalue
+        return p < ALPHA
+
+    return _chunked(reps, rng, draw)
+
+
+# ----------------------------------------------------------------------------- table
+@dataclass(frozen=True)
+class Procedure:
+    """An interval or test of the report and how to measure it: ``measure(n, reps, rng)``
+    (``exact``: computed, ``reps`` unused); ``reps_share`` scales the studies simulated
+    (the multi-bootstrap resamples each study separately, so it gets fewer)."""
+
+    name: str
+    measures: str
+    nominal: str
+    shown: str
+    measure: Callable[[int, int, np.random.Generator], float]
+    exact: bool = False
+    reps_share: float = 1.0
+
+
+_FROM_10 = f"from {BOOTSTRAP_MIN_SEEDS} seeds"
+PROCEDURES: tuple[Procedure, ...] = (
+    Procedure("t-interval, 95 %", "coverage", "0.95", "every contrast, trend, tau mean", t_coverage),
+    Procedure("prediction interval, 95 %", "coverage of a new seed", "0.95", "tau stability", prediction_coverage),
+    Procedure(
+        "bootstrap percentile, 95 %",
+        "coverage",
+        "0.95",
+        "never",
+        lambda n, r, g: bootstrap_coverage(n, r, g, "percentile"),
+    ),
+    Procedure("bootstrap BCa, 95 %", "coverage", "0.95", _FROM_10, lambda n, r, g: bootstrap_coverage(n, r, g, "BCa")),
+    Procedure("multi-bootstrap, 95 %", "coverage", "0.95", _FROM_10, multi_bootstrap_coverage, reps_share=0.25),
+    Procedure("sign-flip test, α = 0.05", "false-positive rate", "≤ 0.05", "every contrast", sign_flip_false_positive),
+    Procedure(
+        "TOST, α = 0.05, mean on the margin", "false-equivalence rate", "≤ 0.05", "tau mean", tost_false_equivalence
+    ),
+    Procedure(
+        "RM-ANOVA, crossed seeds, α = 0.05",
+        "false-positive rate",
+        "0.05",
+        "tau heterogeneity",
+        lambda n, r, g: heterogeneity_false_positive(n, r, g, crossed=True),
+    ),
+    Procedure(
+        "ANOVA on seed means, nested, α = 0.05",
+        "false-positive rate",
+        "0.05",
+        "tau heterogeneity",
+        lambda n, r, g: heterogeneity_false_positive(n, r, g, crossed=False),
+    ),
+    Procedure(
+        "Clopper-Pearson, 95 % (n = runs)",
+        "worst-case coverage",
+        "≥ 0.95",
+        "divergence rate",
+        lambda n, r, g: clopper_pearson_coverage(n),
+        exact=True,
+    ),
+)
+
+
+def calibration_table(
+    seeds: Sequence[int] = SEEDS,
+    *,
+    reps: int = 2000,
+    rng: Any = 0,
+    procedures: Sequence[Procedure] = PROCEDURES,
+    progress: Callable[[str], None] | None = None,
+) -> list[CalibrationRow]:
+    """Every interval and test of the report (``procedures``) at each number of seeds,
+    from ``reps`` simulated studies each (one generator ``rng`` for all)."""
+    gen = np.random.default_rng(rng)
+    rows = []
+    for proc in procedures:
+        used = 0 if proc.exact else max(1, int(reps * proc.reps_share))
+        rates: dict[int, float | None] = {}
+        for n in seeds:
+            rates[n] = float(proc.measure(n, used, gen))
+            if progress is not None:
+                progress(f"{proc.name}: n={n} -> {rates[n]:.3f}")
+        rows.append(CalibrationRow(proc.name, proc.measures, proc.nominal, proc.shown, rates, used, proc.exact))
+    return rows
+
+
+def monte_carlo_se(rate: float, reps: int) -> float:
+    """Standard error of a simulated rate."""
+    return math.sqrt(max(rate * (1.0 - rate), 1e-12) / reps)
+
+
+def markdown_table(rows: Sequence[CalibrationRow], seeds: Sequence[int] = SEEDS) -> str:
+    """The README's table: one row per procedure, one column per number of seeds."""
+    head = ["procedure", "measures", "nominal", *(f"n={n}" for n in seeds), "shown in the report"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = ["n/a" if r.rates.get(n) is None else f"{r.rates[n]:.3f}" for n in seeds]
+        lines.append("| " + " | ".join([r.procedure, r.measures, r.nominal, *cells, r.shown]) + " |")
+    return "\n".join(lines)
+
+
+__all__ = [
+    "PROCEDURES",
+    "SEEDS",
+    "CalibrationRow",
+    "Procedure",
+    "bootstrap_coverage",
+    "calibration_table",
+    "clopper_pearson_coverage",
+    "heterogeneity_false_positive",
+    "markdown_table",
+    "monte_carlo_se",
+    "multi_bootstrap_coverage",
+    "prediction_coverage",
+    "rm_anova_pvalues",
+    "sign_flip_false_positive",
+    "t_coverage",
+    "tost_false_equivalence",
+]
