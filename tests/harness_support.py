@@ -355,11 +355,19 @@ class LocalCluster:
                 time.sleep(1)
         raise RuntimeError("the Ray head did not come up: " + (Path(self.temp_dir) / "head.log").read_text()[-2000:])
 
-    def add_worker(self, *, env: dict[str, str] | None = None, num_cpus: int = 2, timeout: float = 120) -> None:
+    def add_worker(self, *, env: dict[str, str] | None = None, num_cpus: int = 2, timeout: float = 300) -> None:
         """A worker node (its own environment ``env``, default the head's), waited for until
-        the cluster counts it."""
-        self._start([f"--address={self.address}"], f"worker{len(self.nodes)}.log", env=env, num_cpus=num_cpus)
-        wait_until(lambda: self.alive_nodes() == len(self.nodes), timeout=timeout, interval=2, what="the worker node")
+        the cluster counts it (minutes when other work shares the cores)."""
+        log = f"worker{len(self.nodes)}.log"
+        proc = self._start([f"--address={self.address}"], log, env=env, num_cpus=num_cpus)
+        deadline = time.monotonic() + timeout
+        while len(self.alive_nodes()) < len(self.nodes):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the worker node did not join within {timeout:.0f} s: "
+                    + (Path(self.temp_dir) / log).read_text()[-2000:]
+                )
+            time.sleep(2)
 
     def alive_nodes(self) -> list[dict[str, Any]]:
         """``{"id", "head"}`` of every node the cluster counts as alive (asked in a

@@ -8,8 +8,9 @@ client's shell therefore falls back to ``sqlite:///mlflow.db`` and ``./results``
 that copy*: it succeeds, and its record is lost. Two checks, one on each side of a job:
 
 - :func:`refuse_ephemeral_destinations` (the driver: ``harness run`` as a job's entrypoint)
-  refuses a tracking URI or storage path that resolves inside the job's working directory
-  or Ray's session directory, before anything starts;
+  refuses a tracking URI or storage path that resolves inside the job's temporary working
+  directory or Ray's session directory (in a working directory that persists: the defaults
+  and relative paths), before anything starts;
 - :func:`refuse_local_destinations` (the client: ``harness submit``) refuses a local SQLite
   URI or a local storage path when the dashboard is not on this machine, since the driver
   would write them on the cluster's head, not here.
@@ -137,11 +138,35 @@ def _inside(path: Path, folder: Path | None) -> bool:
     return folder is not None and (path == folder or folder in path.parents)
 
 
+def _is_relative(destination: str) -> bool:
+    """A destination written relative to the working directory (``sqlite:///mlflow.db``,
+    ``results``, ``file:./mlruns``)."""
+    scheme = urlparse(destination).scheme.lower()
+    if scheme == "sqlite":
+        path = sqlite_path(destination)
+        return path is not None and not path.is_absolute()
+    if scheme == "file":
+        return not urlparse(destination).path.startswith("/")
+    return "://" not in destination and not Path(destination).expanduser().is_absolute()
+
+
+def _lost(path: Path, default: Path, destination: str, driver: JobDriver) -> bool:
+    """Whether a job's driver writing to ``path`` loses the record or hides it: anything in
+    Ray's temporary copy of the working directory or in Ray's session directory; in a
+    working directory that persists (a job without ``working_dir`` runs in the head's Ray
+    directory), what was only implied -- the default, or a path written relative to it."""
+    if driver.ray_copy:
+        return _inside(path, driver.working_dir) or _inside(path, driver.session_dir)
+    return path == default or (_is_relative(destination) and _inside(path, driver.working_dir))
+
+
 def refuse_ephemeral_destinations(*, tracking_uri: str, storage: str, driver: JobDriver | None = None) -> None:
     """As a Ray job's driver, refuse a tracking URI or storage path that resolves inside the
-    job's working directory (a relative SQLite path, the default ``sqlite:///mlflow.db``,
-    ``./results``, ``./mlruns``) or inside Ray's session directory: :class:`InputError`
-    naming ``--tracking-uri`` / ``--storage-path``. Outside a job, nothing is checked.
+    job's temporary working directory or Ray's session directory (a relative SQLite path,
+    the default ``sqlite:///mlflow.db``, ``./results``, ``./mlruns``) -- or, in a working
+    directory that persists, the defaults and relative paths, which name a folder of the
+    head that the submitter never chose: :class:`InputError` naming ``--tracking-uri`` /
+    ``--storage-path``. Outside a job, nothing is checked.
 
     ``driver`` defaults to :func:`job_driver` of this process."""
     driver = driver if driver is not None else job_driver()
@@ -150,11 +175,11 @@ def refuse_ephemeral_destinations(*, tracking_uri: str, storage: str, driver: Jo
     here = driver.working_dir
     problems = []
     db = tracking_local_path(tracking_uri, here)
-    if db is not None and (_inside(db, here) or _inside(db, driver.session_dir)):
+    if db is not None and _lost(db, here / "mlflow.db", tracking_uri, driver):
         note = DEFAULT_TRACKING_NOTE if db == here / "mlflow.db" else ""
         problems.append(f"  --tracking-uri {redact_uri(tracking_uri)}{note} would put the study's MLflow record there")
     folder = storage_local_path(storage, here)
-    if folder is not None and (_inside(folder, here) or _inside(folder, driver.session_dir)):
+    if folder is not None and _lost(folder, here / "results", storage, driver):
         note = DEFAULT_STORAGE_NOTE if folder == here / "results" else ""
         problems.append(f"  --storage-path {storage}{note} would put the trials, checkpoints and results.parquet there")
     if not problems:

@@ -8,6 +8,8 @@ The clusters are stopped by ending exactly the processes their `ray start --bloc
 from __future__ import annotations
 
 import hashlib
+import os
+import pty
 import re
 import shutil
 import signal
@@ -294,6 +296,42 @@ def test_ctrl_c_without_a_terminal_detaches(
     assert "Study detached finished" in followed.stdout, followed.stdout[-3000:] + followed.stderr[-3000:]
     parents, children = _study_runs(uri, "detached")
     assert len(parents) == 1 and len(children) == 2
+
+
+def test_ctrl_c_on_a_terminal_asks_and_stops_the_job(
+    cluster: LocalCluster, tmp_path: Path, tiny: dict, shared_data_dir: Path
+) -> None:
+    """Ctrl-C with a terminal: the client asks; "s" stops the job, which ends STOPPED; the
+    client exits 130 and prints how to resume."""
+    workdir = tmp_path / "job"
+    _spec(workdir, tiny, name="stopped")
+    log = tmp_path / "submit.log"
+    leader, follower = pty.openpty()
+    with open(log, "w") as sink:
+        client = subprocess.Popen(
+            harness_cmd("submit", "spec.yaml", "--address", cluster.dashboard)
+            + ["--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--storage-path", str(tmp_path / "results")],
+            cwd=workdir,
+            env=cli_env(_client_env(cluster)),
+            stdin=follower,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    os.close(follower)
+    try:
+        wait_until(lambda: "Study stopped: 2 trials" in log.read_text(), timeout=JOB_TIMEOUT, what="the job's output")
+        client.send_signal(signal.SIGINT)
+        wait_until(lambda: "Stop the job (s) or detach" in log.read_text(), timeout=60, what="the question")
+        os.write(leader, b"s\n")
+        assert client.wait(timeout=JOB_TIMEOUT) == 130
+    finally:
+        end_session(client.pid)
+        os.close(leader)
+    text = log.read_text()
+    job_id = _job_id(text)
+    assert f"Job {job_id}: STOPPED" in text and "Resume it with: harness submit spec.yaml" in text
+    assert "was stopped" in _ray_job(cluster, "status", job_id, timeout=60).stdout  # Ray's own record
 
 
 def test_multi_node_cluster_refuses_local_storage(cluster: LocalCluster, tmp_path: Path, tiny: dict) -> None:

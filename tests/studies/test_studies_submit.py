@@ -92,6 +92,25 @@ def test_persistent_destinations_pass_as_a_job_driver(ray_copy: Path, tmp_path: 
         refuse_ephemeral_destinations(tracking_uri=uri, storage=storage, driver=driver)
 
 
+def test_a_job_without_working_dir_refuses_only_what_was_implied(tmp_path: Path) -> None:
+    """A job submitted without a working directory runs in the head's Ray directory, which
+    persists: the defaults and relative paths are refused (a folder nobody chose), an
+    absolute path there is taken as meant."""
+    driver = job_driver(_job_env(), tmp_path)
+    assert driver is not None and not driver.ray_copy
+    for uri, storage in [
+        (f"sqlite:///{tmp_path / 'mlflow.db'}", "s3://b/s"),  # the default
+        ("sqlite:///sub/mlflow.db", "s3://b/s"),
+        ("http://mlflow:5000", "results"),
+        ("http://mlflow:5000", str(tmp_path / "results")),  # the default, as run_study resolves it
+    ]:
+        with pytest.raises(InputError, match="not in the directory of the shell that submitted it"):
+            refuse_ephemeral_destinations(tracking_uri=uri, storage=storage, driver=driver)
+    refuse_ephemeral_destinations(
+        tracking_uri=f"sqlite:///{tmp_path / 'kept' / 'mlflow.db'}", storage=str(tmp_path / "kept"), driver=driver
+    )
+
+
 def test_harness_run_as_a_job_driver_refuses_the_defaults_and_writes_nothing(
     ray_copy: Path, shared_data_dir: Path
 ) -> None:
