@@ -398,7 +398,8 @@ def test_a_node_without_the_corpus_fetches_it_verified_or_fails_naming_it(
         worker_env = {**c.env, "HARNESS_DATA_DIR": "", "HARNESS_CACHE_DIR": str(worker_cache)}
         c.add_worker(env={**worker_env, "HARNESS_DATA_MIRROR": f"http://127.0.0.1:{mirror.server_address[1]}"})
         (worker,) = [n["id"] for n in c.alive_nodes() if not n["head"]]
-        spec = _spec(tmp_path, tiny, retries=0, storage_shared=True)  # one machine: its paths are shared
+        # One trial per study; one machine: its paths are shared storage.
+        spec = _spec(tmp_path, tiny, variants=["baseline"], retries=0, storage_shared=True)
 
         def study(name: str) -> subprocess.CompletedProcess:
             args = ["run", str(spec), "--address", c.address, "--tracking-uri", f"sqlite:///{tmp_path / name}.db"]
@@ -408,20 +409,22 @@ def test_a_node_without_the_corpus_fetches_it_verified_or_fails_naming_it(
         mirror.truncate = True
         failed = study("truncated")
         assert failed.returncode == 1, failed.stdout[-3000:] + failed.stderr[-3000:]
-        assert "2 failed" in failed.stdout
+        assert "1 failed" in failed.stdout
         message = "CorpusUnavailable: corpus 'tinyshakespeare' is not available on node"
-        assert failed.stdout.count(message) == 2 and worker in failed.stdout
+        assert message in failed.stdout and worker in failed.stdout  # under the trial's ERROR line
         assert "incomplete download discarded" in failed.stdout
         assert [p for p in worker_cache.rglob("*") if p.is_file()] == []  # no partial file, no token cache
 
         mirror.truncate = False
         done = study("served")
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        assert "2 finished" in done.stdout
+        assert "1 finished" in done.stdout
         fetched = worker_cache / "data" / "tinyshakespeare" / "input.txt"
         assert hashlib.sha256(fetched.read_bytes()).hexdigest() == REGISTRY["tinyshakespeare"].files[0].sha256
-        assert mirror.hits >= 3  # 2 truncated downloads, then at least one complete one
+        assert mirror.hits == 2  # the truncated download, then the complete one
         _, children = _study_runs(f"sqlite:///{tmp_path / 'served'}.db", "tiny")
-        assert len(children) == 2 and all(ch.data.tags["status"] == "finished" for ch in children)
+        assert len(children) == 1 and children[0].data.tags["status"] == "finished"
+        (failed_child,) = _study_runs(f"sqlite:///{tmp_path / 'truncated'}.db", "tiny")[1]
+        assert message in failed_child.data.tags["harness.error"]  # and on its MLflow run
     finally:
         c.stop()
