@@ -11,11 +11,16 @@ from __future__ import annotations
 import glob
 import json
 import os
+import random
+import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -270,3 +275,126 @@ class MlflowServer:
         end_session(self.proc.pid)
         self.proc.wait(timeout=10)
         self.proc = None
+
+
+# -- a real Ray cluster ------------------------------------------------------------------------
+
+
+class LocalCluster:
+    """A Ray head (and optionally worker nodes) started with ``ray start --block`` on
+    127.0.0.1, each node in a session of its own, with the environment ``env`` (token
+    authentication: ``RAY_AUTH_MODE=token`` and ``RAY_AUTH_TOKEN`` in it). Stopped by ending
+    exactly the processes of those sessions (never `ray stop`, which would end every Ray
+    instance on the machine)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.temp_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths
+        self.port = free_port()
+        self.dashboard_port = free_port()
+        self.nodes: list[subprocess.Popen] = []
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def dashboard(self) -> str:
+        return f"http://127.0.0.1:{self.dashboard_port}"
+
+    def _start(self, args: list[str], log: str, *, env: dict[str, str] | None, num_cpus: int) -> subprocess.Popen:
+        # Worker ports below Linux's ephemeral range (32768-60999, where free_port's come
+        # from) and above Ray's default range (10002-19999, other Ray instances).
+        low = random.randrange(20000, 32400, 200)
+        common = [
+            "--block",
+            f"--num-cpus={num_cpus}",
+            "--disable-usage-stats",
+            "--node-ip-address=127.0.0.1",
+            f"--min-worker-port={low}",
+            f"--max-worker-port={low + 150}",
+            f"--dashboard-agent-listen-port={free_port()}",
+            f"--metrics-export-port={free_port()}",
+        ]
+        with open(Path(self.temp_dir) / log, "w") as out:  # the child keeps its own descriptor
+            proc = subprocess.Popen(
+                [shutil.which("ray") or "ray", "start", *args, *common],
+                env=env or self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.nodes.append(proc)
+        return proc
+
+    def start_head(self, *, num_cpus: int = 2) -> LocalCluster:
+        """The head with the dashboard (job submission) on 127.0.0.1; ``num_cpus=0`` keeps
+        every trial off it (the driver of a job needs no CPU)."""
+        head = self._start(
+            [
+                "--head",
+                f"--port={self.port}",
+                f"--ray-client-server-port={free_port()}",
+                "--include-dashboard=true",
+                "--dashboard-host=127.0.0.1",
+                f"--dashboard-port={self.dashboard_port}",
+                f"--temp-dir={self.temp_dir}",
+            ],
+            "head.log",
+            env=None,
+            num_cpus=num_cpus,
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and head.poll() is None:
+            try:
+                urllib.request.urlopen(f"{self.dashboard}/api/version", timeout=2)
+                return self
+            except urllib.error.HTTPError:  # 401 without the bearer token: it is up
+                return self
+            except OSError:
+                time.sleep(1)
+        raise RuntimeError("the Ray head did not come up: " + (Path(self.temp_dir) / "head.log").read_text()[-2000:])
+
+    def add_worker(self, *, env: dict[str, str] | None = None, num_cpus: int = 2, timeout: float = 300) -> None:
+        """A worker node (its own environment ``env``, default the head's), waited for until
+        the cluster counts it (minutes when other work shares the cores)."""
+        log = f"worker{len(self.nodes)}.log"
+        proc = self._start([f"--address={self.address}"], log, env=env, num_cpus=num_cpus)
+        deadline = time.monotonic() + timeout
+        while len(self.alive_nodes()) < len(self.nodes):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the worker node did not join within {timeout:.0f} s: "
+                    + (Path(self.temp_dir) / log).read_text()[-2000:]
+                )
+            time.sleep(2)
+
+    def alive_nodes(self) -> list[dict[str, Any]]:
+        """``{"id", "head"}`` of every node the cluster counts as alive (asked in a
+        subprocess: this process keeps no Ray)."""
+        code = (
+            f"import json, ray; ray.init(address={self.address!r}, logging_level='ERROR'); "
+            "print(json.dumps([{'id': n['NodeID'], 'head': 'node:__internal_head__' in n['Resources']} "
+            "for n in ray.nodes() if n['Alive']]))"
+        )
+        out = subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True, text=True, timeout=60)
+        lines = out.stdout.strip().splitlines()
+        return json.loads(lines[-1]) if lines and lines[-1].startswith("[") else []
+
+    def stop_workers(self) -> None:
+        for proc in self.nodes[1:]:
+            stop_session(proc)
+        del self.nodes[1:]
+
+    def stop(self) -> None:
+        for proc in reversed(self.nodes):
+            stop_session(proc)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def cluster_env(**extra: str) -> dict[str, str]:
+    """The environment of a test cluster's nodes: :func:`cli_env` (this checkout first on the
+    path; no tracking, storage or Ray settings) with token authentication (a fresh token)."""
+    return cli_env(
+        {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), "RAY_USAGE_STATS_ENABLED": "0", **extra}
+    )

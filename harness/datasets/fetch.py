@@ -5,7 +5,11 @@ Search order (first complete copy wins):
 1. the ``data_dir`` argument,
 2. ``$HARNESS_DATA_DIR``,
 3. the cache, ``$HARNESS_CACHE_DIR`` or ``~/.cache/harness`` (files under ``data/<card name>/``),
-4. a download into the cache.
+4. a download into the cache, from the card's own addresses or, when ``$HARNESS_DATA_MIRROR``
+   is set, from its mirrors instead (base URLs, ``http(s)://`` or ``file://``, separated by
+   spaces or commas, tried in order; a mirror holds ``<card name>/<download file name>``,
+   the cache's ``data/`` layout). A mirror serves the nodes of a cluster without internet
+   access: they never wait on addresses they cannot reach.
 
 Inside a data directory a file may lie at ``<card name>/<filename>``, the
 card's extra ``search_paths`` (``tinyshakespeare/input.txt``, ``ptb/ptb.char.train.txt``:
@@ -95,6 +99,19 @@ def file_candidates(card: DatasetCard, f: DataFile) -> list[str]:
 def archive_candidates(card: DatasetCard) -> list[str]:
     assert card.archive is not None
     return _unique([f"{card.name}/{card.archive.filename}", card.archive.filename])
+
+
+#: Base URLs that replace the cards' own download addresses (see the module docstring).
+MIRROR_ENV = "HARNESS_DATA_MIRROR"
+
+
+def download_urls(card: DatasetCard, filename: str, own: tuple[str, ...]) -> tuple[str, ...]:
+    """Where to download ``filename`` of ``card`` from: ``<mirror>/<card name>/<filename>``
+    for every mirror in ``$HARNESS_DATA_MIRROR``, else the card's own addresses ``own``."""
+    bases = os.environ.get(MIRROR_ENV, "").replace(",", " ").split()
+    if bases:
+        return tuple(f"{base.rstrip('/')}/{card.name}/{filename}" for base in bases)
+    return own
 
 
 def _download_target(card: DatasetCard, cache_dir: str | os.PathLike[str] | None, filename: str) -> Path:
@@ -526,7 +543,7 @@ def fetch(
     if card.archive is not None:
         dest = _download_target(card, cache_dir, card.archive.filename)
         check = download_file(
-            card.archive.urls,
+            download_urls(card, card.archive.filename, card.archive.urls),
             dest,
             sha256=card.archive.sha256,
             size=card.archive.size,
@@ -541,7 +558,15 @@ def fetch(
     for f in card.files:
         dest = _download_target(card, cache_dir, f.filename)
         checks.append(
-            download_file(f.urls, dest, sha256=f.sha256, size=f.size, progress=progress, timeout=timeout, advice=advice)
+            download_file(
+                download_urls(card, f.filename, f.urls),
+                dest,
+                sha256=f.sha256,
+                size=f.size,
+                progress=progress,
+                timeout=timeout,
+                advice=advice,
+            )
         )
         files[f.role] = dest
     return Located(card, "downloaded", files, None, tuple(checks))

@@ -6,6 +6,8 @@
 - :mod:`~harness.studies.tracking`   the MLflow record, written from the Tune driver only
 - :mod:`~harness.studies.progress`   the live table of trials
 - :mod:`~harness.studies.runner`     ``run_study`` (``harness run``)
+- :mod:`~harness.studies.submit`     ``submit_study`` (``harness submit``: a study as a Ray job)
+- :mod:`~harness.studies.destinations` no study record inside a Ray job's temporary directories
 - :mod:`~harness.studies.cost`       the dry run's cost estimate
 
 Importing this package imports neither Ray, MLflow nor torch; the names below load

@@ -1,4 +1,5 @@
-"""``harness run`` (a study on Ray Tune), ``harness ui`` (MLflow UI), ``harness bench study``.
+"""``harness run`` (a study on Ray Tune), ``harness submit`` (a study as a Ray job),
+``harness ui`` (MLflow UI), ``harness bench study``.
 
 Module import stays light: Ray, MLflow and torch load inside the commands.
 """
@@ -69,6 +70,61 @@ def run(
         raise typer.Exit(1)
 
 
+def submit(
+    spec: Annotated[
+        Path, typer.Argument(help="Study spec (YAML) inside the working directory, e.g. studies/smoke.yaml.")
+    ],
+    address: Annotated[
+        str | None,
+        typer.Option(
+            "--address", help="The cluster's dashboard (job submission) URL, http://HEAD:8265. Default: $RAY_ADDRESS."
+        ),
+    ] = None,
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(
+            "--tracking-uri",
+            help="MLflow tracking URI for the job's driver. Default: the spec's tracking.uri, "
+            "$MLFLOW_TRACKING_URI here, sqlite:///mlflow.db here (a local cluster only).",
+        ),
+    ] = None,
+    storage_path: Annotated[
+        str | None,
+        typer.Option(
+            "--storage-path",
+            help="Tune storage for the job (s3://, gs://, a shared path). Default: the spec's storage_path, "
+            "$HARNESS_STORAGE_PATH here, ./results here (a local cluster only).",
+        ),
+    ] = None,
+    working_dir: Annotated[
+        Path | None,
+        typer.Option("--working-dir", help="Folder that travels with the job (code and specs). Default: this one."),
+    ] = None,
+    no_wait: Annotated[
+        bool, typer.Option("--no-wait", help="Submit, print the job id and how to follow it, and return.")
+    ] = False,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the latest run of this study: finished trials are kept.")
+    ] = False,
+) -> None:
+    """Submit a study to a Ray cluster as a job (Ray Jobs SDK), its MLflow URI and storage path
+    passed explicitly; stream its progress and exit with the job's status. Ctrl-C asks whether
+    to stop the job or detach."""
+    from harness.studies.submit import submit_study
+
+    code = submit_study(
+        spec,
+        address=address,
+        tracking_uri=tracking_uri,
+        storage_path=storage_path,
+        working_dir=working_dir,
+        wait=not no_wait,
+        resume=resume,
+    )
+    if code:
+        raise typer.Exit(code)
+
+
 def ui(
     tracking_uri: Annotated[
         str | None,
@@ -133,10 +189,11 @@ def bench_study(
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
-    """Add ``harness run``, ``harness ui`` and ``harness bench study``."""
+    """Add ``harness run``, ``harness submit``, ``harness ui`` and ``harness bench study``."""
     app.command("run")(run)
+    app.command("submit")(submit)
     app.command("ui")(ui)
     bench_app.command("study")(bench_study)
 
 
-__all__ = ["register", "run", "ui", "bench_study"]
+__all__ = ["register", "run", "submit", "ui", "bench_study"]

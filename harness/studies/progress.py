@@ -10,6 +10,7 @@ file, ``ray job logs``, CI) it prints one line per event instead, so logs stay r
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -17,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from ray.tune import Callback
+
+from harness.training.tracking import redact_uri
 
 STATES = ("PENDING", "RUNNING", "RETRYING", "DONE", "DIVERGED", "ERROR")
 
@@ -31,6 +34,27 @@ class TrialView:
     ended: float | None = None
     attempts: int = 0
     max_steps: int | None = None
+
+
+def trial_error_summary(trial: Any) -> str | None:
+    """``Type: message`` of the exception a trial failed with (without Ray's wrapper and
+    the traceback; no URI's password), or None when Tune kept none. Read from the driver's own copy of Tune's
+    error file: the copy in the study's storage is synced later."""
+    from ray import cloudpickle
+
+    try:
+        path = getattr(trial, "pickled_error_file", None)
+        if path and os.path.isfile(path):
+            with open(path, "rb") as f:
+                error = cloudpickle.load(f)  # written by this driver's Tune a moment ago
+        else:
+            error = trial.get_pickled_error()
+    except Exception:  # noqa: BLE001 - an unreadable error file: the error log path is printed anyway
+        return None
+    cause = getattr(error, "cause", None) or error  # RayTaskError wraps the trial's own exception
+    if cause is None:
+        return None
+    return redact_uri(f"{type(cause).__name__}: {cause}")
 
 
 @dataclass
@@ -108,6 +132,7 @@ class StudyProgress(Callback):
         v = self._view(trial)
         v.state = "RETRYING"
         self._event(v, "RETRY")
+        self._note(trial_error_summary(trial))
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         v = self._view(trial)
@@ -119,6 +144,7 @@ class StudyProgress(Callback):
         v = self._view(trial)
         v.state, v.ended = "ERROR", time.monotonic()
         self._event(v, "ERROR", extra=f"  error log: {trial.error_file}" if getattr(trial, "error_file", None) else "")
+        self._note(trial_error_summary(trial))
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         self._draw()
@@ -149,6 +175,16 @@ class StudyProgress(Callback):
             file=self._out,
             flush=True,
         )
+
+    def _note(self, text: str | None) -> None:
+        """A message under the event lines (above the live table on a terminal)."""
+        if not text:
+            return
+        text = "\n".join(f"    {line}" for line in text.splitlines())
+        if self._live is not None:
+            self._live.console.print(text, markup=False, highlight=False)
+        else:
+            print(text, file=self._out, flush=True)
 
     def _draw(self, force: bool = False) -> None:
         if self._live is None:

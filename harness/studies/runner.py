@@ -36,7 +36,9 @@ from typing import Any, TextIO
 from urllib.parse import urlparse
 
 from harness.errors import InputError
+from harness.studies.destinations import is_uri, refuse_ephemeral_destinations
 from harness.studies.grid import Trial, expand_grid
+from harness.studies.ray_auth import enable_token_auth_if_available
 from harness.studies.spec import StudySpec, load_spec
 from harness.studies.tune_state import repair_stale_checkpoints
 from harness.training.tracking import redact_uri
@@ -90,10 +92,6 @@ class StudyOutcome:
 
 
 # -- where things go ------------------------------------------------------------------------
-
-
-def is_uri(path: str) -> bool:
-    return "://" in path and not path.startswith("file://")
 
 
 def resolve_storage(flag: str | None, spec: StudySpec) -> str:
@@ -198,20 +196,6 @@ def _tcp_reachable(address: str, timeout: float = 3.0) -> str | None:
         return exc.strerror or str(exc)
 
 
-def _token_if_available() -> None:
-    """Ray enables token authentication for ``ray.init()`` / ``"auto"`` when a token is
-    available, but never for an explicit address. Apply the same rule to an explicit
-    address: a token client also connects to a cluster without authentication (verified
-    with Ray 2.60), so this only turns failures into successes."""
-    if os.environ.get("RAY_AUTH_MODE"):
-        return
-    try:
-        from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
-    except ImportError:  # another Ray version: the user sets RAY_AUTH_MODE themselves
-        return
-    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
-
-
 def quiet_tune() -> None:
     """Tune's own console output is replaced by the study's progress table (the user's
     settings win)."""
@@ -244,7 +228,7 @@ def ray_session(address: str | None) -> Iterator[RayConnection]:
                 "the cluster. Submit the study as a job: ray job submit --address http://HEAD:8265 --working-dir . "
                 "-- harness run SPEC"
             )
-        _token_if_available()
+        enable_token_auth_if_available()
         problem = _tcp_reachable(address)
         if problem is not None:
             raise InputError(
@@ -687,6 +671,7 @@ def run_study(
         say(dry_run_text(spec, trials, storage=storage, tracking_uri=uri, address=ray_address))
         return StudyOutcome(study=spec.name, status="dry_run", trials=len(trials), tracking_uri=uri)
 
+    refuse_ephemeral_destinations(tracking_uri=uri, storage=storage)  # as a Ray job's driver
     check_storage(storage)
     from harness.training.tracking import check_tracking_uri
 

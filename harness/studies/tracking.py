@@ -44,6 +44,7 @@ from urllib.parse import urlparse
 from ray.tune import Callback
 
 from harness.errors import InputError
+from harness.studies.progress import trial_error_summary
 from harness.training.tracking import ensure_experiment, redact_uri
 
 # MLflow REST/SQL batch limits.
@@ -405,13 +406,18 @@ class StudyRecorder:
         the GenAI view). Never with the URI's credentials: the browser asks for them."""
         if self.parent_run_id is None or self.experiment_id is None:
             return None
-        parsed = urlparse(self.tracking_uri)
-        if parsed.scheme in ("http", "https"):
-            base = parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[-1], query="", fragment="").geturl()
-        else:
-            base = f"http://{host}:{port}"
-        run = f"/#/experiments/{self.experiment_id}/runs/{self.parent_run_id}"
-        return f"{base.rstrip('/')}{run}?workflowType=machine_learning"
+        return run_ui_url(self.tracking_uri, self.experiment_id, self.parent_run_id, host=host, port=port)
+
+
+def run_ui_url(tracking_uri: str, experiment_id: str, run_id: str, *, host: str = "127.0.0.1", port: int = 5000) -> str:
+    """The page of a run in MLflow 3's "Model training" view: on the tracking server itself
+    for an http(s) URI (without its credentials), else on ``harness ui`` at ``host:port``."""
+    parsed = urlparse(tracking_uri)
+    if parsed.scheme in ("http", "https"):
+        base = parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[-1], query="", fragment="").geturl()
+    else:
+        base = f"http://{host}:{port}"
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}?workflowType=machine_learning"
 
 
 def _text(value: Any) -> str:
@@ -488,9 +494,9 @@ class MlflowStudyCallback(Callback):
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         tid = self._trial_id(trial)
-        error = ""
+        error = trial_error_summary(trial) or ""
         if getattr(trial, "error_file", None):
-            error = f"see {trial.error_file}"
+            error = f"{error[:4000]}\n(see {trial.error_file})".lstrip()
         self.recorder.end_trial(tid, "failed", tags={"harness.error": error} if error else None)
 
 

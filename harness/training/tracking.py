@@ -51,7 +51,7 @@ def resolve_tracking_uri(uri: str | None = None) -> str:
     return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
-def _sqlite_path(uri: str) -> Path | None:
+def sqlite_path(uri: str) -> Path | None:
     """The database file of a ``sqlite:///path`` URI (``None`` for an in-memory database)."""
     rest = uri[len("sqlite://") :]
     if rest in ("", "/", "/:memory:"):
@@ -76,7 +76,7 @@ def check_tracking_uri(uri: str) -> None:
             "use a database such as sqlite:///path/to/mlflow.db or an http(s):// server"
         )
     if scheme == "sqlite":
-        path = _sqlite_path(uri)
+        path = sqlite_path(uri)
         if path is None:
             return
         directory = path.parent.resolve()
@@ -113,7 +113,7 @@ def ensure_experiment(client: Any, tracking_uri: str, name: str, *, deleted_hint
     if found is not None:
         return str(found.experiment_id)
     location = None
-    db = _sqlite_path(tracking_uri) if urlparse(tracking_uri).scheme == "sqlite" else None
+    db = sqlite_path(tracking_uri) if urlparse(tracking_uri).scheme == "sqlite" else None
     if db is not None:
         location = (db.parent.resolve() / "mlartifacts" / _slug(name)).as_uri()
     return str(client.create_experiment(name, artifact_location=location, tags=EXPERIMENT_TAGS))

@@ -3,6 +3,7 @@ docs promise; the Dockerfiles lint when hadolint is installed."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -36,15 +37,22 @@ def test_kuberay_manifests() -> None:
     job = yaml.safe_load((DOCKER / "kuberay" / "rayjob.yaml").read_text())
     assert (cluster["apiVersion"], cluster["kind"]) == ("ray.io/v1", "RayCluster")
     assert (job["apiVersion"], job["kind"]) == ("ray.io/v1", "RayJob")
-    assert "harness run studies/superadditivity.yaml" in job["spec"]["entrypoint"]
+    # The RayJob passes its destinations explicitly in the entrypoint (a job never falls back
+    # to a default inside its temporary working directory): a tracking server, shared storage.
+    entrypoint = job["spec"]["entrypoint"]
+    assert "harness run studies/superadditivity.yaml" in entrypoint
+    assert re.search(r"--tracking-uri http://\S+", entrypoint) and re.search(r"--storage-path s3://\S+", entrypoint)
     for spec in (cluster["spec"], job["spec"]["rayClusterSpec"]):
         pods = [spec["headGroupSpec"]["template"]] + [g["template"] for g in spec["workerGroupSpecs"]]
         for pod in pods:
             env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
             assert env["RAY_AUTH_MODE"]["value"] == "token"
             assert "secretKeyRef" in env["RAY_AUTH_TOKEN"]["valueFrom"]  # the token is a secret, not a value
-            assert env["HARNESS_STORAGE_PATH"]["value"].startswith("s3://")  # shared storage across pods
-            assert env["MLFLOW_TRACKING_URI"]["value"].startswith("http")
+            if spec is cluster["spec"]:  # the long-lived cluster's defaults for submitted jobs
+                assert env["HARNESS_STORAGE_PATH"]["value"].startswith("s3://")  # shared storage across pods
+                assert env["MLFLOW_TRACKING_URI"]["value"].startswith("http")
+            else:  # one source of truth: the entrypoint
+                assert "HARNESS_STORAGE_PATH" not in env and "MLFLOW_TRACKING_URI" not in env
         assert (
             spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
             == "1"
