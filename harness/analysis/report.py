@@ -613,7 +613,7 @@ def _overview_section(df: pl.DataFrame, study: _Study, parts: _Parts) -> None:
         cell_text += f", ... ({len(cell_keys)} cells)"
     overview = [
         f"{df.height} trials, {len(study.variants)} variants ({', '.join(map(str, study.variants))}), "
-        f"{len(study.seeds)} seeds",
+        f"{_seeds(len(study.seeds))}",
         f"cells ({', '.join(cells) or 'none'}): {cell_text or 'one'}",
     ]
     if "status" in df.columns:
@@ -1199,13 +1199,18 @@ def _mope_section(
     parts.sections.append(("MOPE scales", h, m))
 
 
+def _seeds(n: int) -> str:
+    """``"1 seed"``, ``"2 seeds"``."""
+    return f"{n} seed" if n == 1 else f"{n} seeds"
+
+
 def _write_report(df: pl.DataFrame, settings: AnalysisSettings, study: _Study, out_dir: Path, parts: _Parts) -> Report:
     """Adjust the headline family, render, then write every file (each via a temporary name)."""
     verdicts = headline_family(parts.verdicts, alpha=settings.alpha)
     for v in verdicts:
         if v.pvalue_holm is not None:
             parts.headline[f"holm/{v.effect.replace(' (superadd.)', '').replace(' ', '_')}"] = v.pvalue_holm
-    n_seeds_note = f" — {len(study.seeds)} seeds: too few for narrow intervals" if 0 < len(study.seeds) < 5 else ""
+    n_seeds_note = f" — {_seeds(len(study.seeds))}: too few for narrow intervals" if 0 < len(study.seeds) < 5 else ""
     verdict_table = format_verdict_table(
         verdicts, confidence=settings.confidence, title=f"Report ({study.name}{n_seeds_note}):"
     )
