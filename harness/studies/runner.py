@@ -43,7 +43,7 @@ from harness.datasets import load
 from harness.errors import InputError
 from harness.studies.cost import estimate
 from harness.studies.grid import Trial, expand_grid
-from harness.studies.spec import StudySpec, load_spec
+from harness.studies.spec import StudySpec, load_spec, read_spec_text
 from harness.studies.trainable import run_trial
 from harness.studies.tune_state import repair_stale_checkpoints
 from harness.training.tracking import check_tracking_uri, harness_git_commit, redact_uri, resolve_tracking_uri
@@ -673,7 +673,7 @@ def resolve_study(
     tracking URI, the storage path and the Ray address (flag > spec > environment > default)."""
     spec_text = None
     if not isinstance(spec, StudySpec):
-        spec_text = Path(spec).read_text() if Path(spec).is_file() else None
+        spec_text = read_spec_text(spec) if Path(spec).is_file() else None
         spec = load_spec(spec)
     spec_text = spec_text or spec.canonical_yaml()
     trials = expand_grid(spec)
