@@ -11,8 +11,9 @@ that into MLflow exactly as a study with a healthy server would have:
   tag ``harness.study_run``), else created with the spec's params, tags and ``spec.yaml``;
   ``results.parquet`` and the trial counts are logged and the run is ended;
 * one child run per trial: continued when it exists (tag ``harness.trial_id`` under the
-  parent), else created; the metric points after the last step MLflow has, the final
-  metrics, the final checkpoint's tables, the ``status`` tag and the end state.
+  parent), else created; its corpus as dataset inputs, the metric points after the last
+  step MLflow has, the final metrics, the final checkpoint's tables, the ``status`` tag,
+  the run description (from its row of ``results.parquet``) and the end state.
 
 Child runs already complete in MLflow (ended, with the status of the results table) are
 left alone, so recording is idempotent: running it twice changes nothing, and after a
@@ -38,6 +39,7 @@ from harness.studies.grid import expand_grid
 from harness.studies.runner import STUDY_FILE, _filesystem, _read_json, is_uri, parent_params
 from harness.studies.spec import parse_spec
 from harness.studies.trainable import FINAL_RESULT
+from harness.training.description import DESCRIBED_STATUSES, trial_description
 from harness.training.tracking import check_tracking_uri, harness_git_commit, redact_uri
 
 #: Run statuses of MLflow that mean "ended".
@@ -294,6 +296,8 @@ def _continue_parent(recorder: Any, stored: StoredStudy) -> None:
             "harness.recorded_from_storage": "true",
         },
         previous_run_id=meta.get("parent_run_id"),
+        datasets=stored.spec.datasets,
+        data_dir=stored.spec.train_overrides().get("data_dir"),
     )
 
 
@@ -322,16 +326,31 @@ def _record_trial(
         action = "completed"
     else:
         action = "created"
-    recorder.child(tid, study=stored.name, tags=trial.tags(), params=trial.config.model_dump())
+    recorder.child(
+        tid,
+        study=stored.name,
+        tags=trial.tags(),
+        params=trial.config.model_dump(),
+        datasets=[trial.config.dataset],
+        data_dir=trial.config.data_dir,
+    )
     for line in lines:
         step = line.get("step")
         if isinstance(step, (int, float)) and not isinstance(step, bool):
             recorder.trial_metrics(tid, line, step=int(step))
+    description = trial_description(row) if row is not None and status in DESCRIBED_STATUSES else None
     if status in ("finished", "diverged"):
         final = next((line for line in reversed(lines) if line.get("status") in ("finished", "diverged")), {})
         with tempfile.TemporaryDirectory() as tmp:
             files = final_checkpoint_files(stored.fs, trial_dir, Path(tmp))
-            recorder.end_trial(tid, status, metrics=final, step=int(final.get("step", 0) or 0), files=files)
+            recorder.end_trial(
+                tid,
+                status,
+                metrics=final,
+                step=int(final.get("step", 0) or 0),
+                files=files,
+                description=description,
+            )
     else:
-        recorder.end_trial(tid, tag)
+        recorder.end_trial(tid, tag, description=description)
     return action

@@ -769,6 +769,8 @@ def start_parent_run(
         params=parent_params(plan.spec, plan.trials),
         tags={"harness.git_commit": git_commit, "harness.study_dir": layout.study_dir, "ray": ray_conn.description},
         previous_run_id=(previous[1].get("parent_run_id") if previous else None),
+        datasets=plan.spec.datasets,
+        data_dir=plan.spec.train_overrides().get("data_dir"),
     )
     return git_commit
 

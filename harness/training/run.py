@@ -29,7 +29,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -53,6 +53,7 @@ from harness.training.callbacks import (
 )
 from harness.training.config import TrainConfig
 from harness.training.data import CharDataModule
+from harness.training.description import trial_description
 from harness.training.module import CharLMModule, build_char_model, resolve_variant
 from harness.training.tracking import (
     TrackedRun,
@@ -432,6 +433,8 @@ def train(
         run = _open_run(target, plan)
         status = "failed"
         try:
+            if run is not None:
+                run.declare_corpus(config.dataset, data_dir=config.data_dir)
             module = CharLMModule(config, vocab_size=plan.corpus.vocab_size, model=model)
             module.mlflow_run_id = run.run_id if run is not None else None
             if plan.compile:
@@ -439,8 +442,19 @@ def train(
             loop = _build_loop(plan, module, run, callbacks=callbacks, progress_bar=progress_bar)
             diverged = _fit(loop, module, datamodule, plan)
             status = "diverged" if diverged is not None else "finished"
+            result = _result(
+                config,
+                status=status,
+                module=module,
+                steps=loop.trainer.global_step,
+                tokens_per_s=loop.throughput.tokens_per_s,
+                run_id=run.run_id if run is not None else None,
+                checkpoint=loop.checkpointer.last_path,
+                wall_time=time.perf_counter() - started,
+            )
             if run is not None:
                 _record_artifacts(run, module, diverged)
+                run.set_description(trial_description(result_row(result, plan.variant)))
         except BaseException as exc:
             if run is not None:
                 run.end("killed" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed")
@@ -448,16 +462,7 @@ def train(
         if run is not None:
             run.end(status)
 
-    return _result(
-        config,
-        status=status,
-        module=module,
-        steps=loop.trainer.global_step,
-        tokens_per_s=loop.throughput.tokens_per_s,
-        run_id=run.run_id if run is not None else None,
-        checkpoint=loop.checkpointer.last_path,
-        wall_time=time.perf_counter() - started,
-    )
+    return replace(result, wall_time_s=time.perf_counter() - started)
 
 
 def _open_run(target: TrackingTarget | None, plan: _Plan) -> TrackedRun | None:
@@ -557,6 +562,37 @@ def _record_artifacts(run: TrackedRun, module: CharLMModule, diverged: TrainingD
         run.set_tags({"diverged_at_step": diverged.step})
     with tempfile.TemporaryDirectory() as tmp:
         _write_artifacts(run, module, Path(tmp), final=diverged is None)
+
+
+def result_row(result: TrainResult, variant: Any) -> dict[str, Any]:
+    """The run as a row of a study's results table (its columns, ``study`` empty and the
+    run's name as ``trial_id``): what :func:`~harness.training.description.trial_description`
+    renders. ``variant`` is the run's resolved variant (its position, gate, scoring)."""
+    c = result.config
+    return {
+        "study": None,
+        "trial_id": run_name(c),
+        "dataset": c.dataset,
+        "size": c.size,
+        "params": result.num_parameters,
+        "context_length": c.context_length,
+        "variant": c.variant,
+        "position": variant.position,
+        "gate": variant.gate,
+        "scoring": variant.scoring,
+        "seed": c.seed,
+        "tau_init": c.tau_init,
+        "val_loss": result.final_val_loss,
+        "test_loss": result.final_test_loss,
+        "train_loss": result.final_train_loss,
+        "best_val_loss": result.best_val_loss,
+        "gen_gap": result.gen_gap,
+        "tau_mean": result.tau_mean,
+        "open_fraction": result.open_fraction,
+        "tokens_per_s": result.tokens_per_s,
+        "steps": result.steps,
+        "status": result.status,
+    }
 
 
 def _result(
