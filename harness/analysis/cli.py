@@ -7,7 +7,7 @@ inside the command.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -69,8 +69,8 @@ def report(
 ) -> None:
     """Recompute a study's statistics (from MLflow, or --from a results table), write the
     report (HTML with embedded plots, PNGs, markdown, parquet tables) and log it to the
-    study's parent run. Prints the verdicts."""
-
+    study's parent run; rewrite each trial run's description from the recomputed table.
+    Prints the verdicts."""
     from harness.analysis.corpus import corpus_info_for
     from harness.analysis.report import build_report, log_report
     from harness.analysis.results import tracking_uri_or_default
@@ -101,6 +101,18 @@ def report(
             f"MLflow: logged report/ and {len(rep.headline_metrics)} metrics to parent run "
             f"{parent.info.run_id} (experiment {parent.info.experiment_id}, {uri})"
         )
+        _refresh_trial_descriptions(uri, parent, df)
+
+
+def _refresh_trial_descriptions(uri: str, parent: Any, df: Any) -> None:
+    """Each ended trial run's description (``mlflow.note.content``), from its row of the
+    recomputed results table."""
+    from mlflow import MlflowClient
+
+    from harness.training.description import refresh_trial_descriptions
+
+    written = refresh_trial_descriptions(MlflowClient(tracking_uri=uri), parent.info.run_id, df.iter_rows(named=True))
+    typer.echo(f"MLflow: refreshed the descriptions of {written} trial runs")
 
 
 def _results_and_parent(study: str, uri: str, from_path: Path | None, log: bool):

@@ -161,23 +161,37 @@ def _pieces(located: Located, role: str, tokenizer: str) -> Iterator[np.ndarray]
                 yield np.frombuffer(chunk, dtype=np.uint8)
             return
         if tokenizer == "ptb-char":  # PTB files are ~10 MB: one piece
+            data = fh.read()
             try:
-                text = fh.read().decode("utf-8")
+                text = data.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise InputError(f"{located.card.name}: {role} file is not UTF-8 ({exc})") from None
+                raise _not_utf8(located, role, exc, exc.start) from None
             yield _codepoints(ptb_char_compact(text))
             return
         decoder = codecs.getincrementaldecoder("utf-8")(errors="strict")
-        try:
-            while chunk := fh.read(_READ_CHUNK):
-                text = decoder.decode(chunk)
-                if text:
-                    yield _codepoints(text)
-            tail = decoder.decode(b"", final=True)
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{located.card.name}: {role} file is not UTF-8 ({exc})") from None
-        if tail:
-            yield _codepoints(tail)
+        read = 0  # bytes read so far; the decoder holds back an incomplete character at a piece's end
+        while True:
+            chunk = fh.read(_READ_CHUNK)
+            held = len(decoder.getstate()[0])
+            try:
+                text = decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as exc:  # exc.start counts from the first held-back byte
+                raise _not_utf8(located, role, exc, read - held + exc.start) from None
+            read += len(chunk)
+            if text:
+                yield _codepoints(text)
+            if not chunk:
+                return
+
+
+def _not_utf8(located: Located, role: str, exc: UnicodeDecodeError, offset: int) -> InputError:
+    """One message naming the file and the offset of its first byte that is not UTF-8."""
+    byte = exc.object[exc.start]
+    return InputError(
+        f"{located.card.name}: {located.file_label(role)} is not UTF-8 text: byte 0x{byte:02x} at offset {offset} "
+        f"cannot be decoded ({exc.reason}); replace it with the corpus's original file (`harness data info "
+        f"{located.card.name}` says where it comes from)"
+    )
 
 
 def _token_dtype(vocab_size: int) -> np.dtype:

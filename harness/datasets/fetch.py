@@ -324,6 +324,12 @@ class Located:
         """What the encoded-token cache is keyed by: the sha256 of every source read."""
         return {str(c.path.name): c.sha256 for c in self.checks}
 
+    def file_label(self, role: str) -> str:
+        """The file of ``role`` as the user finds it: its path, or ``<archive>:<member>``."""
+        if self.archive is not None:
+            return f"{self.archive}:{self.card.file(role).member}"
+        return str(self.files[role])
+
     @contextlib.contextmanager
     def open(self, role: str) -> Iterator[BinaryIO]:
         """Binary stream of the file with ``role`` (from disk or from the archive)."""

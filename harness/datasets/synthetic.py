@@ -255,6 +255,14 @@ def parse_salience_name(name: str) -> dict[str, Any]:
     return out
 
 
+def salience_cache_key(params: SalienceParams) -> str:
+    """The token cache key of a parameter setting: what identifies the generated text (the
+    generator's version and every parameter), without generating it."""
+    from harness.datasets.corpus import cache_key
+
+    return cache_key({"generator": GENERATOR_VERSION, **asdict(params)})
+
+
 def make_salience_corpus(
     p: float = 0.5,
     *,
@@ -270,14 +278,13 @@ def make_salience_corpus(
     Generated once per parameter setting and cached (memory-mapped) like real corpora."""
     from harness.datasets.corpus import (
         _corpus_from_cache,
-        cache_key,
         read_cache_dir,
         write_cache_dir,
     )
     from harness.datasets.fetch import cache_root
 
     params = SalienceParams(p, n_chars, seed, n_content_words, n_function_words, n_templates)
-    key = cache_key({"generator": GENERATOR_VERSION, **asdict(params)})
+    key = salience_cache_key(params)
     path = cache_root(cache_dir) / "tokens" / NAME / key
 
     def build(tmp):

@@ -6,6 +6,7 @@ Imports stay light at module level (typer only); torch is imported inside the co
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -62,6 +63,71 @@ def _parse_ints(text: str, what: str) -> tuple[int, ...]:
     return values
 
 
+def _mib(value: float | None) -> str:
+    return f"{value:.1f}" if value is not None else "-"
+
+
+def _benchmark_progress(console: Any) -> Any:
+    """A progress callback printing one line per measured case."""
+    from harness.models import benchmark as bm
+
+    def show(result: Any) -> None:
+        if isinstance(result, bm.CaseResult):
+            detail = (
+                f"{result.time_ms:9.1f} ms   tensors {_mib(result.peak_tensor_mb):>7} MiB   rss "
+                f"{_mib(result.peak_rss_mb):>7} MiB"
+                if result.status == "ok"
+                else result.status
+            )
+            console.print(f"  T={result.seq_len:<5} {result.family:<13} {detail}")
+        else:
+            console.print(
+                f"  train step {result.variant:<20} dropout={result.dropout:g} {result.time_ms:8.1f} ms  "
+                f"x{result.ratio:.2f}"
+            )
+
+    return show
+
+
+def _attention_table(results: Any, lens: Any) -> Any:
+    """Families x T: time ratio / peak tensor memory ratio against baseline (baseline: ms / MiB)."""
+    from rich.table import Table
+
+    table = Table(
+        title="attention forward+backward against baseline: time ratio / peak tensor memory ratio "
+        "(baseline row: ms / MiB)"
+    )
+    table.add_column("family")
+    for t in lens:
+        table.add_column(f"T={t}", justify="right")
+    by_case = {(r.family, r.seq_len): r for r in results}
+    for family in dict.fromkeys(r.family for r in results):
+        cells = []
+        for t in lens:
+            r = by_case[(family, t)]
+            if r.status != "ok":
+                cells.append(r.status.split(":")[0])
+            elif family == "baseline":
+                cells.append(f"{r.time_ms:.1f} ms / {_mib(r.peak_tensor_mb)} MiB")
+            else:
+                mem = f"x{r.tensor_ratio:.2f}" if r.tensor_ratio is not None else "-"
+                cells.append(f"x{r.time_ratio:.2f} / {mem}")
+        table.add_row(family, *cells)
+    return table
+
+
+def _train_step_table(train_results: Any) -> Any:
+    """One row per variant and dropout: ms per training step and the ratio to baseline."""
+    from rich.table import Table
+
+    step_table = Table(title="full training step (paper size, T=256) against baseline")
+    for column in ("variant", "dropout", "ms / step", "ratio"):
+        step_table.add_column(column, justify="left" if column == "variant" else "right")
+    for r in train_results:
+        step_table.add_row(r.variant, f"{r.dropout:g}", f"{r.time_ms:.1f}", f"x{r.ratio:.2f}")
+    return step_table
+
+
 def bench_attention(
     seq_lens: str = typer.Option("256,1024,4096,8192", "--seq-lens", "-T", help="Comma-separated sequence lengths."),
     families: str = typer.Option(
@@ -82,7 +148,6 @@ def bench_attention(
     from dataclasses import asdict
 
     from rich.console import Console
-    from rich.table import Table
 
     from harness.models import benchmark as bm
 
@@ -98,25 +163,7 @@ def bench_attention(
         if value < 1:
             raise InputError(f"{name} must be a positive integer, got {value}")
     console = Console(width=160)
-
-    def mib(value: float | None) -> str:
-        return f"{value:.1f}" if value is not None else "-"
-
-    def show(result) -> None:
-        if isinstance(result, bm.CaseResult):
-            detail = (
-                f"{result.time_ms:9.1f} ms   tensors {mib(result.peak_tensor_mb):>7} MiB   rss "
-                f"{mib(result.peak_rss_mb):>7} MiB"
-                if result.status == "ok"
-                else result.status
-            )
-            console.print(f"  T={result.seq_len:<5} {result.family:<13} {detail}")
-        else:
-            console.print(
-                f"  train step {result.variant:<20} dropout={result.dropout:g} {result.time_ms:8.1f} ms  "
-                f"x{result.ratio:.2f}"
-            )
-
+    show = _benchmark_progress(console)
     console.print(
         f"attention forward+backward: B={batch} H={heads} head_dim={head_dim} fp32 CPU, T in {lens}, "
         f"median of {repeats}"
@@ -133,27 +180,7 @@ def bench_attention(
         memory_budget_gib=memory_budget_gib,
         progress=show,
     )
-    table = Table(
-        title="attention forward+backward against baseline: time ratio / peak tensor memory ratio "
-        "(baseline row: ms / MiB)"
-    )
-    table.add_column("family")
-    for t in lens:
-        table.add_column(f"T={t}", justify="right")
-    by_case = {(r.family, r.seq_len): r for r in results}
-    for family in dict.fromkeys(r.family for r in results):
-        cells = []
-        for t in lens:
-            r = by_case[(family, t)]
-            if r.status != "ok":
-                cells.append(r.status.split(":")[0])
-            elif family == "baseline":
-                cells.append(f"{r.time_ms:.1f} ms / {mib(r.peak_tensor_mb)} MiB")
-            else:
-                mem = f"x{r.tensor_ratio:.2f}" if r.tensor_ratio is not None else "-"
-                cells.append(f"x{r.time_ratio:.2f} / {mem}")
-        table.add_row(family, *cells)
-    console.print(table)
+    console.print(_attention_table(results, lens))
 
     train_results = []
     if train_step:
@@ -161,12 +188,7 @@ def bench_attention(
         train_results = bm.run_train_step_benchmark(
             batch=train_batch, repeats=max(repeats, 3), threads=threads or None, dropouts=(0.0, 0.2), progress=show
         )
-        step_table = Table(title="full training step (paper size, T=256) against baseline")
-        for column in ("variant", "dropout", "ms / step", "ratio"):
-            step_table.add_column(column, justify="left" if column == "variant" else "right")
-        for r in train_results:
-            step_table.add_row(r.variant, f"{r.dropout:g}", f"{r.time_ms:.1f}", f"x{r.ratio:.2f}")
-        console.print(step_table)
+        console.print(_train_step_table(train_results))
 
     payload = {
         "settings": {

@@ -11,8 +11,9 @@ that into MLflow exactly as a study with a healthy server would have:
   tag ``harness.study_run``), else created with the spec's params, tags and ``spec.yaml``;
   ``results.parquet`` and the trial counts are logged and the run is ended;
 * one child run per trial: continued when it exists (tag ``harness.trial_id`` under the
-  parent), else created; the metric points after the last step MLflow has, the final
-  metrics, the final checkpoint's tables, the ``status`` tag and the end state.
+  parent), else created; its corpus as dataset inputs, the metric points after the last
+  step MLflow has, the final metrics, the final checkpoint's tables, the ``status`` tag,
+  the run description (from its row of ``results.parquet``) and the end state.
 
 Child runs already complete in MLflow (ended, with the status of the results table) are
 left alone, so recording is idempotent: running it twice changes nothing, and after a
@@ -30,7 +31,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+import pyarrow.fs
+
 from harness.errors import InputError
+from harness.studies.grid import expand_grid
+from harness.studies.runner import STUDY_FILE, _filesystem, _read_json, is_uri, parent_params
+from harness.studies.spec import parse_spec
+from harness.studies.trainable import FINAL_RESULT
+from harness.training.description import DESCRIBED_STATUSES, trial_description
+from harness.training.tracking import check_tracking_uri, harness_git_commit, redact_uri
 
 #: Run statuses of MLflow that mean "ended".
 _ENDED = ("FINISHED", "FAILED", "KILLED")
@@ -57,8 +67,6 @@ class RecordOutcome:
 def find_study_dir(path: str | Path) -> str | None:
     """``path`` itself when it holds ``harness_study.json``; the most recent study run
     under it when it is a ``<storage>/<study>`` folder; None otherwise (e.g. a parquet file)."""
-    from harness.studies.runner import STUDY_FILE, _filesystem, _read_json, is_uri
-
     text = str(path).rstrip("/")
     if not is_uri(text):  # pyarrow's local filesystem takes absolute paths only
         text = str(Path(text.removeprefix("file://")).expanduser().resolve())
@@ -68,8 +76,6 @@ def find_study_dir(path: str | Path) -> str | None:
         return None
     if _read_json(fs, f"{root}/{STUDY_FILE}") is not None:
         return text
-    import pyarrow.fs
-
     try:
         infos = fs.get_file_info(pyarrow.fs.FileSelector(root, allow_not_found=True))
     except Exception:  # noqa: BLE001 - a file, not a folder
@@ -109,10 +115,7 @@ def result_lines(fs: Any, trial_dir: str) -> list[dict[str, Any]]:
 def final_checkpoint_files(fs: Any, trial_dir: str, into: Path) -> list[Path]:
     """The tables of the trial's final checkpoint (the newest ``checkpoint_*`` holding the
     trainable's ``train_result.json``), copied to ``into``."""
-    import pyarrow.fs
-
-    from harness.studies.tracking import FINAL_ARTIFACTS
-    from harness.studies.trainable import FINAL_RESULT
+    from harness.studies.tracking import FINAL_ARTIFACTS  # Ray Tune's import cost: see record_study
 
     try:
         infos = fs.get_file_info(pyarrow.fs.FileSelector(trial_dir, allow_not_found=True))
@@ -145,31 +148,28 @@ def _read_bytes(fs: Any, path: str) -> bytes | None:
         return None
 
 
-def record_study(
-    study_dir: str | Path,
-    *,
-    tracking_uri: str | None = None,
-    study: str | None = None,
-    say: Callable[[str], None] = print,
-) -> RecordOutcome:
-    """Write the study kept in ``study_dir`` into MLflow at ``tracking_uri`` (default:
-    ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db``); see the module docstring.
+@dataclass(frozen=True)
+class StoredStudy:
+    """What a study directory holds: its ``harness_study.json``, spec, grid and results table."""
 
-    Raises
-    ------
-    InputError
-        ``study_dir`` is not a study directory (or not of ``study``), the study has no
-        results table yet (its driver died: resume it first), or the tracking store
-        cannot be reached or written.
-    """
-    import polars as pl
+    study_dir: str
+    fs: Any  # pyarrow filesystem of the directory
+    root: str  # the directory as a path of ``fs``
+    meta: dict[str, Any]
+    name: str
+    spec_text: str
+    spec: Any  # StudySpec
+    trials: list[Any]  # grid.Trial, in grid order
+    table: Any  # polars.DataFrame: results.parquet
 
-    from harness.studies.grid import expand_grid
-    from harness.studies.runner import STUDY_FILE, _filesystem, _read_json, parent_params
-    from harness.studies.spec import parse_spec
-    from harness.studies.tracking import StudyRecorder, default_tracking_uri, quick_failing_http
-    from harness.training.tracking import check_tracking_uri, harness_git_commit, redact_uri
+    @property
+    def rows(self) -> dict[str, dict[str, Any]]:
+        """The results table by trial id."""
+        return {row["trial_id"]: row for row in self.table.iter_rows(named=True)}
 
+
+def read_study_dir(study_dir: str | Path, *, study: str | None = None) -> StoredStudy:
+    """Read and check a study directory (see :func:`record_study` for the errors)."""
     study_dir = find_study_dir(study_dir) or str(study_dir)
     fs, root = _filesystem(study_dir)
     meta = _read_json(fs, f"{root}/{STUDY_FILE}")
@@ -193,14 +193,47 @@ def record_study(
             f"{study_dir} has no results.parquet: the study did not end (its driver was stopped). Finish it first with "
             f"`harness run SPEC --resume --storage-path {study_dir.rsplit('/', 2)[0]}` (it records in MLflow itself)"
         )
-    table = pl.read_parquet(io.BytesIO(results))
-    rows = {row["trial_id"]: row for row in table.iter_rows(named=True)}
+    return StoredStudy(
+        study_dir=study_dir,
+        fs=fs,
+        root=root,
+        meta=meta,
+        name=name,
+        spec_text=spec_text,
+        spec=spec,
+        trials=trials,
+        table=pl.read_parquet(io.BytesIO(results)),
+    )
 
+
+def record_study(
+    study_dir: str | Path,
+    *,
+    tracking_uri: str | None = None,
+    study: str | None = None,
+    say: Callable[[str], None] = print,
+) -> RecordOutcome:
+    """Write the study kept in ``study_dir`` into MLflow at ``tracking_uri`` (default:
+    ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db``); see the module docstring.
+
+    Raises
+    ------
+    InputError
+        ``study_dir`` is not a study directory (or not of ``study``), the study has no
+        results table yet (its driver died: resume it first), or the tracking store
+        cannot be reached or written.
+    """
+    # The recorder subclasses Ray Tune's Callback: imported here so that `harness report
+    # --from results.parquet` does not pay Ray Tune's import (about 3 s).
+    from harness.studies.tracking import StudyRecorder, default_tracking_uri, quick_failing_http
+
+    stored = read_study_dir(study_dir, study=study)
+    name = stored.name
     uri = default_tracking_uri(tracking_uri, None)
     check_tracking_uri(uri)
     quick_failing_http()
     problems: list[str] = []
-    recorder = StudyRecorder(uri, spec.experiment_name(), warn=problems.append)
+    recorder = StudyRecorder(uri, stored.spec.experiment_name(), warn=problems.append)
 
     def check() -> None:
         if recorder.broken is not None:
@@ -212,57 +245,16 @@ def record_study(
 
     recorder.connect()
     check()
-    recorder.start_parent(
-        study=name,
-        study_run=str(meta.get("study_run") or f"{name}/{study_dir.rsplit('/', 1)[1]}"),
-        spec_text=spec_text,
-        spec_sha256=spec.sha256(),
-        params=parent_params(spec, trials),
-        tags={
-            "harness.git_commit": str(meta.get("git_commit") or harness_git_commit()),
-            "harness.study_dir": study_dir,
-            "harness.recorded_from_storage": "true",
-        },
-        previous_run_id=meta.get("parent_run_id"),
-    )
+    _continue_parent(recorder, stored)
     check()
-    client = recorder.client
-    created = completed = unchanged = 0
-    for trial in trials:
-        tid = trial.trial_id
-        row = rows.get(tid)
-        status = str(row["status"]) if row is not None else "incomplete"
-        tag = _TAG_OF_STATUS.get(status, status)
-        run_id = recorder._children.get(tid)
-        trial_dir = f"{root}/{tid}"
-        lines = result_lines(fs, trial_dir)
-        if run_id is None and status == "incomplete" and not lines:
-            continue  # never started: like a live study, no run until it starts
-        if run_id is not None:
-            try:
-                run = client.get_run(run_id)
-            except Exception as exc:  # noqa: BLE001 - the store went away while recording
-                recorder._fail(f"reading the run of trial {tid}", exc)
-                check()
-            if run.info.status in _ENDED and run.data.tags.get("status") == tag:
-                unchanged += 1
-                continue
-            completed += 1
-        else:
-            created += 1
-        recorder.child(tid, study=name, tags=trial.tags(), params=trial.config.model_dump())
-        for line in lines:
-            step = line.get("step")
-            if isinstance(step, (int, float)) and not isinstance(step, bool):
-                recorder.trial_metrics(tid, line, step=int(step))
-        if status in ("finished", "diverged"):
-            final = next((line for line in reversed(lines) if line.get("status") in ("finished", "diverged")), {})
-            with tempfile.TemporaryDirectory() as tmp:
-                files = final_checkpoint_files(fs, trial_dir, Path(tmp))
-                recorder.end_trial(tid, status, metrics=final, step=int(final.get("step", 0) or 0), files=files)
-        else:
-            recorder.end_trial(tid, tag)
+    done = {"created": 0, "completed": 0, "unchanged": 0}
+    rows = stored.rows
+    for trial in stored.trials:
+        action = _record_trial(recorder, stored, trial, rows.get(trial.trial_id), check)
+        if action is not None:
+            done[action] += 1
         check()
+    table = stored.table
     counts = {s: int((table.get_column("status") == s).sum()) for s in ("finished", "diverged", "failed", "incomplete")}
     recorder.end_parent(
         "interrupted" if counts["incomplete"] else "finished",
@@ -271,19 +263,94 @@ def record_study(
     )
     check()
     say(
-        f"MLflow: recorded study {name} from {study_dir} in parent run {recorder.parent_run_id} "
-        f"({'created' if recorder.created_parent else 'continued'}; child runs: {created} created, "
-        f"{completed} completed, "
-        f"{unchanged} already complete) at {redact_uri(uri)}"
+        f"MLflow: recorded study {name} from {stored.study_dir} in parent run {recorder.parent_run_id} "
+        f"({'created' if recorder.created_parent else 'continued'}; child runs: {done['created']} created, "
+        f"{done['completed']} completed, "
+        f"{done['unchanged']} already complete) at {redact_uri(uri)}"
     )
     return RecordOutcome(
         study=name,
-        study_dir=study_dir,
+        study_dir=stored.study_dir,
         tracking_uri=uri,
         experiment_id=str(recorder.experiment_id),
         parent_run_id=str(recorder.parent_run_id),
         parent_created=recorder.created_parent,
-        created=created,
-        completed=completed,
-        unchanged=unchanged,
+        created=done["created"],
+        completed=done["completed"],
+        unchanged=done["unchanged"],
     )
+
+
+def _continue_parent(recorder: Any, stored: StoredStudy) -> None:
+    """The study's parent run: continued when MLflow has it, else created as the study would."""
+    meta = stored.meta
+    recorder.start_parent(
+        study=stored.name,
+        study_run=str(meta.get("study_run") or f"{stored.name}/{stored.study_dir.rsplit('/', 1)[1]}"),
+        spec_text=stored.spec_text,
+        spec_sha256=stored.spec.sha256(),
+        params=parent_params(stored.spec, stored.trials),
+        tags={
+            "harness.git_commit": str(meta.get("git_commit") or harness_git_commit()),
+            "harness.study_dir": stored.study_dir,
+            "harness.recorded_from_storage": "true",
+        },
+        previous_run_id=meta.get("parent_run_id"),
+        datasets=stored.spec.datasets,
+        data_dir=stored.spec.train_overrides().get("data_dir"),
+    )
+
+
+def _record_trial(
+    recorder: Any, stored: StoredStudy, trial: Any, row: dict[str, Any] | None, check: Callable[[], None]
+) -> str | None:
+    """One trial's child run from Tune's ``result.json`` and final checkpoint: ``created``,
+    ``completed`` (it existed without its end), ``unchanged`` (complete already) or None
+    (the trial never started: like a live study, no run)."""
+    tid = trial.trial_id
+    status = str(row["status"]) if row is not None else "incomplete"
+    tag = _TAG_OF_STATUS.get(status, status)
+    run_id = recorder._children.get(tid)
+    trial_dir = f"{stored.root}/{tid}"
+    lines = result_lines(stored.fs, trial_dir)
+    if run_id is None and status == "incomplete" and not lines:
+        return None
+    if run_id is not None:
+        try:
+            run = recorder.client.get_run(run_id)
+        except Exception as exc:  # noqa: BLE001 - the store went away while recording
+            recorder._fail(f"reading the run of trial {tid}", exc)
+            check()
+        if run.info.status in _ENDED and run.data.tags.get("status") == tag:
+            return "unchanged"
+        action = "completed"
+    else:
+        action = "created"
+    recorder.child(
+        tid,
+        study=stored.name,
+        tags=trial.tags(),
+        params=trial.config.model_dump(),
+        datasets=[trial.config.dataset],
+        data_dir=trial.config.data_dir,
+    )
+    for line in lines:
+        step = line.get("step")
+        if isinstance(step, (int, float)) and not isinstance(step, bool):
+            recorder.trial_metrics(tid, line, step=int(step))
+    description = trial_description(row) if row is not None and status in DESCRIBED_STATUSES else None
+    if status in ("finished", "diverged"):
+        final = next((line for line in reversed(lines) if line.get("status") in ("finished", "diverged")), {})
+        with tempfile.TemporaryDirectory() as tmp:
+            files = final_checkpoint_files(stored.fs, trial_dir, Path(tmp))
+            recorder.end_trial(
+                tid,
+                status,
+                metrics=final,
+                step=int(final.get("step", 0) or 0),
+                files=files,
+                description=description,
+            )
+    else:
+        recorder.end_trial(tid, tag, description=description)
+    return action

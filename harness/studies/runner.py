@@ -21,6 +21,7 @@ and ``report/``). ``--resume`` continues the most recent one of that name.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -35,13 +36,26 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlparse
 
+import polars as pl
+import pyarrow.fs
+
+from harness.datasets import load
 from harness.errors import InputError
+from harness.studies.cost import estimate
 from harness.studies.destinations import is_uri, refuse_ephemeral_destinations
 from harness.studies.grid import Trial, expand_grid
 from harness.studies.ray_auth import enable_token_auth_if_available
-from harness.studies.spec import StudySpec, load_spec
+from harness.studies.spec import StudySpec, load_spec, read_spec_text
+from harness.studies.trainable import run_trial
 from harness.studies.tune_state import repair_stale_checkpoints
-from harness.training.tracking import redact_uri
+from harness.training.tracking import check_tracking_uri, harness_git_commit, redact_uri, resolve_tracking_uri
+
+# Imports that stay inside the phases that use them, for a measured start-up cost: Ray
+# (``ray.tune``: about 3-4 s here), the MLflow recorder and the live progress view (both
+# subclass Ray Tune's ``Callback``) and the analysis (scipy, statsmodels, matplotlib: about
+# 1.5-3 s). A bad spec, a bad destination and ``--dry-run`` answer without paying for them
+# (``harness run studies/smoke.yaml --dry-run``: 2.6 s, against 7.3 s with the recorder
+# imported first; medians of 5 on the shared 2-CPU machine).
 
 STUDY_FILE = "harness_study.json"
 DEFAULT_STORAGE = "results"
@@ -115,8 +129,6 @@ def shared_storage_declared(spec: StudySpec) -> bool:
 
 
 def _filesystem(storage: str) -> tuple[Any, str]:
-    import pyarrow.fs
-
     if is_uri(storage):
         try:
             return pyarrow.fs.FileSystem.from_uri(storage)
@@ -155,8 +167,6 @@ def _write_bytes(fs: Any, path: str, data: bytes) -> None:
 
 def latest_study_dir(storage: str, name: str) -> tuple[str, dict[str, Any]] | None:
     """The most recent ``<storage>/<name>/<run>`` holding a ``harness_study.json``."""
-    import pyarrow.fs
-
     fs, root = _filesystem(storage)
     base = f"{root.rstrip('/')}/{name}"
     infos = fs.get_file_info(pyarrow.fs.FileSelector(base, allow_not_found=True))
@@ -208,7 +218,7 @@ def quiet_tune() -> None:
 def ray_session(address: str | None) -> Iterator[RayConnection]:
     """Connect to ``address`` or start an embedded local Ray; disconnect at the end if we
     connected here (an already initialised Ray, e.g. in tests or notebooks, is reused)."""
-    import ray
+    import ray  # see the note on imports at the top of this module
 
     started_here = False
     if ray.is_initialized():
@@ -352,8 +362,6 @@ def prepare_corpora(spec: StudySpec) -> None:
     study once on the driver, before anything starts: a missing or corrupt corpus is one
     InputError here instead of every trial failing with it. Done for the embedded local Ray,
     whose trials share this machine's cache; cluster nodes fetch their own."""
-    from harness.datasets import load
-
     data_dir = spec.train_overrides().get("data_dir")
     for name in spec.datasets:
         load(name, data_dir=data_dir)
@@ -387,8 +395,6 @@ def describe_resources(spec: StudySpec) -> str:
 def dry_run_text(
     spec: StudySpec, trials: Sequence[Trial], *, storage: str, tracking_uri: str, address: str | None
 ) -> str:
-    from harness.studies.cost import estimate
-
     train = trials[0].config if trials else None
     lines = [f"Study {spec.name}: {describe_grid(spec, trials)}, {describe_resources(spec)}"]
     if train is not None:
@@ -449,8 +455,6 @@ def trial_status(metrics: dict[str, Any] | None, error: Any) -> str:
 def results_table(study: str, trials: Sequence[Trial], outcomes: dict[str, tuple[dict[str, Any] | None, Any]]) -> Any:
     """One row per trial (CONTRACTS columns), from each trial's final report; ``tau_heads``
     lists every head's tau (``gate/tau/l<i>h<j>``, layer by layer) of a gated run."""
-    import polars as pl
-
     from harness.analysis.results import head_taus
 
     rows = []
@@ -519,8 +523,6 @@ def results_table(study: str, trials: Sequence[Trial], outcomes: dict[str, tuple
 
 def _window_losses(trials: Sequence[Trial], checkpoints: dict[str, Any]) -> Any:
     """Per-window losses of every finished trial with its factors (for the multi-bootstrap)."""
-    import polars as pl
-
     frames = []
     with tempfile.TemporaryDirectory() as tmp:
         for trial in trials:
@@ -549,8 +551,6 @@ def _window_losses(trials: Sequence[Trial], checkpoints: dict[str, Any]) -> Any:
 
 
 def _mope_sigmas(trials: Sequence[Trial], outcomes: dict[str, tuple[dict[str, Any] | None, Any]]) -> Any:
-    import polars as pl
-
     rows = []
     for trial in trials:
         metrics = (outcomes.get(trial.trial_id) or (None, None))[0] or {}
@@ -605,6 +605,414 @@ def _design(trials: Sequence[Trial]) -> dict[str, dict[str, Any]]:
     return {t.trial_id: {k: v for k, v in t.config.model_dump().items() if k not in skip} for t in trials}
 
 
+# -- the phases of a study ---------------------------------------------------------------------
+#
+# run_study reads as its phases: resolve and validate (resolve_study) -> check before anything
+# starts (check_before_start, find_resumable) -> connect Ray (ray_session, check_cluster) -> plan
+# where the run lives (study_layout) -> open the record (start_parent_run) -> launch Tune
+# (launch_tune, write_study_files, fit_with_progress) -> collect the outcomes (collect_outcomes)
+# -> analyse (_analyse) -> record (record_outcome) -> tell the user (tell_where).
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    """A checked spec, its grid and where everything goes (the first phase's result)."""
+
+    spec: StudySpec
+    spec_text: str
+    trials: list[Trial]
+    tracking_uri: str
+    storage: str
+    address: str | None  # None: an embedded local Ray
+
+    @property
+    def by_id(self) -> dict[str, Trial]:
+        return {t.trial_id: t for t in self.trials}
+
+
+@dataclass(frozen=True)
+class StudyLayout:
+    """Where one run of a study lives: ``<storage>/<name>/<run_name>``."""
+
+    run_name: str
+    study_run: str  # ``<name>/<run_name>``: the tag that finds the parent run again
+    study_dir: str  # as the user names it (a URI or a local path)
+    study_root: str  # the same folder as a path of ``fs``
+    fs: Any  # pyarrow filesystem of the storage
+    local_dir: Path | None  # None for remote storage
+
+
+@dataclass(frozen=True)
+class CollectedOutcomes:
+    """What the trials ended with: the results table, counts by status, the study's status."""
+
+    table: Any  # polars.DataFrame, one row per trial
+    counts: dict[str, int]
+    status: str  # finished | interrupted
+    windows: Any  # per-window losses of the finished trials (polars) or None
+    sigmas: Any  # MOPE scales of the finished trials (polars) or None
+
+
+def resolve_study(
+    spec: StudySpec | str | os.PathLike[str],
+    *,
+    tracking_uri: str | None,
+    storage_path: str | None,
+    address: str | None,
+) -> StudyPlan:
+    """Resolve and validate: parse and check the spec, expand the grid, resolve the
+    tracking URI, the storage path and the Ray address (flag > spec > environment > default)."""
+    spec_text = None
+    if not isinstance(spec, StudySpec):
+        spec_text = read_spec_text(spec) if Path(spec).is_file() else None
+        spec = load_spec(spec)
+    spec_text = spec_text or spec.canonical_yaml()
+    trials = expand_grid(spec)
+    return StudyPlan(
+        spec=spec,
+        spec_text=spec_text,
+        trials=trials,
+        tracking_uri=resolve_tracking_uri(tracking_uri or spec.tracking.uri),
+        storage=resolve_storage(storage_path, spec),
+        address=resolve_address(address),
+    )
+
+
+def check_before_start(plan: StudyPlan) -> dict[str, int] | None:
+    """Check before anything starts, what can be checked without Ray: the storage path, the
+    tracking URI (a file store or a missing directory), the test-only fault injection, and
+    on an embedded local Ray the GPUs and the corpora (downloaded and verified once, here);
+    as a Ray job's driver, no destination inside Ray's temporary working directory.
+    Returns the trials whose loss the fault injection turns NaN (None: no injection)."""
+    refuse_ephemeral_destinations(tracking_uri=plan.tracking_uri, storage=plan.storage)  # as a Ray job's driver
+    check_storage(plan.storage)
+    check_tracking_uri(plan.tracking_uri)
+    fault_nan = fault_nan_trials(plan.trials)
+    if plan.address is None:
+        check_local_gpus(plan.spec)
+        prepare_corpora(plan.spec)
+    return fault_nan
+
+
+def find_resumable(plan: StudyPlan) -> tuple[str, dict[str, Any]]:
+    """The study run that ``--resume`` continues (its directory and ``harness_study.json``);
+    InputError when there is none or its design differs from the spec's."""
+    spec, storage = plan.spec, plan.storage
+    previous = latest_study_dir(storage, spec.name)
+    if previous is None:
+        raise InputError(
+            f"nothing to resume: no study {spec.name!r} under {storage}/{spec.name} "
+            "(run it without --resume, or pass the --storage-path it ran with)"
+        )
+    stored = previous[1].get("design")
+    if stored is not None and stored != json.loads(json.dumps(_design(plan.trials))):
+        raise InputError(
+            f"cannot resume {previous[0]}: the spec's grid or training settings changed since it started "
+            "(resuming would mix two designs); run it as a new study without --resume"
+        )
+    return previous
+
+
+def study_layout(plan: StudyPlan, previous: tuple[str, dict[str, Any]] | None) -> StudyLayout:
+    """Plan where this run lives: the resumed run's folder, or a fresh
+    ``<storage>/<name>/<YYYYmmdd-HHMMSS>``."""
+    storage, name = plan.storage, plan.spec.name
+    if previous is not None:
+        study_dir = previous[0]
+        run_name = study_dir.rsplit("/", 1)[1]
+    else:
+        run_name = _fresh_run_name(storage, name)
+        study_dir = f"{storage}/{name}/{run_name}"
+    fs, root = _filesystem(storage)
+    return StudyLayout(
+        run_name=run_name,
+        study_run=f"{name}/{run_name}",
+        study_dir=study_dir,
+        study_root=f"{root.rstrip('/')}/{name}/{run_name}",
+        fs=fs,
+        local_dir=None if is_uri(storage) else Path(study_dir),
+    )
+
+
+def start_line(plan: StudyPlan, ray_conn: RayConnection, *, resuming: bool) -> str:
+    """``Study tiny: 2 trials (...), 1 CPU each, local Ray (2 CPUs)``."""
+    spec = plan.spec
+    return (
+        f"Study {spec.name}: {describe_grid(spec, plan.trials)}, {describe_resources(spec)}, "
+        f"{ray_conn.description} ({ray_conn.cpus:g} CPUs{f', {ray_conn.gpus:g} GPUs' if ray_conn.gpus else ''})"
+        + (" - resuming" if resuming else "")
+    )
+
+
+def start_parent_run(
+    recorder: Any,
+    plan: StudyPlan,
+    layout: StudyLayout,
+    ray_conn: RayConnection,
+    previous: tuple[str, dict[str, Any]] | None,
+) -> str:
+    """Open the record: the study's parent run in MLflow (created, or continued on resume).
+    Returns the git commit the study is recorded with (a resumed study keeps its own)."""
+    git_commit = (previous[1].get("git_commit") if previous else None) or harness_git_commit()
+    recorder.start_parent(
+        study=plan.spec.name,
+        study_run=layout.study_run,
+        spec_text=plan.spec_text,
+        spec_sha256=plan.spec.sha256(),
+        params=parent_params(plan.spec, plan.trials),
+        tags={"harness.git_commit": git_commit, "harness.study_dir": layout.study_dir, "ray": ray_conn.description},
+        previous_run_id=(previous[1].get("parent_run_id") if previous else None),
+        datasets=plan.spec.datasets,
+        data_dir=plan.spec.train_overrides().get("data_dir"),
+    )
+    return git_commit
+
+
+def make_trainable(plan: StudyPlan, layout: StudyLayout, fault_nan: dict[str, int] | None) -> Any:
+    """The Tune trainable: :func:`run_trial` with every trial's config and the trial's resources."""
+    from ray import tune  # see the note on imports at the top of this module
+
+    fault_step = os.environ.get("HARNESS_FAULT_KILL_AT_STEP")
+    local_dir = layout.local_dir
+    return tune.with_resources(
+        tune.with_parameters(
+            run_trial,
+            trials={t.trial_id: t.config.model_dump() for t in plan.trials},
+            fault_kill_at_step=int(fault_step) if fault_step else None,
+            fault_dir=str(local_dir / "faults") if fault_step and local_dir else None,
+            fault_nan=fault_nan,
+        ),
+        {"cpu": plan.spec.resources.cpus, "gpu": plan.spec.resources.gpus},
+    )
+
+
+def restore_tuner(layout: StudyLayout, trainable: Any, tune_callbacks: list[Any], say: Any) -> tuple[Any, dict]:
+    """Tune's experiment of a resumed study, with today's callbacks; and the trials it
+    already finished (trial id -> DONE | DIVERGED) for the progress view."""
+    from ray import tune  # see the note on imports at the top of this module
+
+    study_dir = layout.study_dir
+    # Trials that had not reported yet have no result file: Tune warns about each
+    # when it reads the experiment back; they simply have not finished.
+    analysis_log = logging.getLogger("ray.tune.analysis.experiment_analysis")
+    level = analysis_log.level
+    analysis_log.setLevel(logging.ERROR)
+    try:
+        for stale, newest in repair_stale_checkpoints(study_dir):
+            trial_name, newest_name = newest.rstrip("/").rsplit("/", 2)[-2:]
+            say(
+                f"  {trial_name}: resuming from {newest_name} (Tune's snapshot named "
+                f"{stale.rsplit('/', 1)[-1]}, already deleted)"
+            )
+        tuner = tune.Tuner.restore(study_dir, trainable=trainable, resume_errored=True)
+        # Tune restores the RunConfig it pickled; today's callbacks (tracking URI,
+        # terminal) replace the stale copies.
+        tuner._local_tuner.get_run_config().callbacks = tune_callbacks
+        already = {}
+        for result in tuner.get_results():
+            status = trial_status(result.metrics, None)
+            if status in ("finished", "diverged"):
+                already[str(result.config["trial"])] = "DONE" if status == "finished" else "DIVERGED"
+    finally:
+        analysis_log.setLevel(level)
+    return tuner, already
+
+
+def new_tuner(plan: StudyPlan, layout: StudyLayout, trainable: Any, tune_callbacks: list[Any]) -> Any:
+    """A Tune experiment with one grid point per trial id, named after the study's run."""
+    from ray import tune  # see the note on imports at the top of this module
+
+    spec = plan.spec
+    return tune.Tuner(
+        trainable,
+        param_space={"trial": tune.grid_search([t.trial_id for t in plan.trials])},
+        tune_config=tune.TuneConfig(
+            max_concurrent_trials=spec.max_concurrent_trials,
+            trial_name_creator=_trial_name,
+            trial_dirname_creator=_trial_name,
+            reuse_actors=True,  # one worker process per slot: imports once, not per trial
+        ),
+        run_config=tune.RunConfig(
+            name=layout.run_name,
+            storage_path=f"{plan.storage}/{spec.name}",
+            callbacks=tune_callbacks,
+            failure_config=tune.FailureConfig(max_failures=spec.retries),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            verbose=0,
+            log_to_file=True,
+        ),
+    )
+
+
+def open_recorder(plan: StudyPlan) -> Any:
+    """The study's MLflow recorder (no connection yet), with quick-failing HTTP and Tune's
+    own console output off."""
+    from harness.studies.tracking import StudyRecorder, quick_failing_http  # see the note on imports
+
+    quick_failing_http()
+    quiet_tune()
+    return StudyRecorder(
+        plan.tracking_uri,
+        plan.spec.experiment_name(),
+        warn=lambda m: print(f"warning: {m}", file=sys.stderr, flush=True),
+    )
+
+
+def launch_tune(
+    plan: StudyPlan,
+    layout: StudyLayout,
+    recorder: Any,
+    previous: tuple[str, dict[str, Any]] | None,
+    fault_nan: dict[str, int] | None,
+    *,
+    callbacks: Sequence[Any],
+    out: TextIO,
+    live: bool | None,
+    say: Any,
+) -> tuple[Any, Any, dict[str, str]]:
+    """Launch Tune: the trainable, the driver callbacks (the MLflow record, the
+    progress view, the caller's) and Tune's experiment, new or restored. Returns the tuner,
+    the progress view and the trials a resumed study already finished."""
+    # See the note on imports at the top of this module.
+    from harness.studies.progress import StudyProgress
+    from harness.studies.tracking import MlflowStudyCallback
+
+    trainable = make_trainable(plan, layout, fault_nan)
+    progress = StudyProgress(
+        [t.trial_id for t in plan.trials],
+        max_steps={t.trial_id: t.config.max_steps for t in plan.trials},
+        stream=out,
+        live=live,
+    )
+    tune_callbacks = [MlflowStudyCallback(recorder, plan.by_id, study=plan.spec.name), progress, *callbacks]
+    if previous is not None:
+        tuner, already = restore_tuner(layout, trainable, tune_callbacks, say)
+    else:
+        tuner, already = new_tuner(plan, layout, trainable, tune_callbacks), {}
+    return tuner, progress, already
+
+
+def fit_with_progress(tuner: Any, progress: Any, already: dict[str, str]) -> Any:
+    """Run Tune's experiment to its end (or an interrupt) with the progress view showing."""
+    progress.start(already)
+    try:
+        return tuner.fit()
+    finally:
+        progress.stop()
+
+
+def write_study_files(
+    plan: StudyPlan,
+    layout: StudyLayout,
+    recorder: Any,
+    previous: tuple[str, dict[str, Any]] | None,
+    git_commit: str,
+) -> None:
+    """``harness_study.json`` (what a resume and ``harness report --from`` need) and the
+    ``spec.yaml`` the study runs, in the study's folder."""
+    spec = plan.spec
+    meta = {
+        "study": spec.name,
+        "study_run": layout.study_run,
+        "spec_sha256": spec.sha256(),
+        "tracking_uri": redact_uri(plan.tracking_uri),
+        "experiment_id": recorder.experiment_id,
+        "parent_run_id": recorder.parent_run_id,
+        "trial_ids": [t.trial_id for t in plan.trials],
+        "design": _design(plan.trials),
+        "created": (previous[1].get("created") if previous else time.strftime("%Y-%m-%dT%H:%M:%S%z")),
+        "git_commit": git_commit,
+    }
+    _write_bytes(layout.fs, f"{layout.study_root}/{STUDY_FILE}", json.dumps(meta, indent=1).encode())
+    _write_bytes(layout.fs, f"{layout.study_root}/spec.yaml", plan.spec_text.encode())
+
+
+def collect_outcomes(plan: StudyPlan, layout: StudyLayout, grid: Any) -> CollectedOutcomes:
+    """Collect the outcomes: Tune's results -> the results table (``results.parquet``) and the per-window
+    losses of the finished trials (``window_losses.parquet``), both in the study's folder."""
+    outcomes: dict[str, tuple[dict[str, Any] | None, Any]] = {}
+    checkpoints: dict[str, Any] = {}
+    for result in grid:
+        tid = str(result.config["trial"])
+        outcomes[tid] = (dict(result.metrics or {}), result.error)
+        if trial_status(result.metrics, result.error) == "finished":
+            checkpoints[tid] = result.checkpoint
+    table = results_table(plan.spec.name, plan.trials, outcomes)
+    counts = {s: int((table.get_column("status") == s).sum()) for s in ("finished", "diverged", "failed", "incomplete")}
+    status = "interrupted" if counts["incomplete"] else "finished"
+
+    _write_bytes(layout.fs, f"{layout.study_root}/results.parquet", _parquet_bytes(table))
+    windows = _window_losses(plan.trials, checkpoints)
+    if windows is not None:
+        _write_bytes(layout.fs, f"{layout.study_root}/window_losses.parquet", _parquet_bytes(windows))
+    return CollectedOutcomes(
+        table=table, counts=counts, status=status, windows=windows, sigmas=_mope_sigmas(plan.trials, outcomes)
+    )
+
+
+def record_outcome(recorder: Any, collected: CollectedOutcomes) -> None:
+    """Record: the end of the MLflow record. Child runs of trials that were still running
+    stay resumable (KILLED, not RUNNING); the parent gets the table, the counts and its end."""
+    table, counts = collected.table, collected.counts
+    if collected.status == "interrupted":
+        for tid in table.filter(table.get_column("status") == "incomplete").get_column("trial_id"):
+            recorder.end_trial(tid, "interrupted")
+    recorder.end_parent(
+        collected.status,
+        results=table,
+        metrics={
+            "trials/finished": counts["finished"],
+            "trials/diverged": counts["diverged"],
+            "trials/failed": counts["failed"],
+            "trials/incomplete": counts["incomplete"],
+        },
+    )
+
+
+def tell_where(
+    plan: StudyPlan,
+    layout: StudyLayout,
+    collected: CollectedOutcomes,
+    recorder: Any,
+    *,
+    wall: float,
+    storage_flag: str | None,
+    tracking_flag: str | None,
+    say: Any,
+) -> str | None:
+    """Tell the user: the closing lines (counts, the results, how to resume, where MLflow shows
+    the study). Returns the UI link (None when MLflow did not record the study)."""
+    spec, uri, study_dir = plan.spec, plan.tracking_uri, layout.study_dir
+    summary = ", ".join(f"{n} {s}" for s, n in collected.counts.items() if n)
+    say(f"Study {spec.name} {collected.status} in {wall:.0f} s: {summary}")
+    say(f"Results: {study_dir}/results.parquet")
+    if collected.status == "interrupted":
+        say(
+            f"Resume it with: harness run {_spec_hint(spec)} --resume"
+            + (f" --storage-path {plan.storage}" if storage_flag else "")
+        )
+    ui_url = recorder.ui_url()
+    if recorder.broken is not None:
+        # The one warning came when the store failed; here is what to do about it.
+        ui_url = None
+        say(
+            f"MLflow: not recorded completely (the tracking store {redact_uri(uri)} failed). Everything is kept in "
+            f"{study_dir}; once the store is back, record it there with:\n"
+            f"  harness report {spec.name} --from {study_dir} --tracking-uri {redact_uri(uri)}"
+        )
+    elif recorder.parent_run_id is not None:
+        say(f'MLflow: parent run {recorder.parent_run_id} in experiment "{spec.experiment_name()}" ({redact_uri(uri)})')
+        default_store = tracking_flag is None and spec.tracking.uri is None and "MLFLOW_TRACKING_URI" not in os.environ
+        ui_cmd = "harness ui" if default_store else f"harness ui --tracking-uri {redact_uri(uri)}"
+        # The link never holds credentials (StudyRecorder.ui_url drops them).
+        say(
+            f"View it: {ui_cmd}  ->  {ui_url}"
+            if urlparse(uri).scheme not in ("http", "https")
+            else f"View it: {ui_url}"
+        )
+    return ui_url
+
+
 def run_study(
     spec: StudySpec | str | os.PathLike[str],
     *,
@@ -654,254 +1062,52 @@ def run_study(
     def say(text: str = "") -> None:
         print(text, file=out, flush=True)
 
-    spec_text = None
-    if not isinstance(spec, StudySpec):
-        spec_text = Path(spec).read_text() if Path(spec).is_file() else None
-        spec = load_spec(spec)
-    spec_text = spec_text or spec.canonical_yaml()
-    trials = expand_grid(spec)
-    by_id = {t.trial_id: t for t in trials}
-
-    from harness.studies.tracking import default_tracking_uri, quick_failing_http
-
-    uri = default_tracking_uri(tracking_uri, spec.tracking.uri)
-    storage = resolve_storage(storage_path, spec)
-    ray_address = resolve_address(address)
+    plan = resolve_study(spec, tracking_uri=tracking_uri, storage_path=storage_path, address=address)
+    spec = plan.spec
     if dry_run:
-        say(dry_run_text(spec, trials, storage=storage, tracking_uri=uri, address=ray_address))
-        return StudyOutcome(study=spec.name, status="dry_run", trials=len(trials), tracking_uri=uri)
+        say(dry_run_text(spec, plan.trials, storage=plan.storage, tracking_uri=plan.tracking_uri, address=plan.address))
+        return StudyOutcome(study=spec.name, status="dry_run", trials=len(plan.trials), tracking_uri=plan.tracking_uri)
+    fault_nan = check_before_start(plan)
+    previous = find_resumable(plan) if resume else None
 
-    refuse_ephemeral_destinations(tracking_uri=uri, storage=storage)  # as a Ray job's driver
-    check_storage(storage)
-    from harness.training.tracking import check_tracking_uri
-
-    check_tracking_uri(uri)  # a file store or a missing directory: refused before Ray starts
-    fault_nan = fault_nan_trials(trials)
-    if ray_address is None:
-        check_local_gpus(spec)
-        prepare_corpora(spec)
-    previous: tuple[str, dict[str, Any]] | None = None
-    if resume:
-        previous = latest_study_dir(storage, spec.name)
-        if previous is None:
-            raise InputError(
-                f"nothing to resume: no study {spec.name!r} under {storage}/{spec.name} "
-                "(run it without --resume, or pass the --storage-path it ran with)"
-            )
-        stored = previous[1].get("design")
-        if stored is not None and stored != json.loads(json.dumps(_design(trials))):
-            raise InputError(
-                f"cannot resume {previous[0]}: the spec's grid or training settings changed since it started "
-                "(resuming would mix two designs); run it as a new study without --resume"
-            )
-
-    quick_failing_http()
-    quiet_tune()
-    from harness.studies.tracking import MlflowStudyCallback, StudyRecorder
-
-    recorder = StudyRecorder(
-        uri, spec.experiment_name(), warn=lambda m: print(f"warning: {m}", file=sys.stderr, flush=True)
-    )
-
-    with ray_session(ray_address) as ray_conn:
-        check_cluster(spec, ray_conn, storage)
+    recorder = open_recorder(plan)
+    with ray_session(plan.address) as ray_conn:
+        check_cluster(spec, ray_conn, plan.storage)
         recorder.connect()  # may create the experiment; never a run
-
-        from ray import tune
-
-        from harness.studies.progress import StudyProgress
-        from harness.studies.trainable import run_trial
-        from harness.training.tracking import harness_git_commit
-
-        if previous is not None:
-            study_dir = previous[0]
-            run_name = study_dir.rsplit("/", 1)[1]
-        else:
-            run_name = _fresh_run_name(storage, spec.name)
-            study_dir = f"{storage}/{spec.name}/{run_name}"
-        study_run = f"{spec.name}/{run_name}"
-
-        say(
-            f"Study {spec.name}: {describe_grid(spec, trials)}, {describe_resources(spec)}, "
-            f"{ray_conn.description} ({ray_conn.cpus:g} CPUs{f', {ray_conn.gpus:g} GPUs' if ray_conn.gpus else ''})"
-            + (" - resuming" if previous else "")
-        )
-        git_commit = (previous[1].get("git_commit") if previous else None) or harness_git_commit()
-        parent = recorder.start_parent(
-            study=spec.name,
-            study_run=study_run,
-            spec_text=spec_text,
-            spec_sha256=spec.sha256(),
-            params=parent_params(spec, trials),
-            tags={"harness.git_commit": git_commit, "harness.study_dir": study_dir, "ray": ray_conn.description},
-            previous_run_id=(previous[1].get("parent_run_id") if previous else None),
-        )
+        layout = study_layout(plan, previous)
+        say(start_line(plan, ray_conn, resuming=previous is not None))
+        git_commit = start_parent_run(recorder, plan, layout, ray_conn, previous)
         try:
-            fault_step = os.environ.get("HARNESS_FAULT_KILL_AT_STEP")
-            fs, root = _filesystem(storage)
-            local_dir = None if is_uri(storage) else Path(study_dir)
-            trainable = tune.with_resources(
-                tune.with_parameters(
-                    run_trial,
-                    trials={t.trial_id: t.config.model_dump() for t in trials},
-                    fault_kill_at_step=int(fault_step) if fault_step else None,
-                    fault_dir=str(local_dir / "faults") if fault_step and local_dir else None,
-                    fault_nan=fault_nan,
-                ),
-                {"cpu": spec.resources.cpus, "gpu": spec.resources.gpus},
+            tuner, progress, already = launch_tune(
+                plan, layout, recorder, previous, fault_nan, callbacks=callbacks, out=out, live=live, say=say
             )
-            progress = StudyProgress(
-                [t.trial_id for t in trials],
-                max_steps={t.trial_id: t.config.max_steps for t in trials},
-                stream=out,
-                live=live,
-            )
-            tune_callbacks = [MlflowStudyCallback(recorder, by_id, study=spec.name), progress, *callbacks]
-            if previous is not None:
-                # Trials that had not reported yet have no result file: Tune warns about each
-                # when it reads the experiment back; they simply have not finished.
-                analysis_log = logging.getLogger("ray.tune.analysis.experiment_analysis")
-                level = analysis_log.level
-                analysis_log.setLevel(logging.ERROR)
-                try:
-                    for stale, newest in repair_stale_checkpoints(study_dir):
-                        trial_name, newest_name = newest.rstrip("/").rsplit("/", 2)[-2:]
-                        say(
-                            f"  {trial_name}: resuming from {newest_name} (Tune's snapshot named "
-                            f"{stale.rsplit('/', 1)[-1]}, already deleted)"
-                        )
-                    tuner = tune.Tuner.restore(study_dir, trainable=trainable, resume_errored=True)
-                    # Tune restores the RunConfig it pickled; today's callbacks (tracking URI,
-                    # terminal) replace the stale copies.
-                    tuner._local_tuner.get_run_config().callbacks = tune_callbacks
-                    already = {}
-                    for result in tuner.get_results():
-                        status = trial_status(result.metrics, None)
-                        if status in ("finished", "diverged"):
-                            already[str(result.config["trial"])] = "DONE" if status == "finished" else "DIVERGED"
-                finally:
-                    analysis_log.setLevel(level)
-            else:
-                tuner = tune.Tuner(
-                    trainable,
-                    param_space={"trial": tune.grid_search([t.trial_id for t in trials])},
-                    tune_config=tune.TuneConfig(
-                        max_concurrent_trials=spec.max_concurrent_trials,
-                        trial_name_creator=_trial_name,
-                        trial_dirname_creator=_trial_name,
-                        reuse_actors=True,  # one worker process per slot: imports once, not per trial
-                    ),
-                    run_config=tune.RunConfig(
-                        name=run_name,
-                        storage_path=f"{storage}/{spec.name}",
-                        callbacks=tune_callbacks,
-                        failure_config=tune.FailureConfig(max_failures=spec.retries),
-                        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-                        verbose=0,
-                        log_to_file=True,
-                    ),
-                )
-                already = {}
-            meta = {
-                "study": spec.name,
-                "study_run": study_run,
-                "spec_sha256": spec.sha256(),
-                "tracking_uri": redact_uri(uri),
-                "experiment_id": recorder.experiment_id,
-                "parent_run_id": parent,
-                "trial_ids": [t.trial_id for t in trials],
-                "design": _design(trials),
-                "created": (previous[1].get("created") if previous else time.strftime("%Y-%m-%dT%H:%M:%S%z")),
-                "git_commit": git_commit,
-            }
-            study_root = f"{root.rstrip('/')}/{spec.name}/{run_name}"
-            _write_bytes(fs, f"{study_root}/{STUDY_FILE}", json.dumps(meta, indent=1).encode())
-            _write_bytes(fs, f"{study_root}/spec.yaml", spec_text.encode())
-
-            progress.start(already)
-            try:
-                grid = tuner.fit()
-            finally:
-                progress.stop()
-
-            outcomes: dict[str, tuple[dict[str, Any] | None, Any]] = {}
-            checkpoints: dict[str, Any] = {}
-            for result in grid:
-                tid = str(result.config["trial"])
-                outcomes[tid] = (dict(result.metrics or {}), result.error)
-                if trial_status(result.metrics, result.error) == "finished":
-                    checkpoints[tid] = result.checkpoint
-            table = results_table(spec.name, trials, outcomes)
-            counts = {
-                s: int((table.get_column("status") == s).sum())
-                for s in ("finished", "diverged", "failed", "incomplete")
-            }
-            status = "interrupted" if counts["incomplete"] else "finished"
-
-            _write_bytes(fs, f"{study_root}/results.parquet", _parquet_bytes(table))
-            windows = _window_losses(trials, checkpoints)
-            if windows is not None:
-                _write_bytes(fs, f"{study_root}/window_losses.parquet", _parquet_bytes(windows))
-
-            if status == "interrupted":
-                # Child runs of trials that were running stay resumable: KILLED, not RUNNING.
-                for tid in table.filter(table.get_column("status") == "incomplete").get_column("trial_id"):
-                    recorder.end_trial(tid, "interrupted")
+            write_study_files(plan, layout, recorder, previous, git_commit)
+            grid = fit_with_progress(tuner, progress, already)
+            collected = collect_outcomes(plan, layout, grid)
             rep = None
-            if report and status == "finished" and counts["finished"] > 0:
-                rep = _analyse(spec, table, windows, _mope_sigmas(trials, outcomes), local_dir, recorder, say)
-            recorder.end_parent(
-                status,
-                results=table,
-                metrics={
-                    "trials/finished": counts["finished"],
-                    "trials/diverged": counts["diverged"],
-                    "trials/failed": counts["failed"],
-                    "trials/incomplete": counts["incomplete"],
-                },
-            )
+            if report and collected.status == "finished" and collected.counts["finished"] > 0:
+                rep = _analyse(
+                    spec, collected.table, collected.windows, collected.sigmas, layout.local_dir, recorder, say
+                )
+            record_outcome(recorder, collected)
         except BaseException:
             recorder.end_parent("killed" if sys.exc_info()[0] is KeyboardInterrupt else "failed")
             raise
 
     wall = time.perf_counter() - started
-    summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-    say(f"Study {spec.name} {status} in {wall:.0f} s: {summary}")
-    say(f"Results: {study_dir}/results.parquet")
-    if status == "interrupted":
-        say(
-            f"Resume it with: harness run {_spec_hint(spec)} --resume"
-            + (f" --storage-path {storage}" if storage_path else "")
-        )
-    ui_url = recorder.ui_url()
-    if recorder.broken is not None:
-        # The one warning came when the store failed; here is what to do about it.
-        ui_url = None
-        say(
-            f"MLflow: not recorded completely (the tracking store {redact_uri(uri)} failed). Everything is kept in "
-            f"{study_dir}; once the store is back, record it there with:\n"
-            f"  harness report {spec.name} --from {study_dir} --tracking-uri {redact_uri(uri)}"
-        )
-    elif recorder.parent_run_id is not None:
-        say(f'MLflow: parent run {recorder.parent_run_id} in experiment "{spec.experiment_name()}" ({redact_uri(uri)})')
-        default_store = tracking_uri is None and spec.tracking.uri is None and "MLFLOW_TRACKING_URI" not in os.environ
-        ui_cmd = "harness ui" if default_store else f"harness ui --tracking-uri {redact_uri(uri)}"
-        # The link never holds credentials (StudyRecorder.ui_url drops them).
-        say(
-            f"View it: {ui_cmd}  ->  {ui_url}"
-            if urlparse(uri).scheme not in ("http", "https")
-            else f"View it: {ui_url}"
-        )
+    ui_url = tell_where(
+        plan, layout, collected, recorder, wall=wall, storage_flag=storage_path, tracking_flag=tracking_uri, say=say
+    )
     return StudyOutcome(
         study=spec.name,
-        status=status,
-        trials=len(trials),
-        study_dir=study_dir,
-        tracking_uri=uri,
+        status=collected.status,
+        trials=len(plan.trials),
+        study_dir=layout.study_dir,
+        tracking_uri=plan.tracking_uri,
         experiment_id=recorder.experiment_id,
         parent_run_id=recorder.parent_run_id,
-        counts=counts,
-        results=table,
+        counts=collected.counts,
+        results=collected.table,
         report=rep,
         ui_url=ui_url,
         wall_time_s=wall,
@@ -910,8 +1116,6 @@ def run_study(
 
 def _fresh_run_name(storage: str, name: str) -> str:
     """``YYYYmmdd-HHMMSS`` (``-2``, ``-3`` ... if that directory exists already)."""
-    import pyarrow.fs
-
     fs, root = _filesystem(storage)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     candidate, n = stamp, 1
@@ -926,8 +1130,6 @@ def _spec_hint(spec: StudySpec) -> str:
 
 
 def _parquet_bytes(df: Any) -> bytes:
-    import io
-
     buf = io.BytesIO()
     df.write_parquet(buf)
     return buf.getvalue()

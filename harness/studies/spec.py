@@ -458,17 +458,31 @@ def parse_spec(text: str, *, source: str = "<spec>") -> StudySpec:
         raise InputError(format_validation_error(exc, source)) from None
 
 
-def load_spec(path: str | Path, *, check: bool = True) -> StudySpec:
-    """Read, parse and validate a spec file; with ``check``, also against the registries."""
+def read_spec_text(path: str | Path) -> str:
+    """The text of a spec file, which must be UTF-8; InputError naming the file and, for
+    bytes that are not UTF-8, the offset of the first one."""
     path = Path(path)
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except FileNotFoundError:
         raise InputError(
             f"study spec {path} does not exist (ready specs are in studies/, e.g. studies/smoke.yaml)"
         ) from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+    except (IsADirectoryError, PermissionError) as exc:
         raise InputError(f"cannot read study spec {path}: {exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"study spec {path} is not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start} cannot be "
+            f"decoded ({exc.reason}); a spec is a YAML file saved as UTF-8"
+        ) from None
+
+
+def load_spec(path: str | Path, *, check: bool = True) -> StudySpec:
+    """Read, parse and validate a spec file; with ``check``, also against the registries."""
+    path = Path(path)
+    text = read_spec_text(path)
     spec = parse_spec(text, source=str(path))
     if check:
         check_registries(spec, source=str(path))

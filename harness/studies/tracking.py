@@ -10,13 +10,15 @@ Tune event            MLflow
 (before the study)    parent run: tags ``harness.role=study``, ``harness.study``,
                       ``harness.spec_sha256``, ``harness.git_commit``,
                       ``harness.study_dir``; params: spec hash, grid size and factors;
-                      artifact ``spec.yaml``
+                      artifact ``spec.yaml``; dataset inputs: every corpus of the study
 on_trial_start        child run (``parent_run_id``) named by the trial id: factor tags,
-                      ``harness.trial_id``, ``status=running``, params = TrainConfig
+                      ``harness.trial_id``, ``status=running``, params = TrainConfig,
+                      its corpus as dataset inputs (:mod:`harness.datasets.mlflow_datasets`)
 on_trial_result       the reported metrics at their ``step`` (``MlflowClient.log_batch``)
 on_trial_complete     final metrics, ``window_losses.parquet`` (and gate/MOPE parameter
-                      tables), ``status`` finished|diverged, run FINISHED
-on_trial_error        ``status=failed``, run FAILED
+                      tables), ``status`` finished|diverged, the run description
+                      (``mlflow.note.content``: slots, seed, shape, final numbers), run FINISHED
+on_trial_error        ``status=failed``, the run description, run FAILED
 (after the study)     ``results.parquet``, the report, parent run FINISHED
 ====================  ===============================================================
 
@@ -45,6 +47,8 @@ from ray.tune import Callback
 
 from harness.errors import InputError
 from harness.studies.progress import trial_error_summary
+from harness.studies.runner import results_table
+from harness.training.description import NOTE_TAG, trial_description
 from harness.training.tracking import ensure_experiment, redact_uri
 
 # MLflow REST/SQL batch limits.
@@ -88,12 +92,14 @@ class StudyRecorder:
         self._client: Any = None
         self._children: dict[str, str] = {}  # trial id -> child run id
         self._logged_step: dict[str, int] = {}  # trial id -> last metric step in MLflow
+        self._inputs: dict[str, list[Any]] = {}  # corpus name -> its MLflow dataset inputs
 
     # pickling (Tune stores its callbacks): live clients stay behind
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_client"] = None
         state["_warn"] = None
+        state["_inputs"] = {}
         # Tune pickles its callbacks into the study directory (tuner.pkl); a resumed study
         # replaces them with fresh ones, so the stored copy needs no credentials.
         state["tracking_uri"] = redact_uri(self.tracking_uri)
@@ -184,13 +190,20 @@ class StudyRecorder:
         params: Mapping[str, Any],
         tags: Mapping[str, str],
         previous_run_id: str | None = None,
+        datasets: Sequence[str] = (),
+        data_dir: str | None = None,
     ) -> str | None:
         """Create the study's parent run, or continue ``previous_run_id`` / the run tagged
-        ``harness.study_run=study_run`` (a resumed study). Returns the run id."""
-        return self._safely(
+        ``harness.study_run=study_run`` (a resumed study), and declare the study's corpora
+        (``datasets``) as its dataset inputs. Returns the run id."""
+        run_id = self._safely(
             "creating the study's parent run",
             lambda: self._start_parent(study, study_run, spec_text, spec_sha256, params, tags, previous_run_id),
         )
+        inputs = self._corpus_inputs(datasets, data_dir) if run_id is not None else []
+        if inputs:
+            self._safely("declaring the study's corpora", lambda: self.client.log_inputs(run_id, datasets=inputs))
+        return run_id
 
     def _start_parent(self, study, study_run, spec_text, spec_sha256, params, tags, previous_run_id) -> str:
         from mlflow.entities import Param
@@ -298,12 +311,48 @@ class StudyRecorder:
                 lambda: self.client.log_batch(run_id, tags=[RunTag(k, _text(v)) for k, v in tags.items()]),
             )
 
-    def child(self, trial_id: str, *, study: str, tags: Mapping[str, str], params: Mapping[str, Any]) -> str | None:
+    def child(
+        self,
+        trial_id: str,
+        *,
+        study: str,
+        tags: Mapping[str, str],
+        params: Mapping[str, Any],
+        datasets: Sequence[str] = (),
+        data_dir: str | None = None,
+    ) -> str | None:
         """The trial's child run: the existing one (a retried or resumed trial) set back to
-        RUNNING, or a new one with its tags and params."""
+        RUNNING, or a new one with its tags and params; either way with its corpus
+        (``datasets``) declared as dataset inputs (MLflow keeps each input once)."""
         if self.parent_run_id is None:
             return None
-        return self._safely(f"starting the run of trial {trial_id}", lambda: self._child(trial_id, study, tags, params))
+        run_id = self._safely(
+            f"starting the run of trial {trial_id}", lambda: self._child(trial_id, study, tags, params)
+        )
+        inputs = self._corpus_inputs(datasets, data_dir) if run_id is not None else []
+        if inputs:
+            self._safely(
+                f"declaring the corpus of trial {trial_id}", lambda: self.client.log_inputs(run_id, datasets=inputs)
+            )
+        return run_id
+
+    def _corpus_inputs(self, names: Sequence[str], data_dir: str | None) -> list[Any]:
+        """The MLflow dataset inputs of the corpora ``names`` (built once per corpus: see
+        :mod:`harness.datasets.mlflow_datasets`). A corpus that cannot be described is
+        warned about and left out: a declaration is context, never a reason to stop recording."""
+        # mlflow.data loads with MLflow, inside the call, like every MLflow import of this module.
+        from harness.datasets.mlflow_datasets import corpus_inputs
+
+        inputs = []
+        for name in dict.fromkeys(names):
+            if name not in self._inputs:
+                try:
+                    self._inputs[name] = corpus_inputs([name], data_dir=data_dir)
+                except Exception as exc:  # noqa: BLE001 - see the docstring
+                    self._warn(f"corpus {name} is not declared as an MLflow dataset ({type(exc).__name__}: {exc})")
+                    self._inputs[name] = []
+            inputs.extend(self._inputs[name])
+        return inputs
 
     def _child(self, trial_id: str, study: str, tags: Mapping[str, str], params: Mapping[str, Any]) -> str:
         from mlflow.entities import Param
@@ -360,8 +409,10 @@ class StudyRecorder:
         step: int = 0,
         files: Sequence[Path] = (),
         tags: Mapping[str, Any] | None = None,
+        description: str | None = None,
     ) -> None:
-        """Final metrics, artifacts, the ``status`` tag and the run's end state."""
+        """Final metrics, artifacts, the ``status`` tag, the run's description (markdown,
+        :func:`~harness.training.description.trial_description`) and its end state."""
         run_id = self._children.get(trial_id)
         if run_id is None:
             return
@@ -382,6 +433,8 @@ class StudyRecorder:
             for f in files:
                 client.log_artifact(run_id, str(f))
             all_tags = {**(tags or {}), "status": status}
+            if description is not None:
+                all_tags[NOTE_TAG] = description
             client.log_batch(run_id, tags=[RunTag(k, _text(v)) for k, v in all_tags.items()])
             client.set_terminated(run_id, status=_RUN_STATUS.get(status, "FAILED"))
             return True
@@ -472,7 +525,14 @@ class MlflowStudyCallback(Callback):
         tid = self._trial_id(trial)
         spec = self.trials[tid]
         self.attempts[tid] = self.attempts.get(tid, 0) + 1
-        self.recorder.child(tid, study=self.study, tags=spec.tags(), params=spec.config.model_dump())
+        self.recorder.child(
+            tid,
+            study=self.study,
+            tags=spec.tags(),
+            params=spec.config.model_dump(),
+            datasets=[spec.config.dataset],
+            data_dir=spec.config.data_dir,
+        )
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         step = result.get("step")
@@ -490,14 +550,31 @@ class MlflowStudyCallback(Callback):
         status = str(result.get("status", "finished"))
         with tempfile.TemporaryDirectory() as tmp:
             files = final_files(trial.checkpoint, Path(tmp))
-            self.recorder.end_trial(tid, status, metrics=result, step=int(result.get("step", 0) or 0), files=files)
+            self.recorder.end_trial(
+                tid,
+                status,
+                metrics=result,
+                step=int(result.get("step", 0) or 0),
+                files=files,
+                description=self._description(tid, result, None),
+            )
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         tid = self._trial_id(trial)
         error = trial_error_summary(trial) or ""
         if getattr(trial, "error_file", None):
             error = f"{error[:4000]}\n(see {trial.error_file})".lstrip()
-        self.recorder.end_trial(tid, "failed", tags={"harness.error": error} if error else None)
+        self.recorder.end_trial(
+            tid,
+            "failed",
+            tags={"harness.error": error} if error else None,
+            description=self._description(tid, None, error or "failed"),
+        )
+
+    def _description(self, tid: str, result: dict[str, Any] | None, error: Any) -> str:
+        """The trial's description from its row of the results table (as results.parquet will hold it)."""
+        table = results_table(self.study, [self.trials[tid]], {tid: (result, error)})
+        return trial_description(table.row(0, named=True))
 
 
 def final_files(checkpoint: Any, into: Path) -> list[Path]:

@@ -29,14 +29,39 @@ import tempfile
 import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import polars as pl
+import torch
+from lightning.pytorch import Trainer
+from lightning.pytorch.callbacks import TQDMProgressBar
+from pydantic import ValidationError
 
+from harness import datasets
 from harness.errors import InputError
+from harness.models import get_size
+from harness.training.callbacks import (
+    LAST_CHECKPOINT,
+    BatchLossMonitor,
+    MlflowMetrics,
+    RollingCheckpoint,
+    TokenThroughput,
+    TrainingDiverged,
+)
 from harness.training.config import TrainConfig
+from harness.training.data import CharDataModule
+from harness.training.description import trial_description
+from harness.training.module import CharLMModule, build_char_model, resolve_variant
+from harness.training.tracking import (
+    TrackedRun,
+    TrackingTarget,
+    harness_git_commit,
+    prepare_tracking,
+    redact_uri,
+)
 
 #: Config fields that shape the training trajectory or its evaluations: a resumed run
 #: must match its checkpoint on all of them (the others, e.g. tracking or threads, may change).
@@ -117,8 +142,6 @@ def as_train_config(config: TrainConfig | Mapping[str, Any]) -> TrainConfig:
     """A :class:`TrainConfig` from a config or a mapping (pydantic errors -> :class:`InputError`)."""
     if isinstance(config, TrainConfig):
         return config
-    from pydantic import ValidationError
-
     try:
         return TrainConfig.model_validate(dict(config))
     except ValidationError as exc:
@@ -131,10 +154,6 @@ def load_checkpoint_meta(path: str | os.PathLike[str]) -> tuple[Path, dict[str, 
 
     Raises :class:`InputError` for a missing, corrupt or foreign file.
     """
-    import torch
-
-    from harness.training.callbacks import LAST_CHECKPOINT
-
     ckpt_path = Path(path)
     if ckpt_path.is_dir():
         ckpt_path = ckpt_path / LAST_CHECKPOINT
@@ -154,8 +173,6 @@ def load_checkpoint_meta(path: str | os.PathLike[str]) -> tuple[Path, dict[str, 
 
 def config_from_checkpoint(path: str | os.PathLike[str], **overrides: Any) -> TrainConfig:
     """The config stored in a checkpoint, with ``overrides`` (``None`` values ignored)."""
-    from harness.training.tracking import redact_uri
-
     ckpt_path, meta, _ = load_checkpoint_meta(path)
     merged = {**meta["config"], **{k: v for k, v in overrides.items() if v is not None}}
     saved_uri = merged.get("tracking_uri")
@@ -182,19 +199,12 @@ def available_cpus() -> int:
 
 
 def _prepare(config: TrainConfig, resume_from: str | os.PathLike[str] | None, *, progress: bool = True) -> _Plan:
-    import torch
-
-    from harness import datasets
-    from harness.models import get_size
-
     size = get_size(config.size)
     if config.context_length > size.max_context_length:
         raise InputError(
             f"context length {config.context_length} exceeds size {size.name!r}'s maximum of "
             f"{size.max_context_length}; use a shorter --context-length or a larger --size"
         )
-    from harness.training.module import resolve_variant
-
     variant = resolve_variant(config)
     if config.tau_init is not None and not variant.has_key_gate:
         raise InputError(f"tau_init is set but variant {variant.name!r} has no key gate; drop --tau-init")
@@ -238,8 +248,6 @@ def _prepare(config: TrainConfig, resume_from: str | os.PathLike[str] | None, *,
 @contextlib.contextmanager
 def _runtime(plan: _Plan, progress_bar: bool) -> Iterator[None]:
     """Threads, matmul precision, RNG and log levels for the run; restored afterwards."""
-    import torch
-
     saved_threads = torch.get_num_threads()
     saved_precision = torch.get_float32_matmul_precision()
     quiet = ("lightning.pytorch", "lightning.fabric", "lightning.pytorch.utilities.rank_zero")
@@ -271,8 +279,6 @@ def run_name(config: TrainConfig) -> str:
 
 def run_tags(config: TrainConfig, variant: Any) -> dict[str, str]:
     """The tags every training run carries (``status`` is added by the tracker)."""
-    from harness.training.tracking import harness_git_commit
-
     return {
         "variant": config.variant,
         "position": variant.position,
@@ -286,26 +292,21 @@ def run_tags(config: TrainConfig, variant: Any) -> dict[str, str]:
     }
 
 
-def _step_progress_bar() -> Any:
-    from lightning.pytorch.callbacks import TQDMProgressBar
+class StepProgressBar(TQDMProgressBar):
+    """Progress in optimizer steps out of ``max_steps`` (the training stream is endless)."""
 
-    class StepProgressBar(TQDMProgressBar):
-        """Progress in optimizer steps out of ``max_steps`` (the training stream is endless)."""
+    @property
+    def total_train_batches(self) -> int:
+        return self.trainer.max_steps
 
-        @property
-        def total_train_batches(self) -> int:
-            return self.trainer.max_steps
+    def on_train_epoch_start(self, trainer: Any, *args: Any) -> None:
+        super().on_train_epoch_start(trainer, *args)
+        self.train_progress_bar.set_description("train")
 
-        def on_train_epoch_start(self, trainer: Any, *args: Any) -> None:
-            super().on_train_epoch_start(trainer, *args)
-            self.train_progress_bar.set_description("train")
-
-        def get_metrics(self, trainer: Any, pl_module: Any) -> dict[str, Any]:
-            items = super().get_metrics(trainer, pl_module)
-            items.pop("v_num", None)
-            return items
-
-    return StepProgressBar()
+    def get_metrics(self, trainer: Any, pl_module: Any) -> dict[str, Any]:
+        items = super().get_metrics(trainer, pl_module)
+        items.pop("v_num", None)
+        return items
 
 
 def write_run_tables(directory: Path, *, model: Any | None, window_losses: Mapping[str, Any]) -> list[Path]:
@@ -316,8 +317,6 @@ def write_run_tables(directory: Path, *, model: Any | None, window_losses: Mappi
     ``mope_parameters.parquet`` (``dimension, omega, sigma``), the last two from
     ``model`` when it has them. Shared by ``harness train`` and the study trainable so
     both record the same files and columns."""
-    import polars as pl
-
     paths: list[Path] = []
     rows = [
         pl.DataFrame(
@@ -415,20 +414,6 @@ def train(
     config = as_train_config(config)
     plan = _prepare(config, resume_from, progress=progress_bar)
 
-    import torch
-    from lightning.pytorch import Trainer
-
-    from harness.training.callbacks import (
-        BatchLossMonitor,
-        MlflowMetrics,
-        RollingCheckpoint,
-        TokenThroughput,
-        TrainingDiverged,
-    )
-    from harness.training.data import CharDataModule
-    from harness.training.module import CharLMModule, build_char_model
-    from harness.training.tracking import prepare_tracking
-
     with _runtime(plan, progress_bar):
         torch.manual_seed(config.seed)  # initialisation = f(seed)
         model = build_char_model(config, plan.corpus.vocab_size)
@@ -445,77 +430,31 @@ def train(
         target = prepare_tracking(config.tracking_uri, config.experiment) if mlflow_logging else None
 
         # ---- from here on a run may exist: it must end, whatever happens --------------
-        run = None
-        if target is not None:
-            previous = (plan.resume_meta or {}).get("mlflow_run_id")
-            run = target.resume_run(previous) if previous else None
-            if run is None:
-                tags = run_tags(config, plan.variant)
-                if plan.resume_path is not None:
-                    tags["harness.resumed_from"] = str(plan.resume_path)
-                run = target.start_run(run_name=run_name(config), params=config.model_dump(), tags=tags)
+        run = _open_run(target, plan)
         status = "failed"
         try:
+            if run is not None:
+                run.declare_corpus(config.dataset, data_dir=config.data_dir)
             module = CharLMModule(config, vocab_size=plan.corpus.vocab_size, model=model)
             module.mlflow_run_id = run.run_id if run is not None else None
             if plan.compile:
                 model.compile()  # in place: state-dict keys stay those of the plain model
-            if config.checkpoint_dir:
-                checkpoint_dir = Path(config.checkpoint_dir)
-            elif plan.resume_path is not None:
-                checkpoint_dir = plan.resume_path.parent
-            else:
-                checkpoint_dir = _default_checkpoint_dir(config, module.mlflow_run_id)
-            # On GPU the loss is tested every 10 steps only: each test is a host-device sync.
-            monitor = BatchLossMonitor(check_every=10 if plan.use_gpu else 1)
-            checkpointer = RollingCheckpoint(checkpoint_dir, every_n_steps=config.checkpoint_every, guard=monitor)
-            throughput = TokenThroughput(config.batch_size * config.context_length)
-            own: list[Any] = [throughput, monitor]
-            if run is not None:
-                own.append(MlflowMetrics(run))
-            own.append(checkpointer)
-            if progress_bar:
-                own.append(_step_progress_bar())
-            precision = "32-true"
-            if plan.use_gpu:
-                precision = "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
-            trainer = Trainer(
-                accelerator="gpu" if plan.use_gpu else "cpu",
-                devices=1,
-                precision=precision,
-                max_steps=config.max_steps,
-                val_check_interval=config.eval_every,
-                check_val_every_n_epoch=None,
-                num_sanity_val_steps=0,
-                logger=False,
-                enable_checkpointing=False,
-                enable_progress_bar=progress_bar,
-                enable_model_summary=False,
-                gradient_clip_val=config.grad_clip or None,
-                gradient_clip_algorithm="norm",
-                callbacks=[*own, *callbacks],
-                default_root_dir=str(checkpoint_dir),
-            )
-            diverged: TrainingDiverged | None = None
-            try:
-                trainer.fit(
-                    module,
-                    datamodule=datamodule,
-                    ckpt_path=str(plan.resume_path) if plan.resume_path else None,
-                    weights_only=True,
-                )
-            except TrainingDiverged as exc:
-                diverged = exc
-            if diverged is None and not module.final_metrics:
-                # The last in-loop evaluation was not at max_steps: evaluate once more, as final.
-                module.request_final_evaluation()
-                trainer.validate(module, datamodule=datamodule, verbose=False)
+            loop = _build_loop(plan, module, run, callbacks=callbacks, progress_bar=progress_bar)
+            diverged = _fit(loop, module, datamodule, plan)
             status = "diverged" if diverged is not None else "finished"
+            result = _result(
+                config,
+                status=status,
+                module=module,
+                steps=loop.trainer.global_step,
+                tokens_per_s=loop.throughput.tokens_per_s,
+                run_id=run.run_id if run is not None else None,
+                checkpoint=loop.checkpointer.last_path,
+                wall_time=time.perf_counter() - started,
+            )
             if run is not None:
-                if diverged is not None:
-                    run.set_tags({"diverged_at_step": diverged.step})
-                with tempfile.TemporaryDirectory() as tmp:
-                    _write_artifacts(run, module, Path(tmp), final=diverged is None)
+                _record_artifacts(run, module, diverged)
+                run.set_description(trial_description(result_row(result, plan.variant)))
         except BaseException as exc:
             if run is not None:
                 run.end("killed" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed")
@@ -523,16 +462,137 @@ def train(
         if run is not None:
             run.end(status)
 
-    return _result(
-        config,
-        status=status,
-        module=module,
-        steps=trainer.global_step,
-        tokens_per_s=throughput.tokens_per_s,
-        run_id=run.run_id if run is not None else None,
-        checkpoint=checkpointer.last_path,
-        wall_time=time.perf_counter() - started,
+    return replace(result, wall_time_s=time.perf_counter() - started)
+
+
+def _open_run(target: TrackingTarget | None, plan: _Plan) -> TrackedRun | None:
+    """The MLflow run of this training: the checkpoint's run when resuming (if the store
+    still holds it), else a new one with the config as params and the run's tags."""
+    if target is None:
+        return None
+    config = plan.config
+    previous = (plan.resume_meta or {}).get("mlflow_run_id")
+    run = target.resume_run(previous) if previous else None
+    if run is None:
+        tags = run_tags(config, plan.variant)
+        if plan.resume_path is not None:
+            tags["harness.resumed_from"] = str(plan.resume_path)
+        run = target.start_run(run_name=run_name(config), params=config.model_dump(), tags=tags)
+    return run
+
+
+@dataclass(frozen=True)
+class _Loop:
+    """The Lightning trainer of a run and the harness callbacks whose state the result reads."""
+
+    trainer: Trainer
+    throughput: TokenThroughput
+    checkpointer: RollingCheckpoint
+
+
+def _build_loop(
+    plan: _Plan, module: CharLMModule, run: TrackedRun | None, *, callbacks: Sequence[Any], progress_bar: bool
+) -> _Loop:
+    """The trainer: precision and device of the plan, evaluation every ``eval_every`` steps,
+    the harness callbacks (throughput, divergence guard, MLflow metrics, rolling checkpoint,
+    progress bar) before the caller's ``callbacks``."""
+    config = plan.config
+    if config.checkpoint_dir:
+        checkpoint_dir = Path(config.checkpoint_dir)
+    elif plan.resume_path is not None:
+        checkpoint_dir = plan.resume_path.parent
+    else:
+        checkpoint_dir = _default_checkpoint_dir(config, module.mlflow_run_id)
+    # On GPU the loss is tested every 10 steps only: each test is a host-device sync.
+    monitor = BatchLossMonitor(check_every=10 if plan.use_gpu else 1)
+    checkpointer = RollingCheckpoint(checkpoint_dir, every_n_steps=config.checkpoint_every, guard=monitor)
+    throughput = TokenThroughput(config.batch_size * config.context_length)
+    own: list[Any] = [throughput, monitor]
+    if run is not None:
+        own.append(MlflowMetrics(run))
+    own.append(checkpointer)
+    if progress_bar:
+        own.append(StepProgressBar())
+    precision = "32-true"
+    if plan.use_gpu:
+        precision = "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
+    trainer = Trainer(
+        accelerator="gpu" if plan.use_gpu else "cpu",
+        devices=1,
+        precision=precision,
+        max_steps=config.max_steps,
+        val_check_interval=config.eval_every,
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=progress_bar,
+        enable_model_summary=False,
+        gradient_clip_val=config.grad_clip or None,
+        gradient_clip_algorithm="norm",
+        callbacks=[*own, *callbacks],
+        default_root_dir=str(checkpoint_dir),
     )
+    return _Loop(trainer=trainer, throughput=throughput, checkpointer=checkpointer)
+
+
+def _fit(loop: _Loop, module: CharLMModule, datamodule: CharDataModule, plan: _Plan) -> TrainingDiverged | None:
+    """Train to ``max_steps`` (from the checkpoint when resuming) and make sure the last
+    evaluation is the final one; the divergence that stopped the run, if any."""
+    diverged: TrainingDiverged | None = None
+    try:
+        loop.trainer.fit(
+            module,
+            datamodule=datamodule,
+            ckpt_path=str(plan.resume_path) if plan.resume_path else None,
+            weights_only=True,
+        )
+    except TrainingDiverged as exc:
+        diverged = exc
+    if diverged is None and not module.final_metrics:
+        # The last in-loop evaluation was not at max_steps: evaluate once more, as final.
+        module.request_final_evaluation()
+        loop.trainer.validate(module, datamodule=datamodule, verbose=False)
+    return diverged
+
+
+def _record_artifacts(run: TrackedRun, module: CharLMModule, diverged: TrainingDiverged | None) -> None:
+    """The step a diverged run stopped at (tag) and the run's tables (artifacts)."""
+    if diverged is not None:
+        run.set_tags({"diverged_at_step": diverged.step})
+    with tempfile.TemporaryDirectory() as tmp:
+        _write_artifacts(run, module, Path(tmp), final=diverged is None)
+
+
+def result_row(result: TrainResult, variant: Any) -> dict[str, Any]:
+    """The run as a row of a study's results table (its columns, ``study`` empty and the
+    run's name as ``trial_id``): what :func:`~harness.training.description.trial_description`
+    renders. ``variant`` is the run's resolved variant (its position, gate, scoring)."""
+    c = result.config
+    return {
+        "study": None,
+        "trial_id": run_name(c),
+        "dataset": c.dataset,
+        "size": c.size,
+        "params": result.num_parameters,
+        "context_length": c.context_length,
+        "variant": c.variant,
+        "position": variant.position,
+        "gate": variant.gate,
+        "scoring": variant.scoring,
+        "seed": c.seed,
+        "tau_init": c.tau_init,
+        "val_loss": result.final_val_loss,
+        "test_loss": result.final_test_loss,
+        "train_loss": result.final_train_loss,
+        "best_val_loss": result.best_val_loss,
+        "gen_gap": result.gen_gap,
+        "tau_mean": result.tau_mean,
+        "open_fraction": result.open_fraction,
+        "tokens_per_s": result.tokens_per_s,
+        "steps": result.steps,
+        "status": result.status,
+    }
 
 
 def _result(

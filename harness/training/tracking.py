@@ -11,7 +11,8 @@ What: params are the full resolved :class:`~harness.training.config.TrainConfig`
 the dataset, size, context length, seed, the harness git commit and the run ``status``
 (``running`` -> ``finished`` | ``diverged`` | ``failed``); metrics are logged in batches
 (``MlflowClient.log_batch``) at evaluation time only, so that logging costs nothing per
-training step.
+training step; the corpus is declared as dataset inputs and the run's description
+(``mlflow.note.content``) holds its slots, seed, shape and final numbers.
 
 Nothing here runs at import time; ``mlflow`` is imported inside the functions.
 """
@@ -29,6 +30,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from harness.errors import InputError
+from harness.training.description import NOTE_TAG
 
 # log_batch limits of the MLflow REST API (the SQL store enforces them too).
 _MAX_METRICS_PER_BATCH = 1000
@@ -216,6 +218,17 @@ class TrackedRun:
 
     def log_artifact(self, path: str | os.PathLike[str], artifact_path: str | None = None) -> None:
         self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def declare_corpus(self, name: str, *, data_dir: str | None = None) -> None:
+        """The run's corpus as MLflow dataset inputs (name, sha256 digest, source, split as
+        context: :mod:`harness.datasets.mlflow_datasets`)."""
+        from harness.datasets.mlflow_datasets import corpus_inputs  # imports MLflow: see the module docstring
+
+        self.client.log_inputs(self.run_id, datasets=corpus_inputs([name], data_dir=data_dir))
+
+    def set_description(self, markdown: str) -> None:
+        """The run's description (tag ``mlflow.note.content``), shown first on its page."""
+        self.client.set_tag(self.run_id, NOTE_TAG, markdown)
 
     def end(self, status: str) -> None:
         """End the run: ``finished``/``diverged`` -> FINISHED, ``killed`` -> KILLED, else FAILED.

@@ -83,6 +83,11 @@ def test_readme_command_then_the_report_in_the_mlflow_ui(tmp_path: Path, shared_
     assert parent.info.run_id in ui_line and parent.info.status == "FINISHED"
     assert all(c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children)
     assert all("final/val_loss" in c.data.metrics and c.info.status == "FINISHED" for c in children)
+    # A trial's page opens on its description and names its corpus; the parent declares the set.
+    trial = client.get_run(children[0].info.run_id)
+    assert trial.data.tags["mlflow.note.content"].startswith(f"### {trial.data.tags['variant']} - seed ")
+    assert [d.dataset.name for d in trial.inputs.dataset_inputs] == ["tinyshakespeare"]
+    assert [d.dataset.name for d in client.get_run(parent.info.run_id).inputs.dataset_inputs] == ["tinyshakespeare"]
     files = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"spec.yaml", "results.parquet", "report"} <= files
     assert "report/report.html" in {a.path for a in client.list_artifacts(parent.info.run_id, "report")}

@@ -37,6 +37,24 @@ def _spec_text(tmp: Path, text: str) -> Path:
     return path
 
 
+def _spec_with_binary_bytes(tmp: Path) -> Path:
+    """A spec whose 9th byte is not UTF-8 (a binary file saved under a .yaml name)."""
+    path = tmp / "spec.yaml"
+    path.write_bytes(b"name: ti\xffny\n\x00\x01binary")
+    return path
+
+
+def _corpus_with_bad_bytes(tmp: Path) -> Path:
+    """A data folder holding WikiText-2's three files (whose members carry no published
+    checksum), the training file with a byte that is not UTF-8 at offset 13000."""
+    data = tmp / "data" / "wikitext-2-raw"
+    data.mkdir(parents=True)
+    (data / "wiki.train.raw").write_bytes(("h\u00e9llo world\n" * 1000).encode() + b"\xff tail\n")
+    (data / "wiki.valid.raw").write_text(" = Valid = \n")
+    (data / "wiki.test.raw").write_text(" = Test = \n")
+    return tmp / "data"
+
+
 def _without_context_key(tmp: Path) -> Path:
     data = {k: v for k, v in TINY.items() if k != "context_lengths"}
     data["contxt_lengths"] = [32]
@@ -109,6 +127,20 @@ CASES: dict[str, Case] = {
     ),
     "corpus-wrong-checksum-run": Case(lambda t: ["run", str(_spec(t))], "input.txt at", env={"corrupt_corpus": "1"}),
     "corpus-wrong-checksum-train": Case(lambda t: TRAIN, "input.txt at", env={"corrupt_corpus": "1"}),
+    "spec-not-utf8": Case(
+        lambda t: ["run", str(_spec_with_binary_bytes(t))],
+        "spec.yaml is not UTF-8 text: byte 0xff at offset 8 cannot be decoded",
+    ),
+    "corpus-not-utf8-run": Case(
+        lambda t: ["run", str(_spec(t, datasets=["wikitext-2-raw"]))],
+        "wiki.train.raw is not UTF-8 text: byte 0xff at offset 13000 cannot be decoded",
+        env={"bad_bytes_corpus": "1"},
+    ),
+    "corpus-not-utf8-train": Case(
+        lambda t: [*TRAIN, "--dataset", "wikitext-2-raw"],
+        "wiki.train.raw is not UTF-8 text: byte 0xff at offset 13000 cannot be decoded",
+        env={"bad_bytes_corpus": "1"},
+    ),
 }
 
 
@@ -125,6 +157,8 @@ def test_bad_input_exits_2_starts_and_writes_nothing(name: str, tmp_path: Path, 
     if case.env.get("corrupt_corpus"):
         env["HARNESS_DATA_DIR"] = str(_corpus_with_wrong_checksum(tmp_path, shared_data_dir))
         expect = "sha256 mismatch"
+    if case.env.get("bad_bytes_corpus"):
+        env["HARNESS_DATA_DIR"] = str(_corpus_with_bad_bytes(tmp_path))
     argv = case.make(tmp_path)
     out = run_harness(*argv, cwd=work, env=env, timeout=120)
 
@@ -135,4 +169,5 @@ def test_bad_input_exits_2_starts_and_writes_nothing(name: str, tmp_path: Path, 
     assert out.left_running == {}, out.left_running  # no Ray (or other) process left behind
     assert sorted(p.name for p in work.iterdir()) == []  # no mlflow.db, results/, checkpoints/
     assert sqlite_runs(work / "mlflow.db") == 0
-    assert not cache.exists() or not any(cache.rglob("*")), sorted(map(str, cache.rglob("*")))  # no cache file
+    cached = sorted(str(p) for p in cache.rglob("*") if not p.is_dir()) if cache.exists() else []
+    assert cached == []  # no cache file (empty folders may stay)
