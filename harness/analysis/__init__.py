@@ -52,6 +52,7 @@ _EXPORTS = {
     "build_report": "report",
     "log_report": "report",
     "format_verdict_table": "report",
+    "parent_description": "report",
     "headline_family": "report",
     "Report": "report",
     "Verdict": "report",
@@ -111,6 +112,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         format_verdict_table,
         headline_family,
         log_report,
+        parent_description,
     )
     from harness.analysis.results import (
         CELL_COLUMNS,
