@@ -1575,8 +1575,11 @@ def log_report(report: Report, *, run_id: str, tracking_uri: str, artifact_path:
     for start in range(0, len(metrics), 1000):  # MLflow's batch limit
         client.log_batch(run_id, metrics=metrics[start : start + 1000])
     # a link relative to the MLflow UI's page (its routes live in the URL's fragment): it
-    # works whatever host and port serve the UI
-    link = f"#/experiments/{run.info.experiment_id}/runs/{run_id}/artifacts/{artifact_path}/{report.html_path.name}"
+    # works whatever host and port serve the UI; in MLflow 3's "Model training" view
+    link = (
+        f"#/experiments/{run.info.experiment_id}/runs/{run_id}/artifacts/{artifact_path}/{report.html_path.name}"
+        "?workflowType=machine_learning"
+    )
     client.set_tag(run_id, NOTE_TAG, parent_description(report, report_link=link))
 
 

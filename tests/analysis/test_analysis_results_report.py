@@ -235,6 +235,7 @@ def test_log_report_to_mlflow_and_read_it_back(
     # The parent run's page opens on the verdict table, with the link to the full report.
     run = client.get_run(pid)
     link = f"#/experiments/{run.info.experiment_id}/runs/{pid}/artifacts/report/report.html"
+    link += "?workflowType=machine_learning"  # MLflow 3's "Model training" view
     note = run.data.tags[NOTE_TAG]
     assert note == parent_description(report, report_link=link)
     assert note.startswith("### Verdicts: synthetic — 3 seeds: too few for narrow intervals\n")
@@ -276,7 +277,8 @@ def test_harness_report_command_logs_to_the_parent_run(tmp_path: Path, shared_ml
     assert len(rows) == verdicts.height
     for row, effect in zip(rows, verdicts["effect"], strict=True):
         assert row.startswith((f"| {effect} |", f"| **{effect}** \\* |")), row
-    assert f"(#/experiments/{run.info.experiment_id}/runs/{pid}/artifacts/report/report.html)" in note
+    link = f"#/experiments/{run.info.experiment_id}/runs/{pid}/artifacts/report/report.html"
+    assert f"({link}?workflowType=machine_learning)" in note
     # --from a results table, no MLflow store at the default URI: nothing is created there
     df.write_parquet(tmp_path / "results.parquet")
     windows = df.filter(pl.col("status") == "finished").select(

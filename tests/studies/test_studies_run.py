@@ -82,7 +82,10 @@ def test_tiny_study_records_one_parent_and_a_child_per_trial(write_spec, study_e
     assert {"spec.yaml", "results.parquet"} <= parent_files
     assert outcome.report is not None and "report" in parent_files, log
     if outcome.report is not None:  # the parent run's page opens on the verdict table, linked to the full report
-        link = f"#/experiments/{experiment.experiment_id}/runs/{parent.info.run_id}/artifacts/report/report.html"
+        link = (
+            f"#/experiments/{experiment.experiment_id}/runs/{parent.info.run_id}/artifacts/report/report.html"
+            "?workflowType=machine_learning"
+        )
         assert parent.data.tags[NOTE_TAG] == parent_description(outcome.report, report_link=link)
 
     table = pl.read_parquet(Path(outcome.study_dir) / "results.parquet")
