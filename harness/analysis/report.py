@@ -55,6 +55,7 @@ from harness.analysis.results_types import (
 )
 from harness.analysis.tau import tau_runs, tau_stability
 from harness.errors import InputError
+from harness.models.variants import DIAGNOSTIC_LABEL, is_diagnostic
 
 _MAX_FOREST_ROWS = 60
 
@@ -593,6 +594,7 @@ def build_report(
         except InputError as exc:
             notes.append(f"effects table: {exc}")
     if effects is not None:
+        effects = label_diagnostic_rows(effects, df)
         tables["effects"] = effects
         pngs["forest"] = _forest_plot(effects, cells, settings.confidence)
         shown = effects.select(
@@ -978,6 +980,22 @@ def build_report(
         verdict_table=verdict_table,
         notes=tuple(notes),
         results=results,
+    )
+
+
+def label_diagnostic_rows(effects: pl.DataFrame, df: pl.DataFrame) -> pl.DataFrame:
+    """Append "[leaks future tokens]" to the effect label of every row whose treatment is a
+    diagnostic (``ega-leaky``, or an inline variant with a leaky gate): its gain is what the
+    leak fakes, not a model's improvement."""
+    if "treatment" not in effects.columns:
+        return effects
+    gates = dict(df.select("variant", "gate").unique(subset="variant").iter_rows()) if "gate" in df.columns else {}
+    leaky = [v for v in df.get_column("variant").drop_nulls().unique().to_list() if is_diagnostic(v, gates.get(v))]
+    if not leaky:
+        return effects
+    labelled = pl.col("effect") + f" [{DIAGNOSTIC_LABEL}]"
+    return effects.with_columns(
+        pl.when(pl.col("treatment").is_in(leaky)).then(labelled).otherwise(pl.col("effect")).alias("effect")
     )
 
 
