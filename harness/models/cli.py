@@ -15,6 +15,8 @@ from harness.errors import InputError
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from harness.models.zoo import ReadingRow, ZooRow
+
 
 def zoo(
     size: str = typer.Option("paper", "--size", "-s", help="Size preset: nano, paper, small, medium, large."),
@@ -46,7 +48,7 @@ def zoo(
     console.print(_readings_table(reading_rows(rows)))
 
 
-def _variant_table(title: str, rows: list) -> Table:
+def _variant_table(title: str, rows: list[ZooRow]) -> Table:
     from rich.table import Table
 
     table = Table(title=title)
@@ -72,7 +74,7 @@ def _variant_table(title: str, rows: list) -> Table:
     return table
 
 
-def _readings_table(rows: list) -> Table:
+def _readings_table(rows: list[ReadingRow]) -> Table:
     from rich.table import Table
 
     from harness.models.variants import DIAGNOSTIC_LABEL

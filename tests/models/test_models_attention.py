@@ -13,6 +13,7 @@ from harness.models.attention import (
     key_biased_attention,
     lag_chunk_size,
     lag_penalised_attention,
+    lag_reach,
 )
 from harness.models.gates import EnergyGate
 from harness.models.positional import ALiBiPositionalEncoding, NoPositionalEncoding
@@ -277,6 +278,39 @@ def test_lag_fold_stays_precise_at_long_context_thanks_to_the_chunks():
     one_call = (lag_penalised_attention(q, k, v, key_bias, gamma, chunk=1024).double() - ref).abs().max()
     assert lag_chunk_size(gamma, 1024) == 64
     assert chunked < 1e-4 < 1e-3 < one_call
+
+
+def test_skipping_the_keys_beyond_the_reach_changes_nothing():
+    """Narrow heads attend only to keys within lag_reach (their weights beyond are exactly 0 in
+    fp32): the output equals the one over every key, and output and gradients match the
+    float64 oracle as closely as the fold over every key does."""
+    q, k, v, key_bias, gamma = _lag_inputs(6, (1.5, 4.0, 300.0), B=1, T=700, hd=32)
+    reach = lag_reach(q, k, key_bias, gamma, 32**-0.5)
+    assert reach[0] < reach[1] < 700 == reach[2]  # the narrow heads really skip keys
+    up = torch.randn(q.shape, generator=torch.Generator().manual_seed(7))
+    inputs = (q, k, v, key_bias, gamma)
+    skipped = lag_penalised_attention(q, k, v, key_bias, gamma)
+    every = lag_penalised_attention(q, k, v, key_bias, gamma, skip_far_keys=False)
+    ref = naive_lag_attention(*inputs)
+    torch.testing.assert_close(skipped, every, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(skipped.double(), ref, rtol=1e-5, atol=5e-5)
+    grads = torch.autograd.grad((skipped * up).sum(), inputs)
+    ref_grads = torch.autograd.grad((ref * up.double()).sum(), inputs)
+    for name, got, want in zip("q k v key_bias gamma".split(), grads, ref_grads, strict=True):
+        rtol = 1e-3 if name == "gamma" else 1e-4
+        torch.testing.assert_close(
+            got.double(), want.double(), rtol=rtol, atol=2e-4, msg=lambda m, name=name: f"grad {name}: {m}"
+        )
+
+
+def test_lag_reach_grows_with_sigma_and_with_the_score_scale():
+    q, k, v, key_bias, gamma = (t.detach() for t in _lag_inputs(8, (1.0, 4.0, 16.0), B=1, T=4000, hd=32))
+    reach = lag_reach(q, k, key_bias, gamma, 32**-0.5)
+    assert reach == sorted(reach) and all(r % 64 == 0 for r in reach) and reach[0] >= 64
+    # the bound: gamma reach^2 >= 120 + 2 scale max|q| max|k| + spread of the key bias
+    bound = 120 + 2 * 32**-0.5 * q.norm(dim=-1).max() * k.norm(dim=-1).max()
+    assert all(float(g) * r**2 >= float(bound) for g, r in zip(gamma, reach, strict=True))
+    assert lag_reach(3 * q, k, key_bias, gamma, 32**-0.5)[2] > reach[2]
 
 
 def test_lag_chunk_size_follows_the_narrowest_head():
