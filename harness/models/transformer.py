@@ -22,7 +22,6 @@ N(0, 0.02 / sqrt(2 L)).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
@@ -35,7 +34,7 @@ from harness.models.attention import CausalSelfAttention
 from harness.models.gates import DEFAULT_ALPHA_INIT, DEFAULT_TAU_INIT, KeyGate, OutputGate, build_gate
 from harness.models.positional import MorletPositionalEncoding, build_position
 from harness.models.scoring import LaggedScoring, build_scoring
-from harness.models.sizes import ModelSize, get_size
+from harness.models.sizes import ModelSize, get_size, resolve_size
 from harness.models.variants import Variant, get_variant
 
 
@@ -249,9 +248,7 @@ def build_model(
         raise InputError(
             f"unknown build_model override(s) {', '.join(unknown)}; known overrides: {', '.join(_OVERRIDES)}"
         )
-    shape = {key: overrides[key] for key in ("n_layer", "n_head", "d_model") if overrides.get(key) is not None}
-    if shape:
-        s = dataclasses.replace(s, name=f"{s.name}-custom", **shape)  # re-validates the shape
+    s = resolve_size(s, **{key: overrides.get(key) for key in ("n_layer", "n_head", "d_model")})
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
         raise InputError(f"vocab_size must be a positive integer, got {vocab_size!r}")
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:

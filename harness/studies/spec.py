@@ -8,7 +8,7 @@ trial, the resources each trial gets, and the settings of the analysis at the en
     datasets: [tinyshakespeare]
     variants: [baseline, ega, mope, ega-mope, {name: rope-ega, position: rope, gate: ega}]
     seeds: 2                      # a count (0..n-1) or an explicit list
-    sizes: [nano]
+    sizes: [nano, {name: w128, n_layer: 4, n_head: 4, d_model: 128}]   # presets or custom shapes
     context_lengths: [128]
     train: {max_steps: 300, batch_size: 16}
     resources: {cpus: 1, gpus: 0}
@@ -19,8 +19,11 @@ Validation happens in two layers, both before anything starts:
 1. structure (:class:`StudySpec`, pydantic, ``extra="forbid"``): unknown keys, wrong
    types, zero seeds, duplicates, a factorial naming variants the study does not run;
 2. registries (:func:`check_registries`): variant, dataset and size names against
-   ``harness.models`` / ``harness.datasets``, and each context length against each size's
-   maximum. These modules are imported lazily so that parsing a spec stays cheap.
+   ``harness.models`` / ``harness.datasets``, each context length against each size's
+   maximum, and each custom shape against the components of each variant (an even width
+   for sinusoidal and MOPE, an even head dimension for RoPE: the model is built on the
+   meta device, so nothing is allocated). These modules are imported lazily so that
+   parsing a spec stays cheap.
 
 Every error becomes one :class:`~harness.errors.InputError` whose message names the file,
 the field (``variants[4].gate``) and what was expected.
@@ -62,6 +65,9 @@ GRID_FIELDS: dict[str, str] = {
     "scoring": "variants (inline: {name, position, gate, scoring})",
     "dataset": "datasets",
     "size": "sizes",
+    "n_layer": "sizes (a custom shape: {name, n_layer, n_head, d_model})",
+    "n_head": "sizes (a custom shape: {name, n_layer, n_head, d_model})",
+    "d_model": "sizes (a custom shape: {name, n_layer, n_head, d_model})",
     "context_length": "context_lengths",
     "seed": "seeds",
 }
@@ -128,6 +134,52 @@ VariantEntry = Annotated[
 ]
 
 
+class CustomSize(_Strict):
+    """A model shape that is not a preset: ``{name: w128, n_layer: 4, n_head: 4, d_model: 128}``.
+
+    ``name`` labels the shape in the results (column ``size``); trial ids carry the name and
+    the shape (``w128-L4H4d128``). The heads must divide the width.
+    """
+
+    name: str = Field(pattern=NAME_PATTERN)
+    n_layer: PositiveInt
+    n_head: PositiveInt
+    d_model: PositiveInt
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> CustomSize:
+        if self.d_model % self.n_head:
+            raise ValueError(
+                f"d_model={self.d_model} is not divisible by n_head={self.n_head}: each head gets d_model / n_head "
+                "dimensions; choose a width that is a multiple of the number of heads"
+            )
+        return self
+
+    def model_size(self) -> Any:
+        """The :class:`harness.models.ModelSize` of this shape."""
+        from harness.models.sizes import custom_size
+
+        return custom_size(self.n_layer, self.n_head, self.d_model, name=self.name)
+
+
+def _size_tag(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "preset"
+    if isinstance(value, (dict, CustomSize)):
+        return "custom"
+    return None
+
+
+SizeEntry = Annotated[
+    Annotated[str, Tag("preset")] | Annotated[CustomSize, Tag("custom")],
+    Discriminator(
+        _size_tag,
+        custom_error_type="size_entry",
+        custom_error_message="expected a size preset (e.g. nano) or a custom shape {name, n_layer, n_head, d_model}",
+    ),
+]
+
+
 class Resources(_Strict):
     """What one trial gets. ``gpus`` below 1 packs several trials on one GPU (0.25: four)."""
 
@@ -188,7 +240,7 @@ class StudySpec(_Strict):
     datasets: list[str] = Field(min_length=1)
     variants: list[VariantEntry] = Field(min_length=1)
     seeds: list[int]
-    sizes: list[str] = Field(min_length=1)
+    sizes: list[SizeEntry] = Field(min_length=1)
     context_lengths: list[PositiveInt] = Field(min_length=1)
     train: TrainOverrides = TrainOverrides()  # type: ignore[valid-type]
     tau_inits: list[float] | None = Field(default=None, min_length=1)
@@ -224,12 +276,28 @@ class StudySpec(_Strict):
             return value
         raise ValueError(f"expected {expected}, got {value!r}")
 
-    @field_validator("datasets", "sizes", "context_lengths", "tau_inits")
+    @field_validator("datasets", "context_lengths", "tau_inits")
     @classmethod
     def _distinct(cls, value: list | None) -> list | None:
         if value is not None and len(set(value)) != len(value):
             dupes = sorted({str(v) for v in value if value.count(v) > 1})
             raise ValueError(f"duplicate entries {', '.join(dupes)}: each would run the same trials twice")
+        return value
+
+    @field_validator("sizes")
+    @classmethod
+    def _distinct_sizes(cls, value: list) -> list:
+        names = [v if isinstance(v, str) else v.name for v in value]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate size name(s) {', '.join(dupes)}: each size needs its own name")
+        shapes = [(v.n_layer, v.n_head, v.d_model) for v in value if not isinstance(v, str)]
+        same = sorted({f"L{s[0]}H{s[1]}d{s[2]}" for s in shapes if shapes.count(s) > 1})
+        if same:
+            raise ValueError(
+                f"duplicate custom shape(s) {', '.join(same)} under different names: each would run the same "
+                "trials twice"
+            )
         return value
 
     @model_validator(mode="after")
@@ -274,6 +342,11 @@ class StudySpec(_Strict):
     def variant_names(self) -> list[str]:
         return [v if isinstance(v, str) else v.name for v in self.variants]
 
+    @property
+    def size_names(self) -> list[str]:
+        """The names of the sizes: presets and custom shapes alike."""
+        return [s if isinstance(s, str) else s.name for s in self.sizes]
+
     def train_overrides(self) -> dict[str, Any]:
         """Only the training settings the spec wrote (the rest keep TrainConfig's defaults)."""
         return self.train.model_dump(exclude_unset=True)
@@ -308,6 +381,7 @@ _NESTED_MODELS: dict[str, type[BaseModel]] = {
     "tau": TauSettings,
     "train": TrainOverrides,
     "variants": InlineVariant,
+    "sizes": CustomSize,
 }
 
 
@@ -323,6 +397,8 @@ def _loc(loc: tuple) -> str:
             out += f"[{part}]"
         elif part in ("name", "inline") and out.endswith("]") and out.startswith("variants"):
             continue  # discriminator tag of a variant entry
+        elif part in ("preset", "custom") and out.endswith("]") and out.startswith("sizes"):
+            continue  # discriminator tag of a size entry
         else:
             out += f".{part}" if out else str(part)
     return out
@@ -406,6 +482,7 @@ def check_registries(spec: StudySpec, *, source: str = "<spec>") -> None:
     Raises one InputError listing every problem (so a user fixes a spec in one go)."""
     from harness.datasets import REGISTRY
     from harness.models import SIZES, VARIANTS, make_variant
+    from harness.models.sizes import CUSTOM_MAX_CONTEXT_LENGTH
 
     problems: list[str] = []
     for i, dataset in enumerate(spec.datasets):
@@ -414,8 +491,20 @@ def check_registries(spec: StudySpec, *, source: str = "<spec>") -> None:
                 f"datasets[{i}]: unknown dataset {dataset!r}{_suggest(dataset, REGISTRY)}; known: {', '.join(REGISTRY)}"
             )
     for i, size in enumerate(spec.sizes):
-        if size not in SIZES:
-            problems.append(f"sizes[{i}]: unknown size {size!r}{_suggest(size, SIZES)}; known: {', '.join(SIZES)}")
+        if isinstance(size, str) and size not in SIZES:
+            problems.append(
+                f"sizes[{i}]: unknown size {size!r}{_suggest(size, SIZES)}; known: {', '.join(SIZES)} "
+                "(or a custom shape {name, n_layer, n_head, d_model})"
+            )
+        elif not isinstance(size, str) and size.name in SIZES:
+            preset = SIZES[size.name]
+            problems.append(
+                f"sizes[{i}].name: {size.name!r} is the preset {preset.shape}; write the preset as the plain name "
+                f"{size.name!r}"
+                if preset.shape == _shape(size)
+                else f"sizes[{i}].name: {size.name!r} is the preset {preset.shape}; give the custom shape "
+                f"{_shape(size)} another name (e.g. {_shape(size)!r})"
+            )
     for i, entry in enumerate(spec.variants):
         if isinstance(entry, str):
             if entry not in VARIANTS:
@@ -435,18 +524,52 @@ def check_registries(spec: StudySpec, *, source: str = "<spec>") -> None:
         except ValueError as exc:  # InputError included: unknown component names
             problems.append(f"variants[{i}] ({entry.name}): {exc}")
     for size in spec.sizes:
-        if size not in SIZES:
+        if isinstance(size, str) and size not in SIZES:
             continue
-        limit = SIZES[size].max_context_length
+        limit = SIZES[size].max_context_length if isinstance(size, str) else CUSTOM_MAX_CONTEXT_LENGTH
+        name = size if isinstance(size, str) else size.name
         too_long = [t for t in spec.context_lengths if t > limit]
         if too_long:
             problems.append(
                 f"context_lengths: {', '.join(map(str, too_long))} exceed the maximum context length of size "
-                f"{size!r} ({limit}); "
+                f"{name!r} ({limit}); "
                 "drop them or choose a size that allows them"
             )
+    if not problems:
+        problems += _shape_problems(spec)
     if problems:
         raise InputError(f"invalid study spec {source}:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+def _shape(size: CustomSize) -> str:
+    return f"L{size.n_layer}H{size.n_head}d{size.d_model}"
+
+
+def _shape_problems(spec: StudySpec) -> list[str]:
+    """Each custom shape against the components of each variant, by building the model on
+    the meta device (no memory, no initialisation): whatever a component needs of the
+    shape (an even width, an even head dimension) is checked where the component says so."""
+    custom = [(i, size) for i, size in enumerate(spec.sizes) if not isinstance(size, str)]
+    if not custom:
+        return []
+    import torch
+
+    from harness.models import build_model, get_variant, make_variant
+
+    problems = []
+    for i, size in custom:
+        for entry in spec.variants:
+            variant = (
+                get_variant(entry)
+                if isinstance(entry, str)
+                else make_variant(entry.name, position=entry.position, gate=entry.gate, scoring=entry.scoring)
+            )
+            try:
+                with torch.device("meta"):
+                    build_model(variant, size=size.model_size(), vocab_size=2, block_size=min(spec.context_lengths))
+            except ValueError as exc:
+                problems.append(f"sizes[{i}] ({size.name}, {_shape(size)}) with variant {variant.name!r}: {exc}")
+    return problems
 
 
 def _suggest(name: str, known: Any) -> str:
