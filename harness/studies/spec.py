@@ -21,9 +21,9 @@ Validation happens in two layers, both before anything starts:
 2. registries (:func:`check_registries`): variant, dataset and size names against
    ``harness.models`` / ``harness.datasets``, each context length against each size's
    maximum, and each custom shape against the components of each variant (an even width
-   for sinusoidal and MOPE, an even head dimension for RoPE: the model is built on the
-   meta device, so nothing is allocated). These modules are imported lazily so that
-   parsing a spec stays cheap.
+   for sinusoidal and MOPE, an even head dimension for RoPE and the phase gate: one layer
+   of the shape is built and run on a few tokens). These modules are imported lazily so
+   that parsing a spec stays cheap.
 
 Every error becomes one :class:`~harness.errors.InputError` whose message names the file,
 the field (``variants[4].gate``) and what was expected.
@@ -546,28 +546,34 @@ def _shape(size: CustomSize) -> str:
 
 
 def _shape_problems(spec: StudySpec) -> list[str]:
-    """Each custom shape against the components of each variant, by building the model on
-    the meta device (no memory, no initialisation): whatever a component needs of the
-    shape (an even width, an even head dimension) is checked where the component says so."""
+    """Each custom shape against the components of each variant: one layer of that width and
+    heads is built and run on a few tokens (on CPU; a layer's shape rules are those of the
+    model), so whatever a component needs of the shape (an even width, an even head
+    dimension) is checked by the component itself, in its own words."""
     custom = [(i, size) for i, size in enumerate(spec.sizes) if not isinstance(size, str)]
     if not custom:
         return []
     import torch
 
     from harness.models import build_model, get_variant, make_variant
+    from harness.models.sizes import custom_size
 
+    variants = [
+        get_variant(entry)
+        if isinstance(entry, str)
+        else make_variant(entry.name, position=entry.position, gate=entry.gate, scoring=entry.scoring)
+        for entry in spec.variants
+    ]
+    T = min(8, *spec.context_lengths)
     problems = []
     for i, size in custom:
-        for entry in spec.variants:
-            variant = (
-                get_variant(entry)
-                if isinstance(entry, str)
-                else make_variant(entry.name, position=entry.position, gate=entry.gate, scoring=entry.scoring)
-            )
+        one_layer = custom_size(1, size.n_head, size.d_model)
+        for variant in variants:
             try:
-                with torch.device("meta"):
-                    build_model(variant, size=size.model_size(), vocab_size=2, block_size=min(spec.context_lengths))
-            except ValueError as exc:
+                model = build_model(variant, size=one_layer, vocab_size=2, block_size=T)
+                with torch.no_grad():
+                    model(torch.zeros(1, T, dtype=torch.long))
+            except (ValueError, RuntimeError) as exc:
                 problems.append(f"sizes[{i}] ({size.name}, {_shape(size)}) with variant {variant.name!r}: {exc}")
     return problems
 

@@ -148,6 +148,10 @@ def test_missing_field_is_named(tiny: dict) -> None:
             "sizes[0] (w66, L1H2d66) with variant 'rope': rotary positional encoding needs an even head dimension",
         ),
         (
+            {"sizes": [{"name": "w66", "n_layer": 1, "n_head": 2, "d_model": 66}], "variants": ["phase-mope"]},
+            "with variant 'phase-mope': phase-coherence gate needs an even head dimension",
+        ),
+        (
             {"sizes": [{"name": "w", **_L2}], "context_lengths": [9000]},
             "exceed the maximum context length of size 'w' (8192)",
         ),

@@ -60,6 +60,7 @@ def test_train_cli_custom_shape(tmp_path: Path, sqlite_tracking_uri: str, shared
         (["--variant", "baseline", "--n-layer", "0"], "--n-layer must be a positive integer"),
         (["--variant", "baseline", "--n-head", "3", "--d-model", "33"], "needs an even width d_model"),
         (["--variant", "rope", "--n-head", "2", "--d-model", "66"], "needs an even head dimension"),
+        (["--variant", "phase-mope", "--n-head", "2", "--d-model", "66"], "phase-coherence gate needs an even head"),
         (["--variant", "baseline", "--size", "huge", "--n-layer", "2"], "unknown model size 'huge'"),
     ],
 )
