@@ -42,6 +42,7 @@ from pydantic import ValidationError
 
 from harness import datasets
 from harness.errors import InputError
+from harness.models.variants import DIAGNOSTIC_LABEL
 from harness.training.callbacks import (
     LAST_CHECKPOINT,
     BatchLossMonitor,
@@ -209,6 +210,15 @@ def _prepare(config: TrainConfig, resume_from: str | os.PathLike[str] | None, *,
             f"{size.max_context_length}; use a shorter --context-length or a larger --size"
         )
     variant = resolve_variant(config)
+    if variant.diagnostic:
+        # Allowed (it measures what a leak would fake), but never silently: a loss it reaches
+        # is not a model's loss. A study runs it only with allow_diagnostics: true.
+        warnings.warn(
+            f"variant {variant.name!r} is a diagnostic, not a model ({DIAGNOSTIC_LABEL}): its "
+            "losses show what the leak fakes and must not be compared as a model's",
+            DiagnosticVariantWarning,
+            stacklevel=3,
+        )
     if config.tau_init is not None and not variant.has_key_gate:
         raise InputError(f"tau_init is set but variant {variant.name!r} has no key gate; drop --tau-init")
 
@@ -300,7 +310,11 @@ def run_tags(config: TrainConfig, variant: Any) -> dict[str, str]:
         "context_length": str(config.context_length),
         "seed": str(config.seed),
         "harness.git_commit": harness_git_commit(),
-    }
+    } | ({"harness.diagnostic": DIAGNOSTIC_LABEL} if variant.diagnostic else {})
+
+
+class DiagnosticVariantWarning(UserWarning):
+    """A run trains a diagnostic variant (one that leaks future tokens), not a model."""
 
 
 class StepProgressBar(TQDMProgressBar):
