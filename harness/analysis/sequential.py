@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +108,50 @@ class ConfidenceSequenceResult:
     @property
     def bounded(self) -> bool:
         return self.half_width is not None and math.isfinite(self.half_width)
+
+
+#: The parent-run metric ``sequential/stopped_by`` (an MLflow metric is a number): why the study stopped.
+STOPPED_BY_CODES: dict[str | None, float] = {None: 0.0, "precision": 1.0, "settled": 2.0, "max": 3.0}
+
+
+@dataclass(frozen=True)
+class SequentialSummary:
+    """What a sequential study did, for its report: the rule (in words), where the
+    confidence sequence was made tightest, the seeds it ran, why it stopped
+    (``precision``, ``settled``, ``max``; None while it has not) in words
+    (``stop_text``), and every decision of its log (mappings with ``seeds_scheduled``,
+    ``n_seeds``, ``estimate``, ``low``, ``high``, ``action``, ``text``)."""
+
+    rule: str
+    tightest_at: float
+    seeds_scheduled: int
+    stopped_by: str | None
+    stop_text: str
+    decisions: tuple[Mapping[str, Any], ...] = ()
+    smallest_effect: float | None = None
+
+    @property
+    def stopped_by_code(self) -> float:
+        return STOPPED_BY_CODES.get(self.stopped_by, 0.0)
+
+
+def sequential_verdict(kind: str, cs: ConfidenceSequenceResult, smallest_effect: float | None = None) -> str:
+    """The primary verdict read off the anytime-valid interval (``kind``: ``interaction``
+    or ``main_effect``). An interval inside +-``smallest_effect`` is an equivalence claim
+    with that margin (the interval is a level-alpha test at every n, so also at the stop)."""
+    level = f"{cs.confidence:.0%} anytime-valid CI"
+    reference = "additive" if kind == "interaction" else "control"
+    if cs.low is None or cs.high is None:
+        return f"no test possible ({cs.message})" if cs.message else "no test possible"
+    if not cs.bounded:
+        return f"not distinguishable from {reference} ({level} unbounded at {cs.n} seeds)"
+    if cs.low > 0:
+        return f"{'superadditive' if kind == 'interaction' else 'better than control'} ({level} excludes 0)"
+    if cs.high < 0:
+        return f"{'subadditive' if kind == 'interaction' else 'worse than control'} ({level} excludes 0)"
+    if smallest_effect is not None and -smallest_effect <= cs.low and cs.high <= smallest_effect:
+        return f"equivalent to {reference} within +-{smallest_effect:g} ({level} inside the margin)"
+    return f"not distinguishable from {reference}"
 
 
 # ----------------------------------------------------------------------------- the boundary
@@ -246,11 +291,14 @@ def t_interval_path(values: np.ndarray, *, confidence: float = 0.95) -> Confiden
 __all__ = [
     "DEFAULT_TIGHTEST_AT",
     "METHOD",
+    "STOPPED_BY_CODES",
     "ConfidenceSequenceResult",
+    "SequentialSummary",
     "confidence_sequence",
     "confidence_sequence_path",
     "half_width_factor",
     "log_mixture_martingale",
     "mixture_precision_for",
+    "sequential_verdict",
     "t_interval_path",
 ]
