@@ -22,7 +22,7 @@ waits (``None``) while a batch runs, and returns ``Searcher.FINISHED`` once the 
 holds or ``max`` seeds ran. Tune saves its state with every experiment snapshot and
 restores it on ``Tuner.restore``.
 
-The decision log, ``sequential.json`` in the study's directory, is written the moment
+The decision log, ``sequential_decisions.jsonl`` in the study's directory, is written the moment
 a decision is taken and is the record of truth: a resumed study replays the logged
 decisions instead of recomputing them (a trial finished again after a resume cannot
 change a decision already taken), and the results table and the report are built from
@@ -51,7 +51,11 @@ from harness.studies.spec import PrecisionRule, StudySpec
 if TYPE_CHECKING:  # the analysis (scipy) loads with the searcher, not with a dry run
     from harness.analysis.sequential import ConfidenceSequenceResult
 
-DECISIONS_FILE = "sequential.json"
+#: The decision log in the study's directory. Not ``.json``: on ``Tuner.restore`` Tune copies
+#: every ``*.json`` / ``*.pkl`` of the experiment directory into its driver staging folder
+#: and uploads that folder back with each snapshot, which would overwrite the log with the
+#: copy it had at the resume (checked on Ray 2.60, ``sync_down_experiment_state``).
+DECISIONS_FILE = "sequential_decisions.jsonl"
 
 
 # ----------------------------------------------------------------------------- the design
@@ -199,7 +203,7 @@ def _interval_text(cs: ConfidenceSequenceResult) -> str:
 
 
 class DecisionLog:
-    """``sequential.json`` in the study's directory (a local path or a URI): the design
+    """:data:`DECISIONS_FILE` in the study's directory (a local path or a URI): the design
     and every decision, rewritten whole at each decision (object stores cannot append)."""
 
     def __init__(self, study_dir: str) -> None:
@@ -210,22 +214,30 @@ class DecisionLog:
         return fs, f"{root.rstrip('/')}/{DECISIONS_FILE}"
 
     def read(self) -> dict[str, Any] | None:
+        """``{"design": ..., "decisions": [...]}`` (None: no log yet)."""
         fs, path = self._fs()
         try:
             with fs.open_input_stream(path) as f:
-                return json.loads(f.read().decode())
+                return self.parse(f.read().decode())
         except (FileNotFoundError, OSError, ValueError):
             return None
+
+    @staticmethod
+    def parse(text: str) -> dict[str, Any]:
+        """The log's text as ``{"design": ..., "decisions": [...]}``."""
+        lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+        return {"design": lines[0].get("design") if lines else None, "decisions": lines[1:]}
 
     def decisions(self) -> list[Decision]:
         data = self.read() or {}
         return [Decision.from_json(d) for d in data.get("decisions", [])]
 
     def write(self, design: SequentialDesign, decisions: Sequence[Decision]) -> None:
+        """JSON lines: the design, then one decision per line."""
         fs, path = self._fs()
-        body = {"design": design.record(), "decisions": [dataclasses.asdict(d) for d in decisions]}
+        lines = [json.dumps({"design": design.record()}), *(json.dumps(dataclasses.asdict(d)) for d in decisions)]
         with fs.open_output_stream(f"{path}.tmp") as f:
-            f.write(json.dumps(body, indent=1).encode())
+            f.write(("\n".join(lines) + "\n").encode())
         fs.move(f"{path}.tmp", path)  # a kill mid-write leaves the previous log intact
 
 

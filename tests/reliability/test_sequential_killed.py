@@ -6,7 +6,6 @@ this test is about what a sequential study adds: the searcher's state and its lo
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -26,12 +25,12 @@ from harness_support import (
     write_spec,
 )
 
-from harness.studies.sequential import DECISIONS_FILE
+from harness.studies.sequential import DECISIONS_FILE, DecisionLog
 
 
 def _decisions(storage: Path) -> list[dict]:
     logs = list(storage.glob(f"tiny/*/{DECISIONS_FILE}"))
-    return json.loads(logs[0].read_text())["decisions"] if logs else []
+    return DecisionLog.parse(logs[0].read_text())["decisions"] if logs else []
 
 
 @pytest.mark.slow

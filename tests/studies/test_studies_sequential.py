@@ -8,7 +8,6 @@ tests/reliability/test_sequential_killed.py."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import polars as pl
@@ -16,8 +15,10 @@ import pytest
 import yaml
 from harness_support import run_harness
 from mlflow import MlflowClient
+from typer.testing import CliRunner
 
 from harness.analysis.sequential import confidence_sequence
+from harness.cli import app
 from harness.errors import InputError
 from harness.studies.grid import expand_grid
 from harness.studies.runner import run_study
@@ -227,7 +228,7 @@ def test_a_rule_met_at_once_runs_only_the_first_batch(write_spec, study_env: dic
     assert "sequential: precision reached at 3 seeds: 95% anytime-valid CI [" in log
     table = pl.read_parquet(Path(outcome.study_dir) / "results.parquet")
     assert sorted(set(table.get_column("seed"))) == [0, 1, 2] and table.height == 6
-    data = json.loads((Path(outcome.study_dir) / DECISIONS_FILE).read_text())
+    data = DecisionLog.parse((Path(outcome.study_dir) / DECISIONS_FILE).read_text())
     assert [d["action"] for d in data["decisions"]] == ["stop"] and data["design"]["max_seeds"] == 4
 
     parent, children = _parent(study_env["tracking_uri"])
@@ -263,3 +264,14 @@ def test_a_rule_never_met_runs_up_to_max(write_spec, study_env: dict) -> None:
     assert len(children) == 8
     assert parent.data.metrics["sequential/n_seeds"] == 4 and parent.data.metrics["sequential/stopped_by"] == 3
     assert "Stopped: max seeds reached (4)" in outcome.report.markdown
+    # `harness report` recomputes it from MLflow with the same sequential part (the spec and
+    # the decision log are artifacts of the parent run).
+    out = Path(study_env["storage_path"]).parent / "recomputed"
+    result = CliRunner().invoke(
+        app,
+        ["report", "tiny", "--tracking-uri", study_env["tracking_uri"], "--out", str(out), "--no-windows", "--no-log"],
+    )
+    assert result.exit_code == 0, result.output
+    recomputed = (out / "summary.md").read_text()
+    assert "## Sequential design" in recomputed and "Stopped: max seeds reached (4)" in recomputed
+    assert "(anytime t)" in result.output
