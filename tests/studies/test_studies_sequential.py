@@ -23,7 +23,14 @@ from harness.errors import InputError
 from harness.studies.grid import expand_grid
 from harness.studies.runner import run_study
 from harness.studies.seed_search import SeedBatchSearcher
-from harness.studies.sequential import DECISIONS_FILE, Decision, DecisionLog, SequentialDesign, decide
+from harness.studies.sequential import (
+    DECISIONS_FILE,
+    Decision,
+    DecisionLog,
+    SequentialDesign,
+    decide,
+    design_changed,
+)
 from harness.studies.spec import parse_spec
 
 PAIR = {"primary": {"treatment": "ega", "control": "baseline"}}
@@ -45,6 +52,19 @@ def test_a_sequential_spec_and_its_design(tiny: dict) -> None:
     plain = parse_spec(yaml.safe_dump(tiny))
     assert plain.seed_schedule is None and SequentialDesign.from_spec(plain) is None
     assert "stop_when" not in plain.canonical_yaml()  # plain specs hash as before
+
+
+def test_a_resume_refuses_a_changed_sequential_design(tiny: dict) -> None:
+    def spec(**seq):
+        return parse_spec(yaml.safe_dump(_spec(tiny, **seq)))
+
+    started = spec(seeds={"min": 3, "max": 8, "batch": 2}, stop_when={"precision": 0.01})
+    stored = {"sequential": SequentialDesign.from_spec(started).record()}
+    assert not design_changed(started, stored)
+    assert design_changed(spec(seeds={"min": 3, "max": 10, "batch": 2}, stop_when={"precision": 0.01}), stored)
+    assert design_changed(spec(seeds={"min": 3, "max": 8, "batch": 2}, stop_when={"precision": 0.02}), stored)
+    assert design_changed(spec(seeds=8), stored)
+    assert not design_changed(spec(seeds=8), {})  # a study from before sequential studies
 
 
 @pytest.mark.parametrize(
