@@ -756,7 +756,12 @@ def _sequential_section(df: pl.DataFrame, settings: AnalysisSettings, seq: Seque
     a data-dependent stop)."""
     h: list[str] = []
     m: list[str] = []
-    lines = [f"Rule: {seq.rule}.", f"Stopped: {seq.stop_text}."]
+    lines = [
+        f"Rule: {seq.rule}.",
+        f"Stopped: {seq.stop_text}.",
+        "Only the anytime-valid interval stays valid after a stop that depended on the data; the other "
+        "intervals of this report assume a number of seeds fixed in advance: read them as descriptive.",
+    ]
     parts.headline.update(
         {"sequential/n_seeds": float(seq.seeds_scheduled), "sequential/stopped_by": seq.stopped_by_code}
     )
@@ -768,7 +773,7 @@ def _sequential_section(df: pl.DataFrame, settings: AnalysisSettings, seq: Seque
         return
     cs = confidence_sequence(res.per_seed, confidence=settings.confidence, tightest_at=seq.tightest_at)
     h += [f"<p>{html.escape(line)}</p>" for line in lines]
-    m += [f"- {line}" for line in lines]
+    m += [*(f"- {line}" for line in lines), ""]
     level = f"{settings.confidence:.0%}"
     rows = pl.DataFrame(
         {

@@ -87,7 +87,7 @@ def _outcome_row(trial: Trial, result: Mapping[str, Any] | None, error: bool) ->
 
 @dataclass
 class _SearchState:
-    """What the searcher must carry across a resume (Tune pickles it with its snapshot)."""
+    """What the searcher must carry across a resume (saved as JSON with Tune's snapshot)."""
 
     batches: int = 1  # batches scheduled
     queue: list[str] = field(default_factory=list)  # trial ids scheduled, not yet handed to Tune
@@ -157,36 +157,35 @@ class SeedBatchSearcher(Searcher):
             self._maybe_decide()
 
     def get_state(self) -> dict[str, Any]:
-        return dataclasses.asdict(self.state) | {"decisions": list(self.state.decisions)}
+        """The state as JSON-able data (what :meth:`save` writes)."""
+        st = self.state
+        return {
+            "batches": st.batches,
+            "queue": list(st.queue),
+            "emitted": sorted(st.emitted),
+            "tune_ids": dict(st.tune_ids),
+            "outcomes": dict(st.outcomes),
+            "decisions": [dataclasses.asdict(d) for d in st.decisions],
+            "finished": st.finished,
+        }
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self.state = _SearchState(**state)
+        """From :meth:`get_state`'s data; then the decision log and Tune's trials rule."""
+        data = dict(state)
+        data["emitted"] = set(data["emitted"])
+        data["decisions"] = [Decision.from_json(d) for d in data["decisions"]]
+        self.state = _SearchState(**data)
         self._reconcile()
 
     def save(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "w") as f:
-            json.dump(self._state_json(), f)
+            json.dump(self.get_state(), f)
 
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path) as f:
-            data = json.load(f)
-        data["emitted"] = set(data["emitted"])
-        data["decisions"] = [Decision.from_json(d) for d in data["decisions"]]
-        self.set_state(data)
+            self.set_state(json.load(f))
 
     # -- batches and decisions -----------------------------------------------------------------
-    def _state_json(self) -> dict[str, Any]:
-        s = self.state
-        return {
-            "batches": s.batches,
-            "queue": list(s.queue),
-            "emitted": sorted(s.emitted),
-            "tune_ids": dict(s.tune_ids),
-            "outcomes": dict(s.outcomes),
-            "decisions": [dataclasses.asdict(d) for d in s.decisions],
-            "finished": s.finished,
-        }
-
     def _schedule(self, index: int) -> None:
         ids = [tid for seed in self.design.batch_seeds(index) for tid in self.by_seed.get(seed, [])]
         self.state.queue.extend(t for t in ids if t not in self.state.emitted and t not in self.known)
