@@ -272,3 +272,22 @@ def test_ungated_variant_and_mlflow_record(tiny_config, sqlite_tracking_uri) -> 
     frame = pl.read_parquet(local)
     assert frame.columns == ["split", "window", "loss"]
     assert frame.filter(pl.col("split") == "val")["loss"].to_numpy().tolist() == result.window_losses["val"].tolist()
+
+
+def test_a_diagnostic_variant_trains_with_a_warning_and_a_tag(tiny_config, sqlite_tracking_uri) -> None:
+    """``ega-leaky`` reads future tokens: it may be trained (to measure what the leak fakes),
+    never silently: a warning on the console and a tag on its MLflow run."""
+    from mlflow import MlflowClient
+
+    from harness.training.run import DiagnosticVariantWarning
+
+    config = tiny_config(variant="ega-leaky", max_steps=2, eval_every=2, tracking_uri=sqlite_tracking_uri)
+    with pytest.warns(DiagnosticVariantWarning, match="'ega-leaky' is a diagnostic, not a model"):
+        result = train(config, progress_bar=False)
+    run = MlflowClient(sqlite_tracking_uri).get_run(result.mlflow_run_id)
+    assert run.data.tags["harness.diagnostic"] == "leaks future tokens"
+    # a model carries no such tag
+    plain = train(
+        tiny_config(variant="ega", max_steps=2, eval_every=2, tracking_uri=sqlite_tracking_uri), progress_bar=False
+    )
+    assert "harness.diagnostic" not in MlflowClient(sqlite_tracking_uri).get_run(plain.mlflow_run_id).data.tags
