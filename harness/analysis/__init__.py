@@ -56,6 +56,8 @@ _EXPORTS = {
     "Report": "report",
     "Verdict": "report",
     "corpus_info_for": "corpus",
+    "confidence_sequence": "sequential",
+    "ConfidenceSequenceResult": "sequential",
     "AnalysisSettings": "results_types",
     "PrimaryHypothesis": "results_types",
     "ConfidenceInterval": "results_types",
@@ -133,6 +135,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         TauStabilityResult,
         TrendResult,
     )
+    from harness.analysis.sequential import ConfidenceSequenceResult, confidence_sequence
     from harness.analysis.tau import (
         gaussian_tails,
         open_fraction_analysis,

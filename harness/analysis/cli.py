@@ -78,6 +78,7 @@ def report(
     uri = tracking_uri_or_default(tracking_uri)
     df, parent, from_path = _results_and_parent(study, uri, from_path, log)
     settings = _parent_settings(uri, parent)
+    sequential = _sequential_summary(uri, parent, from_path)
     window_df, sigma_df = _windows_and_sigmas(study, uri, parent, from_path, windows)
     datasets = df.get_column("dataset").drop_nulls().unique().to_list() if "dataset" in df.columns else []
     rep = build_report(
@@ -88,6 +89,7 @@ def report(
         mope_sigmas=sigma_df,
         corpus_info=corpus_info_for(datasets),
         title=study,
+        sequential=sequential,
     )
     typer.echo(rep.verdict_table)
     for note in rep.notes:
@@ -183,6 +185,44 @@ def _parent_settings(uri: str, parent):
     except Exception:  # noqa: BLE001 - no spec.yaml artifact: the defaults apply
         pass
     return AnalysisSettings()
+
+
+def _sequential_summary(uri: str, parent, from_path: Path | None):
+    """A sequential study's rule and decisions for the report: its ``spec.yaml`` and
+    ``sequential_decisions.jsonl``, from the study directory (``--from``), else the parent run's
+    artifacts; None for a study with a fixed number of seeds (or without those files)."""
+    import tempfile
+
+    from harness.errors import InputError
+    from harness.studies.sequential import DECISIONS_FILE, Decision, DecisionLog, SequentialDesign
+    from harness.studies.spec import parse_spec
+
+    texts: dict[str, str] = {}
+    folder = None if from_path is None else (from_path if from_path.is_dir() else from_path.parent)
+    for name in ("spec.yaml", DECISIONS_FILE):
+        if folder is not None and (folder / name).is_file():
+            texts[name] = (folder / name).read_text()
+        elif parent is not None:
+            from mlflow import MlflowClient
+
+            try:
+                with tempfile.TemporaryDirectory() as tmp:
+                    path = MlflowClient(tracking_uri=uri).download_artifacts(parent.info.run_id, name, tmp)
+                    texts[name] = Path(path).read_text()
+            except Exception:  # noqa: BLE001 - no such artifact: not a sequential study
+                pass
+    if "spec.yaml" not in texts or DECISIONS_FILE not in texts:
+        return None
+    try:
+        design = SequentialDesign.from_spec(parse_spec(texts["spec.yaml"]))
+    except InputError:
+        return None
+    if design is None:
+        return None
+    from harness.studies.seed_search import summary_from_log  # loads Ray's Searcher: only for sequential studies
+
+    decisions = [Decision.from_json(d) for d in DecisionLog.parse(texts[DECISIONS_FILE])["decisions"]]
+    return summary_from_log(design, decisions)
 
 
 def _windows_and_sigmas(study: str, uri: str, parent, from_path: Path | None, windows: bool):

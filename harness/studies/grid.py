@@ -95,7 +95,7 @@ def expand_grid(spec: StudySpec, *, components: dict[str, tuple[str, str, str]] 
     shared["num_threads"] = spec.resources.cpus
     shared["accelerator"] = "gpu" if spec.resources.gpus > 0 else "cpu"
     trials: list[Trial] = []
-    for seed in spec.seeds:
+    for seed in spec.grid_seeds():
         for dataset in spec.datasets:
             for size in spec.sizes:
                 size_fields = _size_fields(size)

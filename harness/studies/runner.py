@@ -16,11 +16,13 @@ Order of work, so that bad input starts nothing and leaves nothing behind:
 
 A study lives in ``<storage>/<name>/<YYYYmmdd-HHMMSS>/`` (Ray Tune's experiment directory
 plus ``harness_study.json``, ``spec.yaml``, ``results.parquet``, ``window_losses.parquet``
-and ``report/``). ``--resume`` continues the most recent one of that name.
+and ``report/``; a sequential study also its decision log, ``sequential_decisions.jsonl``:
+:mod:`harness.studies.sequential`). ``--resume`` continues the most recent one of that name.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -45,6 +47,14 @@ from harness.studies.cost import estimate
 from harness.studies.destinations import is_uri, refuse_ephemeral_destinations
 from harness.studies.grid import Trial, expand_grid
 from harness.studies.ray_auth import enable_token_auth_if_available
+from harness.studies.sequential import (
+    DECISIONS_FILE,
+    SequentialDesign,
+    describe_seeds,
+    design_changed,
+    scheduled_trials,
+    trial_range,
+)
 from harness.studies.spec import StudySpec, load_spec, read_spec_text
 from harness.studies.trainable import run_trial
 from harness.studies.tune_state import repair_stale_checkpoints
@@ -374,14 +384,16 @@ def describe_grid(spec: StudySpec, trials: Sequence[Trial]) -> str:
     """``4 variants x 2 seeds x nano x tinyshakespeare x T=128``."""
     parts = [
         f"{len(spec.variants)} variants" if len(spec.variants) > 1 else spec.variant_names[0],
-        f"{len(spec.seeds)} seeds" if len(spec.seeds) > 1 else f"seed {spec.seeds[0]}",
+        describe_seeds(spec),
         " / ".join(spec.size_names) if len(spec.sizes) <= 3 else f"{len(spec.sizes)} sizes",
         " / ".join(spec.datasets) if len(spec.datasets) <= 3 else f"{len(spec.datasets)} datasets",
         "T=" + "/".join(map(str, spec.context_lengths)),
     ]
     if spec.tau_inits:
         parts.append("tau0=" + "/".join(f"{t:g}" for t in spec.tau_inits))
-    return f"{len(trials)} trials ({' x '.join(parts)})"
+    fewest, most = trial_range(spec, trials)
+    count = f"{len(most)} trials" if len(fewest) == len(most) else f"{len(fewest)} to {len(most)} trials"
+    return f"{count} ({' x '.join(parts)})"
 
 
 def describe_resources(spec: StudySpec) -> str:
@@ -418,19 +430,33 @@ def dry_run_text(
             f"analysis: 2x2 factorial base={factorial.base} a={factorial.a} b={factorial.b} ab={factorial.ab}; "
             f"tau reference {spec.analysis.tau.reference:g} +- {spec.analysis.tau.margin:g}"
         )
+    design = SequentialDesign.from_spec(spec)
+    if design is not None:
+        lines.append(f"sequential: {design.rule_text()}")
     lines.append("")
     lines.append(f"{'#':>4}  trial")
     for i, trial in enumerate(trials, 1):
         lines.append(f"{i:>4}  {trial.trial_id}")
     lines.append("")
-    cost = estimate(
-        trials,
-        cpus_per_trial=spec.resources.cpus,
-        gpus_per_trial=spec.resources.gpus,
-        total_cpus=None if address else os.cpu_count(),
-    )
-    lines.append(f"total: {len(trials)} trials")
-    lines.extend(cost.lines())
+    costs = [
+        estimate(
+            some,
+            cpus_per_trial=spec.resources.cpus,
+            gpus_per_trial=spec.resources.gpus,
+            total_cpus=None if address else os.cpu_count(),
+        )
+        for some in trial_range(spec, trials)
+    ]
+    if design is None:
+        lines.append(f"total: {len(trials)} trials")
+        lines.extend(costs[1].lines())
+    else:
+        lines.append(
+            f"total: {costs[0].trials} trials at least (the first {design.min_seeds} seeds, if the rule holds at "
+            f"once), {costs[1].trials} at most ({design.max_seeds} seeds)"
+        )
+        lines.extend(f"at least: {line}" for line in costs[0].lines())
+        lines.extend(f"at most:  {line}" for line in costs[1].lines())
     lines.append("dry run: nothing was started.")
     return "\n".join(lines)
 
@@ -585,7 +611,7 @@ def parent_params(spec: StudySpec, trials: Sequence[Trial]) -> dict[str, Any]:
         "sizes": ",".join(spec.size_names),
         "context_lengths": ",".join(map(str, spec.context_lengths)),
         "variants": ",".join(spec.variant_names),
-        "seeds": ",".join(map(str, spec.seeds)),
+        "seeds": ",".join(map(str, spec.grid_seeds())),
         "tau_inits": ",".join(f"{t:g}" for t in spec.tau_inits) if spec.tau_inits else "None",
         "tokens_per_batch": spec.tokens_per_batch,
         "cpus_per_trial": spec.resources.cpus,
@@ -705,10 +731,11 @@ def find_resumable(plan: StudyPlan) -> tuple[str, dict[str, Any]]:
             "(run it without --resume, or pass the --storage-path it ran with)"
         )
     stored = previous[1].get("design")
-    if stored is not None and stored != json.loads(json.dumps(_design(plan.trials))):
+    changed = stored is not None and stored != json.loads(json.dumps(_design(plan.trials)))
+    if changed or design_changed(spec, previous[1]):
         raise InputError(
-            f"cannot resume {previous[0]}: the spec's grid or training settings changed since it started "
-            "(resuming would mix two designs); run it as a new study without --resume"
+            f"cannot resume {previous[0]}: the spec's grid, training settings or sequential design changed since it "
+            "started (resuming would mix two designs); run it as a new study without --resume"
         )
     return previous
 
@@ -818,15 +845,21 @@ def restore_tuner(layout: StudyLayout, trainable: Any, tune_callbacks: list[Any]
     return tuner, already
 
 
-def new_tuner(plan: StudyPlan, layout: StudyLayout, trainable: Any, tune_callbacks: list[Any]) -> Any:
-    """A Tune experiment with one grid point per trial id, named after the study's run."""
+def new_tuner(
+    plan: StudyPlan, layout: StudyLayout, trainable: Any, tune_callbacks: list[Any], searcher: Any = None
+) -> Any:
+    """A Tune experiment named after the study's run: one grid point per trial id, or a
+    sequential study's searcher handing out the trials of its batches."""
     from ray import tune  # see the note on imports at the top of this module
 
     spec = plan.spec
+    trial_ids = [t.trial_id for t in plan.trials]
     return tune.Tuner(
         trainable,
-        param_space={"trial": tune.grid_search([t.trial_id for t in plan.trials])},
+        param_space={"trial": tune.grid_search(trial_ids)} if searcher is None else {},
         tune_config=tune.TuneConfig(
+            search_alg=searcher,
+            num_samples=1 if searcher is None else len(trial_ids),
             max_concurrent_trials=spec.max_concurrent_trials,
             trial_name_creator=_trial_name,
             trial_dirname_creator=_trial_name,
@@ -871,15 +904,18 @@ def launch_tune(
     say: Any,
 ) -> tuple[Any, Any, dict[str, str]]:
     """Launch Tune: the trainable, the driver callbacks (the MLflow record, the
-    progress view, the caller's) and Tune's experiment, new or restored. Returns the tuner,
-    the progress view and the trials a resumed study already finished."""
+    progress view, the caller's) and Tune's experiment, new or restored; a sequential
+    study's searcher. Returns the tuner, the progress view and the trials a resumed study
+    already finished."""
     # See the note on imports at the top of this module.
     from harness.studies.progress import StudyProgress
+    from harness.studies.seed_search import searcher_for
     from harness.studies.tracking import MlflowStudyCallback
 
     trainable = make_trainable(plan, layout, fault_nan)
+    shown = scheduled_trials(plan.spec, plan.trials, layout.study_dir)  # a sequential study: its batches so far
     progress = StudyProgress(
-        [t.trial_id for t in plan.trials],
+        [t.trial_id for t in shown],
         max_steps={t.trial_id: t.config.max_steps for t in plan.trials},
         stream=out,
         live=live,
@@ -887,8 +923,15 @@ def launch_tune(
     tune_callbacks = [MlflowStudyCallback(recorder, plan.by_id, study=plan.spec.name), progress, *callbacks]
     if previous is not None:
         tuner, already = restore_tuner(layout, trainable, tune_callbacks, say)
+        known = {str(r.config["trial"]) for r in tuner.get_results() if r.config}
+        searcher = searcher_for(plan.spec, plan.trials, layout.study_dir, known=known, announce=progress.note)
+        if searcher is not None:
+            # Tune restores the searcher it pickled at the start and then its saved state;
+            # today's (with the terminal and the trials Tune holds) takes that state instead.
+            tuner._local_tuner._tune_config.search_alg = searcher
     else:
-        tuner, already = new_tuner(plan, layout, trainable, tune_callbacks), {}
+        searcher = searcher_for(plan.spec, plan.trials, layout.study_dir, announce=progress.note)
+        tuner, already = new_tuner(plan, layout, trainable, tune_callbacks, searcher), {}
     return tuner, progress, already
 
 
@@ -920,6 +963,7 @@ def write_study_files(
         "parent_run_id": recorder.parent_run_id,
         "trial_ids": [t.trial_id for t in plan.trials],
         "design": _design(plan.trials),
+        "sequential": (design.record() if (design := SequentialDesign.from_spec(spec)) else None),
         "created": (previous[1].get("created") if previous else time.strftime("%Y-%m-%dT%H:%M:%S%z")),
         "git_commit": git_commit,
     }
@@ -950,23 +994,44 @@ def collect_outcomes(plan: StudyPlan, layout: StudyLayout, grid: Any) -> Collect
     )
 
 
-def record_outcome(recorder: Any, collected: CollectedOutcomes) -> None:
+def record_outcome(
+    recorder: Any, collected: CollectedOutcomes, *, sequential: Any = None, layout: StudyLayout | None = None
+) -> None:
     """Record: the end of the MLflow record. Child runs of trials that were still running
-    stay resumable (KILLED, not RUNNING); the parent gets the table, the counts and its end."""
+    stay resumable (KILLED, not RUNNING); the parent gets the table, the counts and its end;
+    a sequential study also its decision log, ``sequential/n_seeds``, ``sequential/stopped_by``
+    (:data:`harness.analysis.sequential.STOPPED_BY_CODES`) and why it stopped as a tag."""
     table, counts = collected.table, collected.counts
     if collected.status == "interrupted":
         for tid in table.filter(table.get_column("status") == "incomplete").get_column("trial_id"):
             recorder.end_trial(tid, "interrupted")
-    recorder.end_parent(
-        collected.status,
-        results=table,
-        metrics={
-            "trials/finished": counts["finished"],
-            "trials/diverged": counts["diverged"],
-            "trials/failed": counts["failed"],
-            "trials/incomplete": counts["incomplete"],
-        },
-    )
+    metrics = {
+        "trials/finished": counts["finished"],
+        "trials/diverged": counts["diverged"],
+        "trials/failed": counts["failed"],
+        "trials/incomplete": counts["incomplete"],
+    }
+    files = []
+    if sequential is not None:
+        metrics.update(
+            {"sequential/n_seeds": sequential.seeds_scheduled, "sequential/stopped_by": sequential.stopped_by_code}
+        )
+        recorder.set_parent_tags({"sequential.rule": sequential.rule, "sequential.stopped_by": sequential.stop_text})
+        log = layout.local_dir / DECISIONS_FILE if layout is not None and layout.local_dir is not None else None
+        files = [log] if log is not None and log.is_file() else []
+    recorder.end_parent(collected.status, results=table, metrics=metrics, files=files)
+
+
+def sequential_outcome(plan: StudyPlan, layout: StudyLayout) -> tuple[StudyPlan, Any]:
+    """After Tune: a sequential study's plan narrowed to the trials its batches scheduled
+    (its results table holds those), and the summary of its decisions for the report and
+    the record; a fixed grid is returned as it is, with no summary."""
+    if plan.spec.seed_schedule is None:
+        return plan, None
+    from harness.studies.seed_search import summary_for  # loads with Ray and the analysis (Tune ran)
+
+    narrowed = dataclasses.replace(plan, trials=scheduled_trials(plan.spec, plan.trials, layout.study_dir))
+    return narrowed, summary_for(plan.spec, layout.study_dir)
 
 
 def tell_where(
@@ -1083,13 +1148,21 @@ def run_study(
             )
             write_study_files(plan, layout, recorder, previous, git_commit)
             grid = fit_with_progress(tuner, progress, already)
+            plan, sequential = sequential_outcome(plan, layout)
             collected = collect_outcomes(plan, layout, grid)
             rep = None
             if report and collected.status == "finished" and collected.counts["finished"] > 0:
                 rep = _analyse(
-                    spec, collected.table, collected.windows, collected.sigmas, layout.local_dir, recorder, say
+                    spec,
+                    collected.table,
+                    collected.windows,
+                    collected.sigmas,
+                    layout.local_dir,
+                    recorder,
+                    say,
+                    sequential=sequential,
                 )
-            record_outcome(recorder, collected)
+            record_outcome(recorder, collected, sequential=sequential, layout=layout)
         except BaseException:
             recorder.end_parent("killed" if sys.exc_info()[0] is KeyboardInterrupt else "failed")
             raise
@@ -1136,7 +1209,15 @@ def _parquet_bytes(df: Any) -> bytes:
 
 
 def _analyse(
-    spec: StudySpec, table: Any, windows: Any, sigmas: Any, local_dir: Path | None, recorder: Any, say: Any
+    spec: StudySpec,
+    table: Any,
+    windows: Any,
+    sigmas: Any,
+    local_dir: Path | None,
+    recorder: Any,
+    say: Any,
+    *,
+    sequential: Any = None,
 ) -> Any:
     """The analysis issue's report, logged to the parent run (a failure is a warning: the
     study's results are safe; `harness report` can redo it)."""
@@ -1161,6 +1242,7 @@ def _analyse(
             mope_sigmas=sigmas,
             corpus_info=corpus_info,
             title=spec.name,
+            sequential=sequential,
         )
     except Exception as exc:  # noqa: BLE001
         say(
