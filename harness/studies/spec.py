@@ -544,10 +544,13 @@ class StudySpec(_Strict):
 
     def canonical_yaml(self) -> str:
         """The spec as validated (defaults filled in), stable across formatting changes
-        (a spec without ``stop_when`` hashes as it did before sequential studies)."""
+        (a spec without ``stop_when``, or with ``allow_diagnostics`` false, hashes as it did
+        before those fields existed, so that studies started then still resume)."""
         data = self.model_dump(mode="json")
         if data.get("stop_when") is None:
             data.pop("stop_when", None)
+        if not data.get("allow_diagnostics"):
+            data.pop("allow_diagnostics", None)
         return yaml.safe_dump(data, sort_keys=True)
 
     def sha256(self) -> str:
