@@ -23,6 +23,7 @@ from typing import Any
 import polars as pl
 
 from harness.errors import InputError
+from harness.mlflow_client import TrackingClient
 
 #: The cell of a study: trials that differ only in variant and seed.
 CELL_COLUMNS: tuple[str, ...] = ("dataset", "size", "context_length")
@@ -236,13 +237,13 @@ def _looks_like_uri(text: str) -> bool:
 
 
 # ----------------------------------------------------------------------------- MLflow
-def _client(tracking_uri: str):
-    from mlflow import MlflowClient  # heavy: only when MLflow is asked for
-
-    return MlflowClient(tracking_uri=tracking_uri)
+def _client(tracking_uri: str) -> TrackingClient:
+    return TrackingClient(tracking_uri)  # MLflow loads with the first client: only when MLflow is asked for
 
 
-def _search_all(client, experiment_ids: list[str], filter_string: str, order_by: list[str] | None = None) -> list:
+def _search_all(
+    client: TrackingClient, experiment_ids: list[str], filter_string: str, order_by: list[str] | None = None
+) -> list:
     runs, token = [], None
     while True:
         page = client.search_runs(
@@ -254,7 +255,7 @@ def _search_all(client, experiment_ids: list[str], filter_string: str, order_by:
             return runs
 
 
-def _experiment_ids(client) -> list[str]:
+def _experiment_ids(client: TrackingClient) -> list[str]:
     ids, token = [], None
     while True:
         page = client.search_experiments(max_results=1000, page_token=token)
@@ -298,7 +299,7 @@ def _quote(text: str) -> str:
     return text.replace("'", "\\'")
 
 
-def _trial_runs(client, parent) -> list:
+def _trial_runs(client: TrackingClient, parent: Any) -> list:
     return _search_all(
         client,
         [parent.info.experiment_id],

@@ -35,15 +35,13 @@ import polars as pl
 import pyarrow.fs
 
 from harness.errors import InputError
+from harness.mlflow_client import ENDED_MLFLOW_STATUSES, check_tracking_uri, harness_git_commit, redact_uri
 from harness.studies.grid import expand_grid
 from harness.studies.runner import STUDY_FILE, _filesystem, _read_json, is_uri, parent_params
 from harness.studies.spec import parse_spec
 from harness.studies.trainable import FINAL_RESULT
 from harness.training.description import DESCRIBED_STATUSES, trial_description
-from harness.training.tracking import check_tracking_uri, harness_git_commit, redact_uri
 
-#: Run statuses of MLflow that mean "ended".
-_ENDED = ("FINISHED", "FAILED", "KILLED")
 #: results-table status -> the child run's status tag.
 _TAG_OF_STATUS = {"finished": "finished", "diverged": "diverged", "failed": "failed", "incomplete": "interrupted"}
 
@@ -225,13 +223,12 @@ def record_study(
     """
     # The recorder subclasses Ray Tune's Callback: imported here so that `harness report
     # --from results.parquet` does not pay Ray Tune's import (about 3 s).
-    from harness.studies.tracking import StudyRecorder, default_tracking_uri, quick_failing_http
+    from harness.studies.tracking import StudyRecorder, default_tracking_uri
 
     stored = read_study_dir(study_dir, study=study)
     name = stored.name
     uri = default_tracking_uri(tracking_uri, None)
     check_tracking_uri(uri)
-    quick_failing_http()
     problems: list[str] = []
     recorder = StudyRecorder(uri, stored.spec.experiment_name(), warn=problems.append)
 
@@ -321,7 +318,7 @@ def _record_trial(
         except Exception as exc:  # noqa: BLE001 - the store went away while recording
             recorder._fail(f"reading the run of trial {tid}", exc)
             check()
-        if run.info.status in _ENDED and run.data.tags.get("status") == tag:
+        if run.info.status in ENDED_MLFLOW_STATUSES and run.data.tags.get("status") == tag:
             return "unchanged"
         action = "completed"
     else:

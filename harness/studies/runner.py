@@ -41,6 +41,7 @@ import pyarrow.fs
 
 from harness.datasets import load
 from harness.errors import InputError
+from harness.mlflow_client import check_tracking_uri, harness_git_commit, redact_uri, resolve_tracking_uri
 from harness.studies.cost import estimate
 from harness.studies.destinations import is_uri, refuse_ephemeral_destinations
 from harness.studies.grid import Trial, expand_grid
@@ -48,7 +49,6 @@ from harness.studies.ray_auth import enable_token_auth_if_available
 from harness.studies.spec import StudySpec, load_spec, read_spec_text
 from harness.studies.trainable import run_trial
 from harness.studies.tune_state import repair_stale_checkpoints
-from harness.training.tracking import check_tracking_uri, harness_git_commit, redact_uri, resolve_tracking_uri
 
 # Imports that stay inside the phases that use them, for a measured start-up cost: Ray
 # (``ray.tune``: about 3-4 s here), the MLflow recorder and the live progress view (both
@@ -845,11 +845,9 @@ def new_tuner(plan: StudyPlan, layout: StudyLayout, trainable: Any, tune_callbac
 
 
 def open_recorder(plan: StudyPlan) -> Any:
-    """The study's MLflow recorder (no connection yet), with quick-failing HTTP and Tune's
-    own console output off."""
-    from harness.studies.tracking import StudyRecorder, quick_failing_http  # see the note on imports
+    """The study's MLflow recorder (no connection yet), with Tune's own console output off."""
+    from harness.studies.tracking import StudyRecorder  # see the note on imports
 
-    quick_failing_http()
     quiet_tune()
     return StudyRecorder(
         plan.tracking_uri,

@@ -99,11 +99,8 @@ def train_command(
         if variant is None:
             raise InputError("--variant is required (or --resume CHECKPOINT); see `harness zoo` for the variants")
         config = as_train_config({k: v for k, v in fields.items() if v is not None})
-    # MLflow prints "View run ... at: <tracking URI>" when a run on a server ends, password
-    # included; the summary below names the run (and the URI without its password).
-    import os
-
-    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+    # MLflow's own "View run ... at: <tracking URI>" (password included) is off for every call of
+    # the harness (harness.mlflow_client.QUIET_CALLS); the summary below names the run.
     result = train(config, resume_from=resume, progress_bar=True)
     _print_summary(result)
 
@@ -116,7 +113,7 @@ def _print_summary(result: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from harness.training.tracking import redact_uri, resolve_tracking_uri
+    from harness.mlflow_client import redact_uri, resolve_tracking_uri
 
     c = result.config
     table = Table(

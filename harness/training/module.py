@@ -353,7 +353,7 @@ class CharLMModule(LightningModule):
 
     # -- checkpoints -------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        from harness.training.tracking import redact_uri
+        from harness.mlflow_client import redact_uri
 
         config = self.config.model_dump(mode="json")
         # Plain containers only: the checkpoint must load with torch.load(weights_only=True).

@@ -42,6 +42,7 @@ from pydantic import ValidationError
 
 from harness import datasets
 from harness.errors import InputError
+from harness.mlflow_client import harness_git_commit, redact_uri
 from harness.models import get_size
 from harness.training.callbacks import (
     LAST_CHECKPOINT,
@@ -55,13 +56,7 @@ from harness.training.config import TrainConfig
 from harness.training.data import CharDataModule
 from harness.training.description import trial_description
 from harness.training.module import CharLMModule, build_char_model, resolve_variant
-from harness.training.tracking import (
-    TrackedRun,
-    TrackingTarget,
-    harness_git_commit,
-    prepare_tracking,
-    redact_uri,
-)
+from harness.training.tracking import TrackedRun, TrackingTarget, prepare_tracking
 
 #: Config fields that shape the training trajectory or its evaluations: a resumed run
 #: must match its checkpoint on all of them (the others, e.g. tracking or threads, may change).
