@@ -42,6 +42,7 @@ import pyarrow.fs
 from harness.datasets import load
 from harness.errors import InputError
 from harness.mlflow_client import check_tracking_uri, harness_git_commit, redact_uri, resolve_tracking_uri
+from harness.results_schema import RESULT_SCHEMA, TrialStatus, head_taus
 from harness.studies.cost import estimate
 from harness.studies.destinations import is_uri, refuse_ephemeral_destinations
 from harness.studies.grid import Trial, expand_grid
@@ -59,31 +60,6 @@ from harness.studies.tune_state import repair_stale_checkpoints
 
 STUDY_FILE = "harness_study.json"
 DEFAULT_STORAGE = "results"
-RESULTS_SCHEMA_COLUMNS = (
-    "study",
-    "trial_id",
-    "dataset",
-    "size",
-    "params",
-    "context_length",
-    "variant",
-    "position",
-    "gate",
-    "scoring",
-    "seed",
-    "tau_init",
-    "val_loss",
-    "test_loss",
-    "train_loss",
-    "best_val_loss",
-    "gen_gap",
-    "tau_mean",
-    "tau_heads",
-    "open_fraction",
-    "tokens_per_s",
-    "steps",
-    "status",
-)
 
 
 @dataclass(frozen=True)
@@ -443,20 +419,21 @@ def _metric(metrics: dict[str, Any], key: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def trial_status(metrics: dict[str, Any] | None, error: Any) -> str:
+def trial_status(metrics: dict[str, Any] | None, error: Any) -> TrialStatus:
     """finished | diverged (from the trial's final report), failed (Tune gave up), or
     incomplete (the study stopped before the trial ended)."""
     metrics = metrics or {}
     if metrics.get("status") in ("finished", "diverged"):
-        return str(metrics["status"])
+        return metrics["status"]
     return "failed" if error is not None else "incomplete"
 
 
-def results_table(study: str, trials: Sequence[Trial], outcomes: dict[str, tuple[dict[str, Any] | None, Any]]) -> Any:
-    """One row per trial (CONTRACTS columns), from each trial's final report; ``tau_heads``
-    lists every head's tau (``gate/tau/l<i>h<j>``, layer by layer) of a gated run."""
-    from harness.analysis.results import head_taus
-
+def results_table(
+    study: str, trials: Sequence[Trial], outcomes: dict[str, tuple[dict[str, Any] | None, Any]]
+) -> pl.DataFrame:
+    """One row per trial (:data:`~harness.results_schema.RESULT_SCHEMA`), from each trial's
+    final report; ``tau_heads`` lists every head's tau (``gate/tau/l<i>h<j>``, layer by layer)
+    of a gated run."""
     rows = []
     for trial in trials:
         metrics, error = outcomes.get(trial.trial_id, (None, None))
@@ -493,32 +470,7 @@ def results_table(study: str, trials: Sequence[Trial], outcomes: dict[str, tuple
                 "status": status,
             }
         )
-    schema = {
-        "study": pl.String,
-        "trial_id": pl.String,
-        "dataset": pl.String,
-        "size": pl.String,
-        "params": pl.Int64,
-        "context_length": pl.Int64,
-        "variant": pl.String,
-        "position": pl.String,
-        "gate": pl.String,
-        "scoring": pl.String,
-        "seed": pl.Int64,
-        "tau_init": pl.Float64,
-        "val_loss": pl.Float64,
-        "test_loss": pl.Float64,
-        "train_loss": pl.Float64,
-        "best_val_loss": pl.Float64,
-        "gen_gap": pl.Float64,
-        "tau_mean": pl.Float64,
-        "tau_heads": pl.List(pl.Float64),
-        "open_fraction": pl.Float64,
-        "tokens_per_s": pl.Float64,
-        "steps": pl.Int64,
-        "status": pl.String,
-    }
-    return pl.DataFrame(rows, schema=schema)
+    return pl.DataFrame(rows, schema=RESULT_SCHEMA)
 
 
 def _window_losses(trials: Sequence[Trial], checkpoints: dict[str, Any]) -> Any:

@@ -102,7 +102,7 @@ def _bits_per_unit(row: Mapping[str, Any]) -> tuple[str, str] | None:
 
 def trial_description(row: Mapping[str, Any]) -> str:
     """The markdown description of a trial (or a single training run) from its row of the
-    results table (the columns of ``harness.studies.runner.RESULTS_SCHEMA_COLUMNS``; any
+    results table (the columns of ``harness.results_schema.RESULT_COLUMNS``; any
     further numeric column is listed too, so a new metric shows without a change here).
 
     Examples

@@ -44,6 +44,7 @@ from harness import datasets
 from harness.errors import InputError
 from harness.mlflow_client import harness_git_commit, redact_uri
 from harness.models import get_size
+from harness.results_schema import RESULT_COLUMNS, head_taus
 from harness.training.callbacks import (
     LAST_CHECKPOINT,
     BatchLossMonitor,
@@ -560,34 +561,39 @@ def _record_artifacts(run: TrackedRun, module: CharLMModule, diverged: TrainingD
 
 
 def result_row(result: TrainResult, variant: Any) -> dict[str, Any]:
-    """The run as a row of a study's results table (its columns, ``study`` empty and the
-    run's name as ``trial_id``): what :func:`~harness.training.description.trial_description`
-    renders. ``variant`` is the run's resolved variant (its position, gate, scoring)."""
+    """The run as a row of a study's results table (its columns,
+    :data:`~harness.results_schema.RESULT_COLUMNS`; ``study`` empty and the run's name as
+    ``trial_id``): what :func:`~harness.training.description.trial_description` renders.
+    ``variant`` is the run's resolved variant (its position, gate, scoring)."""
     c = result.config
-    return {
-        "study": None,
-        "trial_id": run_name(c),
-        "dataset": c.dataset,
-        "size": c.size,
-        "params": result.num_parameters,
-        "context_length": c.context_length,
-        "variant": c.variant,
-        "position": variant.position,
-        "gate": variant.gate,
-        "scoring": variant.scoring,
-        "seed": c.seed,
-        "tau_init": c.tau_init,
-        "val_loss": result.final_val_loss,
-        "test_loss": result.final_test_loss,
-        "train_loss": result.final_train_loss,
-        "best_val_loss": result.best_val_loss,
-        "gen_gap": result.gen_gap,
-        "tau_mean": result.tau_mean,
-        "open_fraction": result.open_fraction,
-        "tokens_per_s": result.tokens_per_s,
-        "steps": result.steps,
-        "status": result.status,
-    }
+    row: dict[str, Any] = dict.fromkeys(RESULT_COLUMNS)
+    row.update(
+        {
+            "trial_id": run_name(c),
+            "dataset": c.dataset,
+            "size": c.size,
+            "params": result.num_parameters,
+            "context_length": c.context_length,
+            "variant": c.variant,
+            "position": variant.position,
+            "gate": variant.gate,
+            "scoring": variant.scoring,
+            "seed": c.seed,
+            "tau_init": c.tau_init,
+            "val_loss": result.final_val_loss,
+            "test_loss": result.final_test_loss,
+            "train_loss": result.final_train_loss,
+            "best_val_loss": result.best_val_loss,
+            "gen_gap": result.gen_gap,
+            "tau_mean": result.tau_mean,
+            "tau_heads": head_taus(result.metrics),
+            "open_fraction": result.open_fraction,
+            "tokens_per_s": result.tokens_per_s,
+            "steps": result.steps,
+            "status": result.status,
+        }
+    )
+    return row
 
 
 def _result(
