@@ -551,10 +551,25 @@ def _trial_name(trial: Any) -> str:
     return str(trial.config["trial"])
 
 
-def _design(trials: Sequence[Trial]) -> dict[str, dict[str, Any]]:
-    """What must not change between a study and its resume: each trial's trajectory."""
-    skip = {"num_threads", "accelerator", "checkpoint_dir", "tracking_uri", "experiment", "data_dir", "compile"}
-    return {t.trial_id: {k: v for k, v in t.config.model_dump().items() if k not in skip} for t in trials}
+def study_design(trials: Sequence[Trial]) -> dict[str, dict[str, Any]]:
+    """What must not change between a study and its resume: each trial's resume contract
+    (:meth:`~harness.training.config.TrainConfig.resume_contract`), as JSON keeps it in
+    ``harness_study.json``."""
+    return json.loads(json.dumps({t.trial_id: t.config.resume_contract() for t in trials}))
+
+
+def design_changes(stored: dict[str, dict[str, Any]], current: dict[str, dict[str, Any]]) -> list[str]:
+    """How ``current`` (the spec's :func:`study_design`) differs from the design a study was
+    started with: trials added or removed, and contract fields whose value changed. A field
+    the stored design lacks, or holds beyond today's contract (a study started by another
+    version of the harness), is not compared."""
+    changes = [f"trial {tid} {'added' if tid in current else 'removed'}" for tid in sorted(set(stored) ^ set(current))]
+    for tid in sorted(set(stored) & set(current)):
+        was, now = stored[tid], current[tid]
+        changes += [
+            f"{tid}: {key} {was[key]!r} -> {value!r}" for key, value in now.items() if key in was and was[key] != value
+        ]
+    return changes
 
 
 # -- the phases of a study ---------------------------------------------------------------------
@@ -657,10 +672,12 @@ def find_resumable(plan: StudyPlan) -> tuple[str, dict[str, Any]]:
             "(run it without --resume, or pass the --storage-path it ran with)"
         )
     stored = previous[1].get("design")
-    if stored is not None and stored != json.loads(json.dumps(_design(plan.trials))):
+    changes = design_changes(stored, study_design(plan.trials)) if stored is not None else []
+    if changes:
+        shown = "; ".join(changes[:5]) + (f"; ... ({len(changes)} changes)" if len(changes) > 5 else "")
         raise InputError(
-            f"cannot resume {previous[0]}: the spec's grid or training settings changed since it started "
-            "(resuming would mix two designs); run it as a new study without --resume"
+            f"cannot resume {previous[0]}: the spec's grid or training settings changed since it started ({shown}; "
+            "resuming would mix two designs); run it as a new study without --resume"
         )
     return previous
 
@@ -869,7 +886,7 @@ def write_study_files(
         "experiment_id": recorder.experiment_id,
         "parent_run_id": recorder.parent_run_id,
         "trial_ids": [t.trial_id for t in plan.trials],
-        "design": _design(plan.trials),
+        "design": study_design(plan.trials),
         "created": (previous[1].get("created") if previous else time.strftime("%Y-%m-%dT%H:%M:%S%z")),
         "git_commit": git_commit,
     }

@@ -59,33 +59,6 @@ from harness.training.description import trial_description
 from harness.training.module import CharLMModule, build_char_model, resolve_variant
 from harness.training.tracking import TrackedRun, TrackingTarget, prepare_tracking
 
-#: Config fields that shape the training trajectory or its evaluations: a resumed run
-#: must match its checkpoint on all of them (the others, e.g. tracking or threads, may change).
-TRAJECTORY_FIELDS = (
-    "variant",
-    "position",
-    "gate",
-    "scoring",
-    "tau_init",
-    "dataset",
-    "size",
-    "context_length",
-    "seed",
-    "max_steps",
-    "batch_size",
-    "lr",
-    "min_lr",
-    "warmup_steps",
-    "weight_decay",
-    "beta1",
-    "beta2",
-    "grad_clip",
-    "dropout",
-    "attention_dropout",
-    "eval_every",
-    "eval_windows",
-)
-
 
 @dataclass(frozen=True)
 class TrainResult:
@@ -217,12 +190,9 @@ def _prepare(config: TrainConfig, resume_from: str | os.PathLike[str] | None, *,
     resume_path, resume_meta, start_step = None, None, 0
     if resume_from is not None:
         resume_path, resume_meta, start_step = load_checkpoint_meta(resume_from)
-        saved = as_train_config(resume_meta["config"])
-        mismatched = [f for f in TRAJECTORY_FIELDS if getattr(saved, f) != getattr(config, f)]
+        mismatched = config.resume_mismatches(as_train_config(resume_meta["config"]))
         if mismatched:
-            detail = ", ".join(
-                f"{f}: checkpoint {getattr(saved, f)!r} vs config {getattr(config, f)!r}" for f in mismatched
-            )
+            detail = ", ".join(mismatched)
             raise InputError(
                 f"checkpoint {str(resume_path)!r} belongs to another run ({detail}); resume with its settings"
             )
