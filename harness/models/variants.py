@@ -22,24 +22,21 @@ other combination (e.g. ``make_variant("rope-ega", position="rope", gate="ega")`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from harness.errors import InputError
 
-POSITIONS: tuple[str, ...] = ("sinusoidal", "learned", "rope", "alibi", "mope", "none")
-GATES: tuple[str, ...] = (
-    "none",
-    "ega",
-    "ega-2",
-    "ega-4",
-    "db2",
-    "db4",
-    "morlet-fixed",
-    "morlet-param",
-    "flux",
-    "phase",
-)
-SCORINGS: tuple[str, ...] = ("dot", "lagged")
+#: The three slots of the attention a variant fills.
+Slot = Literal["position", "gate", "scoring"]
+SLOTS: tuple[str, ...] = get_args(Slot)
+
+#: The components of each slot (one Literal each: a config names them as plain strings).
+PositionName = Literal["sinusoidal", "learned", "rope", "alibi", "mope", "none"]
+GateName = Literal["none", "ega", "ega-2", "ega-4", "db2", "db4", "morlet-fixed", "morlet-param", "flux", "phase"]
+ScoringName = Literal["dot", "lagged"]
+POSITIONS: tuple[str, ...] = get_args(PositionName)
+GATES: tuple[str, ...] = get_args(GateName)
+SCORINGS: tuple[str, ...] = get_args(ScoringName)
 MOPE_INITS: tuple[str, ...] = ("random", "scales")
 OPTIONS: tuple[str, ...] = ("mope_init", "lags", "output_gate")
 DEFAULT_LAGS = 4
@@ -55,9 +52,9 @@ class Variant:
     """
 
     name: str
-    position: str
-    gate: str = "none"
-    scoring: str = "dot"
+    position: PositionName
+    gate: GateName = "none"
+    scoring: ScoringName = "dot"
     options: dict[str, Any] = field(default_factory=dict)
 
     def __hash__(self) -> int:
@@ -103,7 +100,9 @@ def _check_choice(kind: str, value: Any, choices: tuple[str, ...], variant_name:
         raise InputError(f"variant {variant_name!r}: unknown {kind} {value!r}; known {kind}s: {', '.join(choices)}")
 
 
-def make_variant(name: str, *, position: str, gate: str = "none", scoring: str = "dot", **options: Any) -> Variant:
+def make_variant(
+    name: str, *, position: PositionName, gate: GateName = "none", scoring: ScoringName = "dot", **options: Any
+) -> Variant:
     """Validate and build a :class:`Variant` (a named combination of components).
 
     Examples

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from harness.models.variants import GateName, PositionName, ScoringName
 from harness.studies.spec import StudySpec
 from harness.training.config import TrainConfig
 
@@ -27,9 +28,9 @@ class Trial:
 
     trial_id: str
     config: TrainConfig
-    position: str
-    gate: str
-    scoring: str
+    position: PositionName
+    gate: GateName
+    scoring: ScoringName
 
     def tags(self) -> dict[str, str]:
         """The factors of the trial as MLflow tags (CONTRACTS: one tag per factor)."""

@@ -33,7 +33,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 from urllib.parse import urlparse
 
 import polars as pl
@@ -62,13 +62,17 @@ STUDY_FILE = "harness_study.json"
 DEFAULT_STORAGE = "results"
 
 
+#: How a study run ended: every trial ended (finished), it stopped early (interrupted:
+#: ``--resume`` continues it), or nothing was started (dry_run).
+StudyStatus = Literal["finished", "interrupted", "dry_run"]
+
+
 @dataclass(frozen=True)
 class StudyOutcome:
-    """What ``run_study`` did. ``status``: finished (every trial ended), interrupted
-    (stopped early: ``--resume`` continues it), or dry_run."""
+    """What ``run_study`` did (``status``: :data:`StudyStatus`)."""
 
     study: str
-    status: str
+    status: StudyStatus
     trials: int
     study_dir: str | None = None
     tracking_uri: str | None = None
@@ -613,9 +617,9 @@ class StudyLayout:
 class CollectedOutcomes:
     """What the trials ended with: the results table, counts by status, the study's status."""
 
-    table: Any  # polars.DataFrame, one row per trial
+    table: pl.DataFrame  # one row per trial
     counts: dict[str, int]
-    status: str  # finished | interrupted
+    status: Literal["finished", "interrupted"]
     windows: Any  # per-window losses of the finished trials (polars) or None
     sigmas: Any  # MOPE scales of the finished trials (polars) or None
 

@@ -244,7 +244,7 @@ class StudyRecorder:
 
     def end_parent(
         self,
-        status: str,
+        status: RunStatus,
         *,
         results: Any = None,
         files: Sequence[Path] = (),
