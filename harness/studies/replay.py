@@ -36,9 +36,11 @@ import pyarrow.fs
 
 from harness.errors import InputError
 from harness.mlflow_client import ENDED_MLFLOW_STATUSES, check_tracking_uri, harness_git_commit, redact_uri
+from harness.studies.destinations import is_uri
 from harness.studies.grid import expand_grid
-from harness.studies.runner import STUDY_FILE, _filesystem, _read_json, is_uri, parent_params
+from harness.studies.runner import parent_params
 from harness.studies.spec import parse_spec
+from harness.studies.storage import STUDY_FILE, read_bytes, read_json, read_text, storage_filesystem
 from harness.studies.trainable import FINAL_RESULT
 from harness.training.description import DESCRIBED_STATUSES, trial_description
 
@@ -69,10 +71,10 @@ def find_study_dir(path: str | Path) -> str | None:
     if not is_uri(text):  # pyarrow's local filesystem takes absolute paths only
         text = str(Path(text.removeprefix("file://")).expanduser().resolve())
     try:
-        fs, root = _filesystem(text)
+        fs, root = storage_filesystem(text)
     except InputError:
         return None
-    if _read_json(fs, f"{root}/{STUDY_FILE}") is not None:
+    if read_json(fs, f"{root}/{STUDY_FILE}") is not None:
         return text
     try:
         infos = fs.get_file_info(pyarrow.fs.FileSelector(root, allow_not_found=True))
@@ -82,23 +84,15 @@ def find_study_dir(path: str | Path) -> str | None:
         (i for i in infos if i.type == pyarrow.fs.FileType.Directory), key=lambda i: i.base_name, reverse=True
     )
     for info in runs:
-        if _read_json(fs, f"{info.path}/{STUDY_FILE}") is not None:
+        if read_json(fs, f"{info.path}/{STUDY_FILE}") is not None:
             return f"{text}/{info.base_name}"
     return None
-
-
-def _read_text(fs: Any, path: str) -> str | None:
-    try:
-        with fs.open_input_stream(path) as f:
-            return f.read().decode()
-    except Exception:  # noqa: BLE001 - missing
-        return None
 
 
 def result_lines(fs: Any, trial_dir: str) -> list[dict[str, Any]]:
     """Every report of a trial, in order, from Tune's ``result.json`` (a line a report;
     NaN allowed). A torn last line (the driver died while writing it) is skipped."""
-    text = _read_text(fs, f"{trial_dir}/result.json") or ""
+    text = read_text(fs, f"{trial_dir}/result.json") or ""
     lines = []
     for line in text.splitlines():
         if not line.strip():
@@ -129,21 +123,13 @@ def final_checkpoint_files(fs: Any, trial_dir: str, into: Path) -> list[Path]:
             continue
         files = []
         for name in FINAL_ARTIFACTS:
-            data = _read_bytes(fs, f"{info.path}/{name}")
+            data = read_bytes(fs, f"{info.path}/{name}")
             if data is not None:
                 target = into / name
                 target.write_bytes(data)
                 files.append(target)
         return files
     return []
-
-
-def _read_bytes(fs: Any, path: str) -> bytes | None:
-    try:
-        with fs.open_input_stream(path) as f:
-            return f.read()
-    except Exception:  # noqa: BLE001 - missing
-        return None
 
 
 @dataclass(frozen=True)
@@ -169,14 +155,14 @@ class StoredStudy:
 def read_study_dir(study_dir: str | Path, *, study: str | None = None) -> StoredStudy:
     """Read and check a study directory (see :func:`record_study` for the errors)."""
     study_dir = find_study_dir(study_dir) or str(study_dir)
-    fs, root = _filesystem(study_dir)
-    meta = _read_json(fs, f"{root}/{STUDY_FILE}")
+    fs, root = storage_filesystem(study_dir)
+    meta = read_json(fs, f"{root}/{STUDY_FILE}")
     if meta is None:
         raise InputError(f"{study_dir} is not a study directory (no {STUDY_FILE}); pass <storage>/<study>/<date-time>")
     name = str(meta.get("study"))
     if study is not None and study != name:
         raise InputError(f"{study_dir} holds study {name!r}, not {study!r}")
-    spec_text = _read_text(fs, f"{root}/spec.yaml")
+    spec_text = read_text(fs, f"{root}/spec.yaml")
     if spec_text is None:
         raise InputError(f"{study_dir} has no spec.yaml: it is not a complete study directory")
     spec = parse_spec(spec_text, source=f"{study_dir}/spec.yaml")
@@ -185,7 +171,7 @@ def read_study_dir(study_dir: str | Path, *, study: str | None = None) -> Stored
         raise InputError(
             f"{study_dir}: spec.yaml and {STUDY_FILE} disagree on the trials; the directory was changed by hand?"
         )
-    results = _read_bytes(fs, f"{root}/results.parquet")
+    results = read_bytes(fs, f"{root}/results.parquet")
     if results is None:
         raise InputError(
             f"{study_dir} has no results.parquet: the study did not end (its driver was stopped). Finish it first with "

@@ -21,7 +21,6 @@ and ``report/``). ``--resume`` continues the most recent one of that name.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
@@ -48,6 +47,14 @@ from harness.studies.destinations import is_uri, refuse_ephemeral_destinations
 from harness.studies.grid import Trial, expand_grid
 from harness.studies.ray_auth import enable_token_auth_if_available
 from harness.studies.spec import StudySpec, load_spec, read_spec_text
+from harness.studies.storage import (
+    STUDY_FILE,
+    check_storage,
+    latest_study_dir,
+    parquet_bytes,
+    storage_filesystem,
+    write_bytes,
+)
 from harness.studies.trainable import run_trial
 from harness.studies.tune_state import repair_stale_checkpoints
 
@@ -58,7 +65,6 @@ from harness.studies.tune_state import repair_stale_checkpoints
 # (``harness run studies/smoke.yaml --dry-run``: 2.6 s, against 7.3 s with the recorder
 # imported first; medians of 5 on the shared 2-CPU machine).
 
-STUDY_FILE = "harness_study.json"
 DEFAULT_STORAGE = "results"
 
 
@@ -106,57 +112,6 @@ def resolve_address(flag: str | None) -> str | None:
 
 def shared_storage_declared(spec: StudySpec) -> bool:
     return spec.storage_shared or os.environ.get("HARNESS_SHARED_STORAGE", "").lower() in ("1", "true", "yes")
-
-
-def _filesystem(storage: str) -> tuple[Any, str]:
-    if is_uri(storage):
-        try:
-            return pyarrow.fs.FileSystem.from_uri(storage)
-        except Exception as exc:  # noqa: BLE001 - unknown scheme, missing credentials ...
-            raise InputError(f"storage path {storage!r} cannot be used: {exc}") from None
-    return pyarrow.fs.LocalFileSystem(), storage
-
-
-def check_storage(storage: str) -> None:
-    """A local storage path must be creatable and writable (nothing is created here)."""
-    if is_uri(storage):
-        _filesystem(storage)
-        return
-    path = Path(storage)
-    if path.exists() and not path.is_dir():
-        raise InputError(f"storage path {storage} is a file, not a directory; pass another --storage-path")
-    existing = path
-    while not existing.exists():
-        existing = existing.parent
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise InputError(f"storage path {storage}: {existing} is not writable; pass another --storage-path")
-
-
-def _read_json(fs: Any, path: str) -> dict[str, Any] | None:
-    try:
-        with fs.open_input_stream(path) as f:
-            return json.loads(f.read().decode())
-    except Exception:  # noqa: BLE001 - missing or unreadable: not a harness study
-        return None
-
-
-def _write_bytes(fs: Any, path: str, data: bytes) -> None:
-    with fs.open_output_stream(path) as f:
-        f.write(data)
-
-
-def latest_study_dir(storage: str, name: str) -> tuple[str, dict[str, Any]] | None:
-    """The most recent ``<storage>/<name>/<run>`` holding a ``harness_study.json``."""
-    fs, root = _filesystem(storage)
-    base = f"{root.rstrip('/')}/{name}"
-    infos = fs.get_file_info(pyarrow.fs.FileSelector(base, allow_not_found=True))
-    for info in sorted(
-        (i for i in infos if i.type == pyarrow.fs.FileType.Directory), key=lambda i: i.base_name, reverse=True
-    ):
-        meta = _read_json(fs, f"{info.path}/{STUDY_FILE}")
-        if meta is not None:
-            return f"{storage.rstrip('/')}/{name}/{info.base_name}", meta
-    return None
 
 
 # -- Ray --------------------------------------------------------------------------------------
@@ -696,7 +651,7 @@ def study_layout(plan: StudyPlan, previous: tuple[str, dict[str, Any]] | None) -
     else:
         run_name = _fresh_run_name(storage, name)
         study_dir = f"{storage}/{name}/{run_name}"
-    fs, root = _filesystem(storage)
+    fs, root = storage_filesystem(storage)
     return StudyLayout(
         run_name=run_name,
         study_run=f"{name}/{run_name}",
@@ -894,8 +849,8 @@ def write_study_files(
         "created": (previous[1].get("created") if previous else time.strftime("%Y-%m-%dT%H:%M:%S%z")),
         "git_commit": git_commit,
     }
-    _write_bytes(layout.fs, f"{layout.study_root}/{STUDY_FILE}", json.dumps(meta, indent=1).encode())
-    _write_bytes(layout.fs, f"{layout.study_root}/spec.yaml", plan.spec_text.encode())
+    write_bytes(layout.fs, f"{layout.study_root}/{STUDY_FILE}", json.dumps(meta, indent=1).encode())
+    write_bytes(layout.fs, f"{layout.study_root}/spec.yaml", plan.spec_text.encode())
 
 
 def collect_outcomes(plan: StudyPlan, layout: StudyLayout, grid: Any) -> CollectedOutcomes:
@@ -912,10 +867,10 @@ def collect_outcomes(plan: StudyPlan, layout: StudyLayout, grid: Any) -> Collect
     counts = {s: int((table.get_column("status") == s).sum()) for s in ("finished", "diverged", "failed", "incomplete")}
     status = "interrupted" if counts["incomplete"] else "finished"
 
-    _write_bytes(layout.fs, f"{layout.study_root}/results.parquet", _parquet_bytes(table))
+    write_bytes(layout.fs, f"{layout.study_root}/results.parquet", parquet_bytes(table))
     windows = _window_losses(plan.trials, checkpoints)
     if windows is not None:
-        _write_bytes(layout.fs, f"{layout.study_root}/window_losses.parquet", _parquet_bytes(windows))
+        write_bytes(layout.fs, f"{layout.study_root}/window_losses.parquet", parquet_bytes(windows))
     return CollectedOutcomes(
         table=table, counts=counts, status=status, windows=windows, sigmas=_mope_sigmas(plan.trials, outcomes)
     )
@@ -1087,7 +1042,7 @@ def run_study(
 
 def _fresh_run_name(storage: str, name: str) -> str:
     """``YYYYmmdd-HHMMSS`` (``-2``, ``-3`` ... if that directory exists already)."""
-    fs, root = _filesystem(storage)
+    fs, root = storage_filesystem(storage)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     candidate, n = stamp, 1
     while fs.get_file_info(f"{root.rstrip('/')}/{name}/{candidate}").type != pyarrow.fs.FileType.NotFound:
@@ -1098,12 +1053,6 @@ def _fresh_run_name(storage: str, name: str) -> str:
 
 def _spec_hint(spec: StudySpec) -> str:
     return f"studies/{spec.name}.yaml" if Path(f"studies/{spec.name}.yaml").is_file() else "SPEC"
-
-
-def _parquet_bytes(df: Any) -> bytes:
-    buf = io.BytesIO()
-    df.write_parquet(buf)
-    return buf.getvalue()
 
 
 def _analyse(

@@ -41,8 +41,9 @@ from harness.studies.destinations import (
     tracking_local_path,
 )
 from harness.studies.ray_auth import enable_token_auth_if_available
-from harness.studies.runner import check_storage, resolve_storage, shared_storage_declared
+from harness.studies.runner import resolve_storage, shared_storage_declared
 from harness.studies.spec import StudySpec, load_spec
+from harness.studies.storage import check_storage
 from harness.studies.tracking import run_ui_url
 
 #: Settings of the client's shell that the job needs and would not inherit (sent as the
