@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyarrow.fs
@@ -37,12 +37,15 @@ import pyarrow.fs
 from harness.errors import InputError
 from harness.mlflow_client import ENDED_MLFLOW_STATUSES, check_tracking_uri, harness_git_commit, redact_uri
 from harness.studies.destinations import is_uri
-from harness.studies.grid import expand_grid
+from harness.studies.grid import Trial, expand_grid
 from harness.studies.runner import parent_params
-from harness.studies.spec import parse_spec
+from harness.studies.spec import StudySpec, parse_spec
 from harness.studies.storage import STUDY_FILE, read_bytes, read_json, read_text, storage_filesystem
 from harness.studies.trainable import FINAL_RESULT
 from harness.training.description import DESCRIBED_STATUSES, trial_description
+
+if TYPE_CHECKING:  # the recorder subclasses Ray Tune's Callback: imported by record_study (see there)
+    from harness.studies.tracking import StudyRecorder
 
 #: results-table status -> the child run's status tag.
 _TAG_OF_STATUS = {"finished": "finished", "diverged": "diverged", "failed": "failed", "incomplete": "interrupted"}
@@ -89,7 +92,7 @@ def find_study_dir(path: str | Path) -> str | None:
     return None
 
 
-def result_lines(fs: Any, trial_dir: str) -> list[dict[str, Any]]:
+def result_lines(fs: pyarrow.fs.FileSystem, trial_dir: str) -> list[dict[str, Any]]:
     """Every report of a trial, in order, from Tune's ``result.json`` (a line a report;
     NaN allowed). A torn last line (the driver died while writing it) is skipped."""
     text = read_text(fs, f"{trial_dir}/result.json") or ""
@@ -104,7 +107,7 @@ def result_lines(fs: Any, trial_dir: str) -> list[dict[str, Any]]:
     return lines
 
 
-def final_checkpoint_files(fs: Any, trial_dir: str, into: Path) -> list[Path]:
+def final_checkpoint_files(fs: pyarrow.fs.FileSystem, trial_dir: str, into: Path) -> list[Path]:
     """The tables of the trial's final checkpoint (the newest ``checkpoint_*`` holding the
     trainable's ``train_result.json``), copied to ``into``."""
     from harness.studies.tracking import FINAL_ARTIFACTS  # Ray Tune's import cost: see record_study
@@ -137,14 +140,14 @@ class StoredStudy:
     """What a study directory holds: its ``harness_study.json``, spec, grid and results table."""
 
     study_dir: str
-    fs: Any  # pyarrow filesystem of the directory
+    fs: pyarrow.fs.FileSystem  # the filesystem of the directory
     root: str  # the directory as a path of ``fs``
     meta: dict[str, Any]
     name: str
     spec_text: str
-    spec: Any  # StudySpec
-    trials: list[Any]  # grid.Trial, in grid order
-    table: Any  # polars.DataFrame: results.parquet
+    spec: StudySpec
+    trials: list[Trial]  # in grid order
+    table: pl.DataFrame  # results.parquet
 
     @property
     def rows(self) -> dict[str, dict[str, Any]]:
@@ -264,7 +267,7 @@ def record_study(
     )
 
 
-def _continue_parent(recorder: Any, stored: StoredStudy) -> None:
+def _continue_parent(recorder: StudyRecorder, stored: StoredStudy) -> None:
     """The study's parent run: continued when MLflow has it, else created as the study would."""
     meta = stored.meta
     recorder.start_parent(
@@ -285,7 +288,7 @@ def _continue_parent(recorder: Any, stored: StoredStudy) -> None:
 
 
 def _record_trial(
-    recorder: Any, stored: StoredStudy, trial: Any, row: dict[str, Any] | None, check: Callable[[], None]
+    recorder: StudyRecorder, stored: StoredStudy, trial: Trial, row: dict[str, Any] | None, check: Callable[[], None]
 ) -> str | None:
     """One trial's child run from Tune's ``result.json`` and final checkpoint: ``created``,
     ``completed`` (it existed without its end), ``unchanged`` (complete already) or None
@@ -293,17 +296,14 @@ def _record_trial(
     tid = trial.trial_id
     status = str(row["status"]) if row is not None else "incomplete"
     tag = _TAG_OF_STATUS.get(status, status)
-    run_id = recorder._children.get(tid)
+    run_id = recorder.child_run_id(tid)
     trial_dir = f"{stored.root}/{tid}"
     lines = result_lines(stored.fs, trial_dir)
     if run_id is None and status == "incomplete" and not lines:
         return None
     if run_id is not None:
-        try:
-            run = recorder.client.get_run(run_id)
-        except Exception as exc:  # noqa: BLE001 - the store went away while recording
-            recorder._fail(f"reading the run of trial {tid}", exc)
-            check()
+        run = recorder.child_run(tid)
+        check()  # the store went away while recording
         if run.info.status in ENDED_MLFLOW_STATUSES and run.data.tags.get("status") == tag:
             return "unchanged"
         action = "completed"

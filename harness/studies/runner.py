@@ -1095,5 +1095,5 @@ def _analyse(
         try:
             log_report(rep, run_id=recorder.parent_run_id, tracking_uri=recorder.tracking_uri)
         except Exception as exc:  # noqa: BLE001
-            recorder._fail("logging the report", exc)
+            recorder.fail("logging the report", exc)
     return rep

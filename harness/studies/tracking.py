@@ -41,7 +41,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from ray.tune import Callback
@@ -60,6 +60,9 @@ from harness.mlflow_client import (
 from harness.studies.progress import trial_error_summary
 from harness.studies.runner import results_table
 from harness.training.description import NOTE_TAG, trial_description
+
+if TYPE_CHECKING:  # MLflow's entity, for annotations: MLflow loads with the first client (harness.mlflow_client)
+    from mlflow.entities import Run
 
 #: Result keys that are bookkeeping, not metrics (Tune's own and the trainable's).
 _NOT_METRICS = {"step", "steps", "status", "wall_time_s", "resumed_from_step", "done"}
@@ -115,7 +118,9 @@ class StudyRecorder:
     def active(self) -> bool:
         return self.broken is None and self.experiment_id is not None
 
-    def _fail(self, what: str, exc: BaseException) -> None:
+    def fail(self, what: str, exc: BaseException) -> None:
+        """Record that the store failed while doing ``what``: the first failure is warned
+        about (once) and :attr:`broken` set, after which every MLflow call is a no-op."""
 
         if self.broken is None:
             self.broken = f"{type(exc).__name__}: {exc}"
@@ -134,7 +139,7 @@ class StudyRecorder:
         try:
             return fn()
         except Exception as exc:  # noqa: BLE001 - a tracking failure must not kill the study
-            self._fail(what, exc)
+            self.fail(what, exc)
             return None
 
     # -- set-up ---------------------------------------------------------------------------
@@ -229,6 +234,19 @@ class StudyRecorder:
             path.write_text(spec_text)
             client.log_artifact(self.parent_run_id, path)
         return self.parent_run_id
+
+    def child_run_id(self, trial_id: str) -> str | None:
+        """The MLflow run id of trial ``trial_id``'s child run (created here, or found under a
+        continued parent run); None when it has none."""
+        return self._children.get(trial_id)
+
+    def child_run(self, trial_id: str) -> Run | None:
+        """Trial ``trial_id``'s child run as the store holds it now; None when the trial has
+        none or the store failed (:attr:`broken` then says why)."""
+        run_id = self._children.get(trial_id)
+        if run_id is None:
+            return None
+        return self._safely(f"reading the run of trial {trial_id}", lambda: self.client.get_run(run_id))
 
     def _load_children(self) -> None:
         """Child runs of the parent by trial id, and the last step each has logged."""
