@@ -421,7 +421,7 @@ class FlakyProxy:
         self.upstream = urllib.parse.urlsplit(upstream) if upstream else None
         self.fail_every = fail_every if upstream else 1
         self.log: list[tuple[str, str, int]] = []
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -432,14 +432,14 @@ class FlakyProxy:
 
             def _handle(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                with proxy._lock:
+                with proxy.lock:
                     fail = (len(proxy.log) + 1) % proxy.fail_every == 0
                     entry = len(proxy.log)
                     proxy.log.append((self.command, self.path.split("?", 1)[0], 503))
                 status, headers, payload = (503, {"Content-Type": "application/json"}, b'{"error": "flaky"}')
                 if not fail:
-                    status, headers, payload = proxy._forward(self.command, self.path, self.headers, body)
-                with proxy._lock:
+                    status, headers, payload = proxy.forward(self.command, self.path, self.headers, body)
+                with proxy.lock:
                     proxy.log[entry] = (*proxy.log[entry][:2], status)
                 self.send_response(status)
                 for key, value in headers.items():
@@ -454,7 +454,7 @@ class FlakyProxy:
         self.server.daemon_threads = True
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def _forward(self, method: str, path: str, headers: Any, body: bytes) -> tuple[int, dict[str, str], bytes]:
+    def forward(self, method: str, path: str, headers: Any, body: bytes) -> tuple[int, dict[str, str], bytes]:
         import http.client
 
         assert self.upstream is not None
@@ -475,7 +475,7 @@ class FlakyProxy:
 
     def requests(self, path_suffix: str = "") -> list[tuple[str, str, int]]:
         """The logged requests whose path ends with ``path_suffix``."""
-        with self._lock:
+        with self.lock:
             return [entry for entry in self.log if entry[1].endswith(path_suffix)]
 
     def __enter__(self) -> FlakyProxy:

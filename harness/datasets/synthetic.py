@@ -277,7 +277,7 @@ def make_salience_corpus(
     of the generated characters as train / val / test, with ``content_mask`` per split.
     Generated once per parameter setting and cached (memory-mapped) like real corpora."""
     from harness.datasets.corpus import (
-        _corpus_from_cache,
+        corpus_from_cache,
         read_cache_dir,
         write_cache_dir,
     )
@@ -312,4 +312,4 @@ def make_salience_corpus(
         assert cached is not None
     meta, tokens = cached
     mask = np.load(path / "mask.npy", mmap_mode="r")
-    return _corpus_from_cache(params.name(), "char", meta, tokens, path, source="generated", mask=mask)
+    return corpus_from_cache(params.name(), "char", meta, tokens, path, source="generated", mask=mask)

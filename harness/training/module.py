@@ -139,7 +139,7 @@ def optimizer_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[s
     ]
 
 
-def _auc_from_histograms(pos: Tensor, neg: Tensor) -> Tensor:
+def auc_from_histograms(pos: Tensor, neg: Tensor) -> Tensor:
     """ROC AUC P(g_pos > g_neg) + P(tie)/2 from histograms ``[..., bins]`` of the scores of
     positives and negatives (ties within a bin count one half)."""
     pos, neg = pos.double(), neg.double()
@@ -347,8 +347,8 @@ class CharLMModule(LightningModule):
             metrics["gate/content_precision"] = tp / n_open if n_open else math.nan
             metrics["gate/content_recall"] = tp / positives if positives else math.nan
             pos, neg = state["hist_pos"], state["hist_neg"]
-            metrics["gate/content_auc"] = float(_auc_from_histograms(pos.sum(dim=(0, 1)), neg.sum(dim=(0, 1))))
-            metrics["gate/content_auc_best_head"] = float(_auc_from_histograms(pos, neg).max())
+            metrics["gate/content_auc"] = float(auc_from_histograms(pos.sum(dim=(0, 1)), neg.sum(dim=(0, 1))))
+            metrics["gate/content_auc_best_head"] = float(auc_from_histograms(pos, neg).max())
         return metrics
 
     # -- checkpoints -------------------------------------------------------------------
