@@ -56,7 +56,7 @@ from harness.studies.storage import (
     write_bytes,
 )
 from harness.studies.trainable import run_trial
-from harness.studies.tune_state import repair_stale_checkpoints
+from harness.studies.tune_state import repair_stale_checkpoints, replace_restored_callbacks
 
 # Imports that stay inside the phases that use them, for a measured start-up cost: Ray
 # (``ray.tune``: about 3-4 s here), the MLflow recorder and the live progress view (both
@@ -248,7 +248,11 @@ def check_cluster(spec: StudySpec, ray_conn: RayConnection, storage: str) -> Non
 
 def local_gpus() -> int | None:
     """GPUs an embedded local Ray would see (Ray's own detection, CUDA_VISIBLE_DEVICES
-    included), without starting Ray; None when it cannot tell."""
+    included), without starting Ray; None when it cannot tell.
+
+    Ray's only way to count them before ``ray.init`` is private: ``ray._private.accelerators``
+    (written against Ray 2.60). A change makes this None (the check after Ray starts still
+    refuses a GPU request); tests/studies/test_studies_ray_internals.py fails on it."""
     try:
         from ray._private.accelerators import get_accelerator_manager_for_resource
 
@@ -735,7 +739,7 @@ def restore_tuner(layout: StudyLayout, trainable: Any, tune_callbacks: list[Any]
         tuner = tune.Tuner.restore(study_dir, trainable=trainable, resume_errored=True)
         # Tune restores the RunConfig it pickled; today's callbacks (tracking URI,
         # terminal) replace the stale copies.
-        tuner._local_tuner.get_run_config().callbacks = tune_callbacks
+        replace_restored_callbacks(tuner, tune_callbacks)
         already = {}
         for result in tuner.get_results():
             status = trial_status(result.metrics, None)
