@@ -66,6 +66,7 @@ from harness.analysis.results_types import (
 from harness.analysis.tau import tau_runs, tau_stability
 from harness.errors import InputError
 from harness.mlflow_client import TrackingClient, redact_uri
+from harness.models.variants import DIAGNOSTIC_LABEL, is_diagnostic
 
 _MAX_FOREST_ROWS = 60
 
@@ -758,6 +759,7 @@ def _cells_section(
             parts.notes.append(f"effects table: {exc}")
     cells = study.cells
     if effects is not None:
+        effects = label_diagnostic_rows(effects, df)
         parts.tables["effects"] = effects
         parts.pngs["forest"] = _forest_plot(effects, cells, settings.confidence)
         columns = [*cells, "effect", "estimate", "ci_low", "ci_high", "pvalue", "pvalue_holm", "n_seeds"]
@@ -1257,6 +1259,22 @@ _VERDICT_SCHEMA = {
     "pvalue_holm": pl.Float64,
     "n_seeds": pl.Int64,
 }
+
+
+def label_diagnostic_rows(effects: pl.DataFrame, df: pl.DataFrame) -> pl.DataFrame:
+    """Append "[leaks future tokens]" to the effect label of every row whose treatment is a
+    diagnostic (``ega-leaky``, or an inline variant with a leaky gate): its gain is what the
+    leak fakes, not a model's improvement."""
+    if "treatment" not in effects.columns:
+        return effects
+    gates = dict(df.select("variant", "gate").unique(subset="variant").iter_rows()) if "gate" in df.columns else {}
+    leaky = [v for v in df.get_column("variant").drop_nulls().unique().to_list() if is_diagnostic(v, gates.get(v))]
+    if not leaky:
+        return effects
+    labelled = pl.col("effect") + f" [{DIAGNOSTIC_LABEL}]"
+    return effects.with_columns(
+        pl.when(pl.col("treatment").is_in(leaky)).then(labelled).otherwise(pl.col("effect")).alias("effect")
+    )
 
 
 def _parquet_safe(df: pl.DataFrame) -> pl.DataFrame:

@@ -15,7 +15,19 @@ import importlib
 from typing import Any
 
 from harness.models.sizes import SIZES, ModelSize, get_size
-from harness.models.variants import GATES, POSITIONS, SCORINGS, VARIANTS, Variant, get_variant, make_variant
+from harness.models.variants import (
+    DIAGNOSTIC_LABEL,
+    GATES,
+    POSITIONS,
+    READINGS,
+    SCORINGS,
+    VARIANTS,
+    Reading,
+    Variant,
+    get_variant,
+    is_diagnostic,
+    make_variant,
+)
 
 # Lazily imported names (they need torch) -> defining module.
 _LAZY = {
@@ -23,12 +35,14 @@ _LAZY = {
     "CharTransformer": "transformer",
     "CausalSelfAttention": "attention",
     "key_biased_attention": "attention",
+    "lag_penalised_attention": "attention",
     "PositionalEncoding": "positional",
     "SinusoidalPositionalEncoding": "positional",
     "LearnedPositionalEncoding": "positional",
     "RotaryPositionalEncoding": "positional",
     "ALiBiPositionalEncoding": "positional",
     "MorletPositionalEncoding": "positional",
+    "MorletRelativePositionalEncoding": "positional",
     "NoPositionalEncoding": "positional",
     "build_position": "positional",
     "KeyGate": "gates",
@@ -36,8 +50,12 @@ _LAZY = {
     "FluxGate": "gates",
     "PhaseCoherenceGate": "gates",
     "WaveletEnergyGate": "gates",
+    "WaveletDirectionGate": "gates",
+    "QuadraticEnergyGate": "gates",
+    "LeakyEnergyGate": "gates",
     "OutputGate": "gates",
     "causal_znorm": "gates",
+    "sequence_znorm": "gates",
     "build_gate": "gates",
     "DotScoring": "scoring",
     "LaggedScoring": "scoring",
@@ -52,6 +70,10 @@ __all__ = [
     "Variant",
     "get_variant",
     "make_variant",
+    "is_diagnostic",
+    "READINGS",
+    "Reading",
+    "DIAGNOSTIC_LABEL",
     "POSITIONS",
     "GATES",
     "SCORINGS",

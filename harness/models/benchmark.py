@@ -19,10 +19,14 @@ warm-up pass (so lazily loaded code is not counted); parameters and the input ar
 allocated before and not counted either.
 
 Families: ``baseline`` (plain causal SDPA: the attention of ``baseline``, ``learned-pe``,
-``mope``, ``nope``), each key gate (``ega``, ``ega-2``, ``ega-4``, ``db2``, ``db4``,
-``morlet-fixed``, ``morlet-param``, ``flux``, ``phase``), the output gate, ``lagged``
-scoring, ``ega+lagged`` (the attention of ``ega-mope-lagged``), ``rope``, ``rope+ega`` and
-``alibi`` (T x T mask; skipped where its estimated memory exceeds the budget).
+``mope``, ``nope``), each key gate (``ega``, ``ega-2``, ``ega-4``, ``ega-4-pc``, ``db2``,
+``db4``, ``db4-dir``, ``morlet-fixed``, ``morlet-param``, ``flux``, ``phase``,
+``ega-leaky``), the output gate, ``lagged`` scoring, ``ega+lagged`` (the attention of
+``ega-mope-lagged``), ``rope``, ``rope+ega``, ``alibi`` (T x T mask; skipped where its
+estimated memory exceeds the budget), and relative MOPE: ``mope-rel`` (random
+initialisation: wide heads, typically the fold's chunks of 64 queries because the
+narrowest of 8 random heads is below 4 characters), ``mope-rel-scales`` (heads at the
+linguistic scales, narrowest 2.1 characters: chunks of 64) and ``ega+mope-rel``.
 
 Optionally (``train_step``) the full training step (forward, backward, AdamW) of every
 registry variant at the ``paper`` size, T = 256.
@@ -48,18 +52,24 @@ FAMILIES: tuple[str, ...] = (
     "ega",
     "ega-2",
     "ega-4",
+    "ega-4-pc",
     "db2",
     "db4",
+    "db4-dir",
     "morlet-fixed",
     "morlet-param",
     "flux",
     "phase",
+    "ega-leaky",
     "output-gate",
     "lagged",
     "ega+lagged",
     "rope",
     "rope+ega",
     "alibi",
+    "mope-rel",
+    "mope-rel-scales",
+    "ega+mope-rel",
 )
 DEFAULT_SEQ_LENS: tuple[int, ...] = (256, 1024, 4096, 8192)
 
@@ -92,9 +102,15 @@ def _build_attention(family: str, d_model: int, n_head: int):
         "rope": "none",
         "rope+ega": "ega",
         "alibi": "none",
+        "mope-rel": "none",
+        "mope-rel-scales": "none",
+        "ega+mope-rel": "ega",
     }.get(family, family)
     position_name = {"rope": "rope", "rope+ega": "rope", "alibi": "alibi"}.get(family, "none")
-    position = build_position(position_name, d_model=d_model, n_head=n_head, block_size=1)
+    if "mope-rel" in family:
+        position_name = "mope-rel"
+    init = "scales" if family == "mope-rel-scales" else "random"
+    position = build_position(position_name, d_model=d_model, n_head=n_head, block_size=1, mope_init=init)
     attention = CausalSelfAttention(
         d_model,
         n_head,

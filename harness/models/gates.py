@@ -16,9 +16,12 @@ the attention folds it into one fused SDPA call (see :mod:`harness.models.attent
 Every signal uses positions <= j only; all gates are O(T) work per head.
 
 Families (``GATES`` below): ``ega`` / ``ega-2`` / ``ega-4`` (:class:`EnergyGate`),
-``db2`` / ``db4`` / ``morlet-fixed`` / ``morlet-param`` (:class:`WaveletEnergyGate`),
-``flux`` (:class:`FluxGate`), ``phase`` (:class:`PhaseCoherenceGate`); plus the output
-gate of the prior-art comparator (:class:`OutputGate`), which is not a key gate.
+``ega-2-pc`` / ``ega-4-pc`` (:class:`QuadraticEnergyGate`), ``db2`` / ``db4`` /
+``morlet-fixed`` / ``morlet-param`` (:class:`WaveletEnergyGate`), ``db2-dir`` / ``db4-dir``
+/ ``morlet-dir`` (:class:`WaveletDirectionGate`), ``flux`` (:class:`FluxGate`), ``phase``
+(:class:`PhaseCoherenceGate`); plus the output gate of the prior-art comparator
+(:class:`OutputGate`), which is not a key gate, and one diagnostic that is *not causal*:
+``ega-leaky`` (:class:`LeakyEnergyGate`, z-normalised over the whole sequence).
 """
 
 from __future__ import annotations
@@ -55,6 +58,18 @@ def causal_znorm(s: Tensor, eps: float = ZNORM_EPS) -> Tensor:
     return (d - mean) * torch.rsqrt(var + eps)
 
 
+def sequence_znorm(s: Tensor, eps: float = ZNORM_EPS) -> Tensor:
+    """Z-normalisation over the whole sequence (NOT causal: key j sees the statistics of
+    every position, future ones included), in fp32:
+
+        s~_j = (s_j - m) / sqrt(v + eps),  m = mean(s_0..s_{T-1}),  v = var(s_0..s_{T-1})
+
+    Only for the ``ega-leaky`` diagnostic, which measures what such a leak would fake.
+    """
+    s = s.float()
+    return (s - s.mean(-1, keepdim=True)) * torch.rsqrt(s.var(-1, unbiased=False, keepdim=True) + eps)
+
+
 def causal_moving_average(p: Tensor, window: int) -> Tensor:
     """Mean of p over the last ``window`` positions <= j along dim -2 (fewer at the start).
 
@@ -72,16 +87,19 @@ def causal_moving_average(p: Tensor, window: int) -> Tensor:
 
 
 class KeyGate(nn.Module):
-    """Base class: ``log g = logsigmoid(alpha (causal_znorm(signal) - tau))``, (B, H, T).
+    """Base class: ``log g = logsigmoid(alpha (normalise(signal) - tau))``, (B, H, T).
 
     Subclasses implement :meth:`signal` -> (B, H, T) or (B, 1, T) (shared by the heads).
-    tau and alpha are per-head parameters (2 H per layer).
+    tau and alpha are per-head parameters (2 H per layer). ``normalise`` is
+    :func:`causal_znorm` for every gate but the ``ega-leaky`` diagnostic.
     """
 
     name: ClassVar[str] = ""
     # Recompute the signal in the backward pass instead of keeping its intermediates
     # (gates whose signal has (B, d, T)- or (B, H, T, hd)-sized intermediates).
     recompute_signal: ClassVar[bool] = False
+    #: The z-normalisation of the signal (prefix statistics: causal).
+    normalise: ClassVar = staticmethod(causal_znorm)
 
     def __init__(
         self, n_head: int, *, tau_init: float = DEFAULT_TAU_INIT, alpha_init: float = DEFAULT_ALPHA_INIT
@@ -104,7 +122,7 @@ class KeyGate(nn.Module):
                 s = checkpoint(self.signal, x, k, use_reentrant=False)
             else:
                 s = self.signal(x, k)
-            z = causal_znorm(s)  # (B, H or 1, T)
+            z = self.normalise(s)  # (B, H or 1, T)
             return F.logsigmoid(self.alpha[:, None] * (z - self.tau[:, None]))  # (B, H, T)
 
 
@@ -138,6 +156,53 @@ class EnergyGate(KeyGate):
 
     def signal(self, x: Tensor, k: Tensor) -> Tensor:
         return self.energy(x)
+
+
+class QuadraticEnergyGate(KeyGate):
+    """EGA-K read as K principal directions (``ega-2-pc``, ``ega-4-pc``): per head h,
+
+        e_j = sum_{k<K} (w_{h,k} . x_j + b_{h,k})^2
+
+    the energy of x_j in a learned K-dimensional subspace (the papers: "more projection
+    scales ... the first principal component is sufficient"), then the same causal
+    z-normalisation and gate as EGA. w ~ N(0, 0.02) as EGA's, b = 0. Unlike EGA-1's linear
+    energy, a key scores high for a large projection of either sign. O(T d K) per head;
+    H K (d + 1) + 2 H parameters per layer (K = 4 at d = 256 is 4 x EGA-1's, as are the
+    papers' EGA-4 and the zoo's ``ega-4``).
+    """
+
+    name = "ega-pc"
+
+    def __init__(self, d_model: int, n_head: int, *, directions: int, **gate_init: float) -> None:
+        super().__init__(n_head, **gate_init)
+        self.directions = directions
+        self.weight = nn.Parameter(torch.empty(n_head * directions, d_model))
+        self.bias = nn.Parameter(torch.zeros(n_head * directions))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def signal(self, x: Tensor, k: Tensor | None) -> Tensor:
+        B, T, _ = x.shape
+        p = F.linear(x.float(), self.weight.float(), self.bias.float())  # (B, T, H K): w_{h,k}.x_j + b_{h,k}
+        return p.view(B, T, self.n_head, self.directions).square().sum(-1).transpose(1, 2)  # (B, H, T)
+
+
+class LeakyEnergyGate(EnergyGate):
+    """DIAGNOSTIC, not a model (``ega-leaky``): EGA-1 with the energy z-normalised over the
+    whole sequence (:func:`sequence_znorm`) instead of its causal prefix.
+
+        e~_j = (e_j - mean_{i<T} e_i) / sqrt(var_{i<T} e_i + eps)
+
+    Key j's gate then depends on tokens after j, and so does every earlier query's output:
+    the model reads the future. The papers' unusually large gains (+0.09 to +0.10 nats from
+    12 k parameters) would follow from such a leak; this gate measures how much it fakes.
+    Same parameters as EGA-1.
+    """
+
+    name = "ega-leaky"
+    normalise = staticmethod(sequence_znorm)
+
+    def __init__(self, d_model: int, n_head: int, **gate_init: float) -> None:
+        super().__init__(d_model, n_head, projections=1, **gate_init)
 
 
 class FluxGate(EnergyGate):
@@ -318,6 +383,48 @@ class WaveletEnergyGate(KeyGate):
         return {"omega": self.omega.detach(), "sigma": torch.exp(self.log_sigma.detach())}
 
 
+def wavelet_direction(kind: str, d_model: int) -> Tensor:
+    """A fixed unit direction u in embedding space (width d) built from a wavelet's coefficients,
+    tiled: u_c = psi_{c mod M} / ||.||, c = 0..d-1.
+
+    psi is the Daubechies wavelet (high-pass) filter (``db2``: M = 4, ``db4``: M = 8) or the
+    real part of the fixed Morlet filter (``morlet``: M = 16, omega = pi/3, sigma = 2,
+    :func:`morlet_filter`). Tiling keeps the coefficients' values and their zero sum over
+    each period (so u is orthogonal to the constant direction when M divides d).
+    """
+    if kind in ("db2", "db4"):
+        psi = daubechies_highpass(kind).float()
+    elif kind == "morlet":
+        psi = morlet_filter(torch.tensor(MORLET_OMEGA_INIT), torch.tensor(MORLET_SIGMA_INIT))[0]
+    else:
+        raise InputError(f"unknown wavelet direction {kind!r}; known: db2, db4, morlet")
+    u = psi[torch.arange(d_model) % psi.numel()]  # (d,)
+    return u / u.norm()
+
+
+class WaveletDirectionGate(KeyGate):
+    """EGA with its learned direction w replaced by a fixed wavelet direction in embedding
+    space (``db2-dir``, ``db4-dir``, ``morlet-dir``):
+
+        e_j = u . x_j,   u = :func:`wavelet_direction` (the filter tiled to width d, unit norm)
+
+    then EGA's causal z-normalisation and gate, tau and alpha learned per head. The papers'
+    "the optimal energy direction is data-adaptive and non-sinusoidal" read as: the
+    structured bases fix the *direction* of the energy, not a filter over time. The energy
+    is shared by the heads (one u); 2 H parameters per layer. O(T d).
+    """
+
+    name = "wavelet-dir"
+
+    def __init__(self, d_model: int, n_head: int, *, kind: str, **gate_init: float) -> None:
+        super().__init__(n_head, **gate_init)
+        self.kind = kind
+        self.register_buffer("direction", wavelet_direction(kind, d_model), persistent=False)
+
+    def signal(self, x: Tensor, k: Tensor | None) -> Tensor:
+        return (x.float() @ self.direction).unsqueeze(1)  # (B, 1, T)
+
+
 class OutputGate(nn.Module):
     """Head-wise sigmoid gate on the attention output (Qiu et al. 2025, "Gated Attention for LLMs").
 
@@ -340,12 +447,18 @@ GATES: dict[str, str] = {
     "ega": "EnergyGate(projections=1): EGA-1, e_j = w.x_j + b",
     "ega-2": "EnergyGate(projections=2): windows 1, 2",
     "ega-4": "EnergyGate(projections=4): windows 1, 2, 4, 8",
+    "ega-2-pc": "QuadraticEnergyGate(directions=2): e_j = sum_k (w_k.x_j + b_k)^2",
+    "ega-4-pc": "QuadraticEnergyGate(directions=4)",
     "db2": "WaveletEnergyGate(db2)",
     "db4": "WaveletEnergyGate(db4)",
     "morlet-fixed": "WaveletEnergyGate(morlet-fixed)",
     "morlet-param": "WaveletEnergyGate(morlet-param)",
+    "db2-dir": "WaveletDirectionGate(db2): e_j = u.x_j, u the db2 wavelet tiled to width d",
+    "db4-dir": "WaveletDirectionGate(db4)",
+    "morlet-dir": "WaveletDirectionGate(morlet)",
     "flux": "FluxGate: |e_j - e_{j-1}|",
     "phase": "PhaseCoherenceGate",
+    "ega-leaky": "LeakyEnergyGate: EGA-1 z-normalised over the whole sequence (diagnostic: reads the future)",
 }
 
 
@@ -358,8 +471,14 @@ def build_gate(
         return None
     if name in ("ega", "ega-2", "ega-4"):
         return EnergyGate(d_model, n_head, projections={"ega": 1, "ega-2": 2, "ega-4": 4}[name], **init)
+    if name in ("ega-2-pc", "ega-4-pc"):
+        return QuadraticEnergyGate(d_model, n_head, directions={"ega-2-pc": 2, "ega-4-pc": 4}[name], **init)
     if name in ("db2", "db4", "morlet-fixed", "morlet-param"):
         return WaveletEnergyGate(d_model, n_head, kind=name, **init)
+    if name in ("db2-dir", "db4-dir", "morlet-dir"):
+        return WaveletDirectionGate(d_model, n_head, kind=name.removesuffix("-dir"), **init)
+    if name == "ega-leaky":
+        return LeakyEnergyGate(d_model, n_head, **init)
     if name == "flux":
         return FluxGate(d_model, n_head, **init)
     if name == "phase":

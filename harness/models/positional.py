@@ -6,10 +6,13 @@ attention module serves them all:
 - ``embedding(T)`` -> ``(T, d)`` added to the token embeddings (sinusoidal, learned, MOPE);
 - ``rotate(q, k)`` -> rotated ``q, k`` inside every attention layer (RoPE);
 - ``attention_bias(T)`` -> ``(H, T, T)`` additive float mask, causality included (ALiBi,
-  the only T x T tensor in the zoo; it never requires grad).
+  the only T x T tensor in the zoo; it never requires grad);
+- ``lag_curvature()`` -> ``(H,)`` gamma_h >= 0: the score of query i and key j gains
+  -gamma_h (i - j)^2 (relative MOPE's Gaussian lag envelope). The attention folds it into
+  its fused kernel (:func:`harness.models.attention.lag_penalised_attention`), no T x T tensor.
 
 Positions are ``b = 0, 1, ..., T-1`` within the window. Costs: O(T d) per forward for the
-additive encodings and RoPE, O(H T^2) memory for ALiBi.
+additive encodings, RoPE and relative MOPE, O(H T^2) memory for ALiBi.
 """
 
 from __future__ import annotations
@@ -33,6 +36,13 @@ def _interleave(even: Tensor, odd: Tensor) -> Tensor:
     return torch.stack((even, odd), dim=-1).flatten(-2)
 
 
+def _rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate each pair (2p, 2p+1) of x (B, H, T, hd) by the angle whose cos and sin broadcast
+    against (B, H, T, hd/2): (x_2p, x_2p+1) -> (x_2p cos - x_2p+1 sin, x_2p sin + x_2p+1 cos)."""
+    even, odd = x[..., 0::2], x[..., 1::2]  # (B, H, T, hd/2) each
+    return _interleave(even * cos - odd * sin, even * sin + odd * cos)
+
+
 def _check_even(kind: str, width: int, what: str) -> None:
     if width % 2:
         raise InputError(f"{kind} positional encoding needs an even {what} (pairs of dimensions), got {width}")
@@ -54,6 +64,10 @@ class PositionalEncoding(nn.Module):
 
     def attention_bias(self, T: int, device: torch.device, dtype: torch.dtype) -> Tensor | None:
         """Additive attention mask ``(H, T, T)`` including causality, or None (plain causal)."""
+        return None
+
+    def lag_curvature(self) -> Tensor | None:
+        """gamma ``(H,)``: the score of (i, j) gains -gamma_h (i - j)^2; None for no lag penalty."""
         return None
 
 
@@ -127,12 +141,7 @@ class RotaryPositionalEncoding(PositionalEncoding):
         T = q.size(-2)
         angle = torch.arange(T, device=q.device, dtype=torch.float32)[:, None] * self.theta[None, :]  # (T, hd/2)
         cos, sin = torch.cos(angle).to(q.dtype), torch.sin(angle).to(q.dtype)
-        return self._apply(q, cos, sin), self._apply(k, cos, sin)
-
-    @staticmethod
-    def _apply(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-        even, odd = x[..., 0::2], x[..., 1::2]  # (B, H, T, hd/2) each
-        return _interleave(even * cos - odd * sin, even * sin + odd * cos)
+        return _rotate_pairs(q, cos, sin), _rotate_pairs(k, cos, sin)
 
 
 def alibi_slopes(n_head: int) -> Tensor:
@@ -174,8 +183,40 @@ class ALiBiPositionalEncoding(PositionalEncoding):
         return bias.to(dtype)
 
 
-# Linguistic scales (characters) for MOPE's "scales" initialisation, one group of pairs each.
+# Linguistic scales (characters) for MOPE's "scales" initialisation, one group of pairs (or heads) each.
 LINGUISTIC_SCALES: dict[str, float] = {"character": 3.0, "word": 6.0, "clause": 30.0, "sentence": 100.0}
+MORLET_INITS: tuple[str, ...] = ("random", "scales")
+
+
+def linguistic_scale_grid(n: int) -> Tensor:
+    """n scales (characters) in four equal groups at :data:`LINGUISTIC_SCALES`; within a group
+    s spreads geometrically over [s / sqrt 2, s sqrt 2] so that no two start identical (a group
+    of one sits at s / sqrt 2; with n < 4 the largest scales are left out)."""
+    scale = torch.empty(n)
+    groups = torch.tensor_split(torch.arange(n), len(LINGUISTIC_SCALES))
+    for index, s in zip(groups, LINGUISTIC_SCALES.values(), strict=False):
+        if len(index):
+            scale[index] = torch.logspace(math.log10(s / math.sqrt(2)), math.log10(s * math.sqrt(2)), len(index))
+    return scale
+
+
+@torch.no_grad()
+def _init_morlet_scales(omega: Tensor, log_sigma: Tensor, init: str) -> None:
+    """The two initialisations of a Morlet encoding's (omega, sigma), see :class:`MorletPositionalEncoding`."""
+    n = omega.numel()
+    if init == "random":
+        u_omega, u_sigma = torch.rand(n), torch.rand(n)
+        omega.copy_(torch.exp(math.log(1e-4) * (1.0 - u_omega)))  # log-uniform [1e-4, 1]
+        log_sigma.copy_(math.log(1e4) * u_sigma)  # log-uniform [1, 1e4]
+    else:
+        scale = linguistic_scale_grid(n)
+        omega.copy_(2 * math.pi / scale)
+        log_sigma.copy_(torch.log(scale))
+
+
+def _check_morlet_init(init: str) -> None:
+    if init not in MORLET_INITS:
+        raise InputError(f"unknown MOPE initialisation {init!r}; known: {', '.join(MORLET_INITS)}")
 
 
 class MorletPositionalEncoding(PositionalEncoding):
@@ -208,8 +249,7 @@ class MorletPositionalEncoding(PositionalEncoding):
     def __init__(self, d_model: int, init: str = "random") -> None:
         super().__init__()
         _check_even("Morlet (MOPE)", d_model, "width d_model")
-        if init not in ("random", "scales"):
-            raise InputError(f"unknown MOPE initialisation {init!r}; known: random, scales")
+        _check_morlet_init(init)
         self.init = init
         n_pairs = d_model // 2
         self.omega = nn.Parameter(torch.empty(n_pairs))
@@ -218,21 +258,7 @@ class MorletPositionalEncoding(PositionalEncoding):
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        n = self.omega.numel()
-        if self.init == "random":
-            u_omega, u_sigma = torch.rand(n), torch.rand(n)
-            self.omega.copy_(torch.exp(math.log(1e-4) * (1.0 - u_omega)))  # log-uniform [1e-4, 1]
-            self.log_sigma.copy_(math.log(1e4) * u_sigma)  # log-uniform [1, 1e4]
-        else:
-            scale = torch.empty(n)
-            groups = torch.tensor_split(torch.arange(n), len(LINGUISTIC_SCALES))
-            for index, s in zip(groups, LINGUISTIC_SCALES.values(), strict=False):
-                if len(index):
-                    scale[index] = torch.logspace(
-                        math.log10(s / math.sqrt(2)), math.log10(s * math.sqrt(2)), len(index)
-                    )
-            self.omega.copy_(2 * math.pi / scale)
-            self.log_sigma.copy_(torch.log(scale))
+        _init_morlet_scales(self.omega, self.log_sigma, self.init)
 
     @property
     def sigma(self) -> Tensor:
@@ -245,6 +271,74 @@ class MorletPositionalEncoding(PositionalEncoding):
         return _interleave(torch.cos(phase) * envelope, torch.sin(phase) * envelope)  # (T, d)
 
 
+class MorletRelativePositionalEncoding(PositionalEncoding):
+    """Relative MOPE (``mope-rel``): the Morlet lag kernel of the papers, per head, on q.k.
+
+    The papers derive MOPE's effect in *lag* space, C(Delta) ~ exp(-Delta^2 / (4 sigma^2))
+    cos(omega Delta), and tie it to RoPE (phase) and ALiBi (locality). Read as a relative
+    scheme, each head h gets one learned frequency omega_h and width sigma_h, and for query
+    i, key j, Delta = i - j >= 0:
+
+        score_ij = q_i^T R(-omega_h Delta) k_j / sqrt(hd)  -  Delta^2 / (4 sigma_h^2)
+
+    R(theta) rotates every pair (2p, 2p+1) of the head by theta: q_i is rotated by
+    omega_h i and k_j by omega_h j, as RoPE does (here one frequency per head), and
+    R(omega i)^T R(omega j) = R(-omega Delta). So the attention weight is
+
+        a_ij  ~  exp(-Delta^2 / (4 sigma_h^2))  x  exp(q_i^T R(-omega_h Delta) k_j / sqrt(hd))
+
+    the Morlet kernel's two factors: its Gaussian envelope multiplies the weights (a
+    log-envelope bias, ALiBi's place), and its phase omega_h Delta turns the content score
+    (RoPE's place). For a query aligned with a key, q^T R(theta) k = |q||k| cos(theta +
+    phi): the score oscillates as cos(omega_h Delta), under the envelope. omega_h -> 0 and
+    sigma_h -> infinity give NoPE (plain causal attention); no absolute position is used, so
+    a token late in the window gets the same positional signal as an early one.
+
+    Hooks: :meth:`rotate` applies R (O(T hd) per layer), :meth:`lag_curvature` returns
+    gamma_h = 1 / (4 sigma_h^2) and the attention folds -gamma_h (i - j)^2 exactly into its
+    fused kernel (:func:`~harness.models.attention.lag_penalised_attention`; no T x T tensor).
+    One (omega, sigma) per head, shared by all layers as ALiBi's slopes are: 2 H parameters
+    (sigma_h = exp(log_sigma_h) stays positive).
+
+    Initialisation (``init``), as :class:`MorletPositionalEncoding`'s, over heads instead of
+    dimension pairs: ``"random"`` draws omega_h log-uniform on [1e-4, 1] rad/char and
+    sigma_h log-uniform on [1, 1e4] chars; ``"scales"`` puts the heads in four groups at the
+    linguistic scales s (character 3, word 6, clause 30, sentence 100 characters) with
+    sigma_h = s and omega_h = 2 pi / s, spread over [s / sqrt 2, s sqrt 2] within a group
+    (8 heads: two per scale).
+    """
+
+    name = "mope-rel"
+    transforms_qk = True
+
+    def __init__(self, n_head: int, head_dim: int, init: str = "random") -> None:
+        super().__init__()
+        _check_even("relative Morlet (mope-rel)", head_dim, "head dimension d_model / n_head")
+        _check_morlet_init(init)
+        self.init = init
+        self.omega = nn.Parameter(torch.empty(n_head))
+        self.log_sigma = nn.Parameter(torch.empty(n_head))
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        _init_morlet_scales(self.omega, self.log_sigma, self.init)
+
+    @property
+    def sigma(self) -> Tensor:
+        return torch.exp(self.log_sigma)
+
+    def rotate(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        T = q.size(-2)
+        b = torch.arange(T, device=q.device, dtype=torch.float32)
+        angle = (self.omega.float()[:, None] * b[None, :]).unsqueeze(-1)  # (H, T, 1): every pair of head h
+        cos, sin = torch.cos(angle).to(q.dtype), torch.sin(angle).to(q.dtype)
+        return _rotate_pairs(q, cos, sin), _rotate_pairs(k, cos, sin)
+
+    def lag_curvature(self) -> Tensor:
+        return 0.25 * torch.exp(-2.0 * self.log_sigma.float())  # 1 / (4 sigma^2), (H,)
+
+
 POSITION_ENCODINGS: dict[str, type[PositionalEncoding]] = {
     cls.name: cls
     for cls in (
@@ -253,6 +347,7 @@ POSITION_ENCODINGS: dict[str, type[PositionalEncoding]] = {
         RotaryPositionalEncoding,
         ALiBiPositionalEncoding,
         MorletPositionalEncoding,
+        MorletRelativePositionalEncoding,
         NoPositionalEncoding,
     )
 }
@@ -272,6 +367,8 @@ def build_position(
         return ALiBiPositionalEncoding(n_head)
     if name == "mope":
         return MorletPositionalEncoding(d_model, init=mope_init)
+    if name == "mope-rel":
+        return MorletRelativePositionalEncoding(n_head, d_model // n_head, init=mope_init)
     if name == "none":
         return NoPositionalEncoding()
     raise InputError(f"unknown position {name!r}; known positions: {', '.join(POSITION_ENCODINGS)}")

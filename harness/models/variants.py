@@ -3,20 +3,30 @@
 A :class:`Variant` names one component per slot:
 
 - ``position``: ``sinusoidal`` (fixed, cos at 2i, sin at 2i+1), ``learned``, ``rope``,
-  ``alibi``, ``mope`` (learned Morlet), ``none`` (NoPE);
+  ``alibi``, ``mope`` (learned Morlet, absolute position), ``mope-rel`` (learned Morlet
+  lag kernel per head: relative position), ``none`` (NoPE);
 - ``gate`` (key gate on the attention, a per-key logit bias): ``none``, ``ega`` (EGA-1,
-  one linear energy projection), ``ega-2`` / ``ega-4`` (2 / 4 projection scales), ``db2`` /
-  ``db4`` (Daubechies wavelet energy), ``morlet-fixed`` / ``morlet-param`` (Morlet wavelet
-  energy, fixed or learned), ``flux`` (rate of change of the energy), ``phase`` (phase
-  coherence of consecutive keys);
+  one linear energy projection), ``ega-2`` / ``ega-4`` (2 / 4 projection scales),
+  ``ega-2-pc`` / ``ega-4-pc`` (energy sum_k (w_k.x + b_k)^2 over 2 / 4 learned directions),
+  ``db2`` / ``db4`` (Daubechies wavelet energy), ``morlet-fixed`` / ``morlet-param`` (Morlet
+  wavelet energy, fixed or learned), ``db2-dir`` / ``db4-dir`` / ``morlet-dir`` (EGA with a
+  fixed wavelet direction in embedding space), ``flux`` (rate of change of the energy),
+  ``phase`` (phase coherence of consecutive keys), and the diagnostic ``ega-leaky``
+  (EGA z-normalised over the whole sequence: it reads future tokens);
 - ``scoring``: ``dot`` or ``lagged`` (keys causally convolved over a few lags);
 
-plus ``options``: ``mope_init`` (``"random"`` or ``"scales"``, MOPE only), ``lags``
-(number of lags of ``lagged`` scoring, default 4) and ``output_gate`` (``True``: the
-head-wise sigmoid gate on the attention output of Qiu et al. 2025).
+plus ``options``: ``mope_init`` (``"random"`` or ``"scales"``, MOPE and relative MOPE
+only), ``lags`` (number of lags of ``lagged`` scoring, default 4) and ``output_gate``
+(``True``: the head-wise sigmoid gate on the attention output of Qiu et al. 2025).
 
-``VARIANTS`` holds the papers' models and their baselines; :func:`make_variant` names any
-other combination (e.g. ``make_variant("rope-ega", position="rope", gate="ega")``).
+``VARIANTS`` holds the papers' models, their baselines and the alternative readings of
+the papers' vague points (:data:`READINGS`); :func:`make_variant` names any other
+combination (e.g. ``make_variant("rope-ega", position="rope", gate="ega")``).
+
+A variant whose gate reads future tokens (:data:`LEAKY_GATES`) is a *diagnostic*, not a
+model (:attr:`Variant.diagnostic`): it shows how much a leak would fake. ``harness zoo``
+lists it apart, a study spec runs it only with ``allow_diagnostics: true``, and the report
+labels its rows "leaks future tokens".
 """
 
 from __future__ import annotations
@@ -31,12 +41,35 @@ Slot = Literal["position", "gate", "scoring"]
 SLOTS: tuple[str, ...] = get_args(Slot)
 
 #: The components of each slot (one Literal each: a config names them as plain strings).
-PositionName = Literal["sinusoidal", "learned", "rope", "alibi", "mope", "none"]
-GateName = Literal["none", "ega", "ega-2", "ega-4", "db2", "db4", "morlet-fixed", "morlet-param", "flux", "phase"]
+PositionName = Literal["sinusoidal", "learned", "rope", "alibi", "mope", "mope-rel", "none"]
+GateName = Literal[
+    "none",
+    "ega",
+    "ega-2",
+    "ega-4",
+    "ega-2-pc",
+    "ega-4-pc",
+    "db2",
+    "db4",
+    "morlet-fixed",
+    "morlet-param",
+    "db2-dir",
+    "db4-dir",
+    "morlet-dir",
+    "flux",
+    "phase",
+    "ega-leaky",
+]
 ScoringName = Literal["dot", "lagged"]
 POSITIONS: tuple[str, ...] = get_args(PositionName)
 GATES: tuple[str, ...] = get_args(GateName)
 SCORINGS: tuple[str, ...] = get_args(ScoringName)
+#: Gates that read future tokens, with how: a variant using one is a diagnostic, not a model.
+LEAKY_GATES: dict[str, str] = {"ega-leaky": "z-normalises the energy over the whole sequence, future tokens included"}
+#: The label of a diagnostic's rows in ``harness zoo`` and in the study report.
+DIAGNOSTIC_LABEL = "leaks future tokens"
+#: Positions whose parameters ``mope_init`` initialises (the absolute and the relative Morlet encodings).
+MOPE_POSITIONS: tuple[str, ...] = ("mope", "mope-rel")
 MOPE_INITS: tuple[str, ...] = ("random", "scales")
 OPTIONS: tuple[str, ...] = ("mope_init", "lags", "output_gate")
 DEFAULT_LAGS = 4
@@ -75,6 +108,16 @@ class Variant:
     @property
     def lags(self) -> int:
         return int(self.options.get("lags", DEFAULT_LAGS))
+
+    @property
+    def leaks_future(self) -> bool:
+        """True when a component reads tokens after the query (:data:`LEAKY_GATES`)."""
+        return self.gate in LEAKY_GATES
+
+    @property
+    def diagnostic(self) -> bool:
+        """A diagnostic shows what a flaw would fake; it is not a model to compare as one."""
+        return self.leaks_future
 
     def describe(self) -> str:
         """Short human description of the slots, e.g. ``mope + ega + lagged(4)``."""
@@ -120,8 +163,10 @@ def make_variant(
             raise InputError(f"variant {name!r}: unknown option {key!r}; known options: {', '.join(OPTIONS)}")
         if key == "mope_init":
             _check_choice("mope_init", value, MOPE_INITS, name)
-            if position != "mope":
-                raise InputError(f"variant {name!r}: option mope_init needs position='mope', got position={position!r}")
+            if position not in MOPE_POSITIONS:
+                raise InputError(
+                    f"variant {name!r}: option mope_init needs position 'mope' or 'mope-rel', got position={position!r}"
+                )
         elif key == "lags":
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"variant {name!r}: option lags must be a positive integer, got {value!r}")
@@ -159,8 +204,86 @@ VARIANTS: dict[str, Variant] = {
         make_variant("phase-mope", position="mope", gate="phase"),
         # prior-art comparator: head-wise sigmoid gate on the attention output
         make_variant("gated-output", position="sinusoidal", output_gate=True),
+        # readings B of the papers' vague points (READINGS below)
+        make_variant("mope-rel", position="mope-rel"),
+        make_variant("ega-mope-rel", position="mope-rel", gate="ega"),
+        make_variant("ega-mope-rel-scale-init", position="mope-rel", gate="ega", mope_init="scales"),
+        make_variant("ega-db2-dir", position="sinusoidal", gate="db2-dir"),
+        make_variant("ega-db4-dir", position="sinusoidal", gate="db4-dir"),
+        make_variant("ega-morlet-dir", position="sinusoidal", gate="morlet-dir"),
+        make_variant("ega-2-pc", position="sinusoidal", gate="ega-2-pc"),
+        make_variant("ega-4-pc", position="sinusoidal", gate="ega-4-pc"),
+        # diagnostic, not a model: EGA z-normalised over the whole sequence (reads future tokens)
+        make_variant("ega-leaky", position="sinusoidal", gate="ega-leaky"),
     )
 }
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One point the papers leave open: their words, the default reading A, the alternative
+    reading B, and the registry variants of each (``variants_b[i]`` answers ``variants_a[i]``)."""
+
+    point: str
+    papers: str
+    reading_a: str
+    reading_b: str
+    variants_a: tuple[str, ...]
+    variants_b: tuple[str, ...]
+
+
+#: The papers' vague points and the variants that implement each reading (README "Readings").
+READINGS: tuple[Reading, ...] = (
+    Reading(
+        "MOPE position",
+        '"a Morlet kernel in lag space"; "links to RoPE (phase) and ALiBi (locality)"',
+        "absolute position b added to the embeddings",
+        "relative lag i - j per head: Gaussian log-envelope bias plus a phase rotation of q and k",
+        ("mope", "ega-mope"),
+        ("mope-rel", "ega-mope-rel"),
+    ),
+    Reading(
+        "scale initialisation",
+        '"initialise the heads at specific frequencies" (character, word, clause, sentence)',
+        "MOPE dimension pairs at the four scales",
+        "attention heads at the four scales (relative MOPE, per head)",
+        ("ega-mope-scale-init",),
+        ("ega-mope-rel-scale-init",),
+    ),
+    Reading(
+        "wavelet gates",
+        '"the optimal energy direction is data-adaptive and non-sinusoidal"',
+        "fixed temporal filter over the keys, mean squared response",
+        "fixed direction in embedding space (the filter tiled to width d) replacing the learned w",
+        ("ega-db2", "ega-db4", "ega-morlet-fixed"),
+        ("ega-db2-dir", "ega-db4-dir", "ega-morlet-dir"),
+    ),
+    Reading(
+        "EGA-2 / EGA-4",
+        '"more projection scales"; "the first principal component is sufficient"',
+        "projections of causal moving averages over 1, 2 (, 4, 8) tokens",
+        "K learned directions per head, energy sum_k (w_k.x + b_k)^2",
+        ("ega-2", "ega-4"),
+        ("ega-2-pc", "ega-4-pc"),
+    ),
+    Reading(
+        "z-normalisation",
+        '"z-normalised"; "strictly causal"',
+        "prefix mean and variance (every gated variant)",
+        "mean and variance over the whole sequence: leaks the future (a diagnostic, not a model)",
+        ("ega",),
+        ("ega-leaky",),
+    ),
+)
+
+
+def is_diagnostic(variant: str, gate: str | None = None) -> bool:
+    """Whether a variant named ``variant`` (a registry name, or an inline combination using
+    ``gate``) is a diagnostic that leaks future tokens. Unknown names without a gate: False."""
+    if gate is not None and gate in LEAKY_GATES:
+        return True
+    known = VARIANTS.get(variant) if isinstance(variant, str) else None
+    return known is not None and known.diagnostic
 
 
 def get_variant(variant: str | Variant) -> Variant:

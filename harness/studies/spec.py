@@ -19,8 +19,10 @@ Validation happens in two layers, both before anything starts:
 1. structure (:class:`StudySpec`, pydantic, ``extra="forbid"``): unknown keys, wrong
    types, zero seeds, duplicates, a factorial naming variants the study does not run;
 2. registries (:func:`check_registries`): variant, dataset and size names against
-   ``harness.models`` / ``harness.datasets``, and each context length against each size's
-   maximum. These modules are imported lazily so that parsing a spec stays cheap.
+   ``harness.models`` / ``harness.datasets``, each context length against each size's
+   maximum, and diagnostics (variants that leak future tokens, e.g. ``ega-leaky``) only
+   with ``allow_diagnostics: true``. These modules are imported lazily so that parsing a
+   spec stays cheap.
 
 Every error becomes one :class:`~harness.errors.InputError` whose message names the file,
 the field (``variants[4].gate``) and what was expected.
@@ -234,6 +236,8 @@ class StudySpec(_Strict):
     storage_shared: bool = False
     tracking: Tracking = Tracking()
     analysis: AnalysisSpec = AnalysisSpec()
+    #: Run diagnostics (variants that leak future tokens, not models): refused unless true.
+    allow_diagnostics: bool = False
 
     @field_validator("seeds", mode="before")
     @classmethod
@@ -523,6 +527,7 @@ def check_registries(spec: StudySpec, *, source: str = "<spec>") -> None:
             make_variant(entry.name, position=entry.position, gate=entry.gate, scoring=entry.scoring)
         except ValueError as exc:  # InputError included: unknown component names
             problems.append(f"variants[{i}] ({entry.name}): {exc}")
+    problems += _diagnostic_problems(spec)
     for size in spec.sizes:
         if size not in SIZES:
             continue
@@ -536,6 +541,21 @@ def check_registries(spec: StudySpec, *, source: str = "<spec>") -> None:
             )
     if problems:
         raise InputError(f"invalid study spec {source}:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+def _diagnostic_problems(spec: StudySpec) -> list[str]:
+    """Diagnostics (variants that leak future tokens) are refused unless ``allow_diagnostics: true``."""
+    from harness.models.variants import DIAGNOSTIC_LABEL, is_diagnostic
+
+    if spec.allow_diagnostics:
+        return []
+    return [
+        f"variants[{i}]: {name!r} is a diagnostic, not a model ({DIAGNOSTIC_LABEL}); set "
+        "allow_diagnostics: true to run it, or drop it"
+        for i, entry in enumerate(spec.variants)
+        for name, gate in [(entry, None) if isinstance(entry, str) else (entry.name, entry.gate)]
+        if is_diagnostic(name, gate)
+    ]
 
 
 def _suggest(name: str, known: Any) -> str:

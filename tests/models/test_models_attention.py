@@ -8,7 +8,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness.models.attention import CausalSelfAttention, key_biased_attention
+from harness.models.attention import (
+    CausalSelfAttention,
+    key_biased_attention,
+    lag_chunk_size,
+    lag_penalised_attention,
+    lag_reach,
+)
 from harness.models.gates import EnergyGate
 from harness.models.positional import ALiBiPositionalEncoding, NoPositionalEncoding
 from harness.models.scoring import DotScoring
@@ -116,6 +122,12 @@ def test_ega_attention_layer_equals_naive_paper_formula():
         torch.testing.assert_close(p_got, p_want, rtol=1e-4, atol=1e-5)
 
 
+def lag_envelope(gamma: torch.Tensor, T: int) -> torch.Tensor:
+    """The Gaussian lag envelope as an explicit (H, T, T) bias: -gamma_h (i - j)^2."""
+    pos = torch.arange(T, dtype=gamma.dtype)
+    return -gamma[:, None, None] * (pos[:, None] - pos[None, :]) ** 2
+
+
 def _naive_layer(attn: CausalSelfAttention, x, position, attn_bias):
     """The layer assembled by hand: plain projections, the components, explicit gated weights."""
     B, T, C = x.shape
@@ -125,15 +137,20 @@ def _naive_layer(attn: CausalSelfAttention, x, position, attn_bias):
     gate = attn.gate(x, k).exp() if attn.gate is not None else torch.ones(B, H, T)
     q, k = position.rotate(q, k)
     k = attn.scoring(k)
+    gamma = position.lag_curvature()
+    if gamma is not None:  # relative MOPE: its envelope as an explicit T x T bias
+        attn_bias = lag_envelope(gamma, T)
     y = naive_gated_attention(q, k, v, gate, extra_bias=attn_bias)
     if attn.output_gate is not None:
         y = y * attn.output_gate(x)
     return attn.proj(y.transpose(1, 2).reshape(B, T, C))
 
 
-@pytest.mark.parametrize("position_name", ["none", "rope", "alibi"])
+@pytest.mark.parametrize("position_name", ["none", "rope", "alibi", "mope-rel"])
 @pytest.mark.parametrize("scoring_name", ["dot", "lagged"])
-@pytest.mark.parametrize("gate_name", ["none", "ega", "ega-4", "db4", "morlet-param", "flux", "phase"])
+@pytest.mark.parametrize(
+    "gate_name", ["none", "ega", "ega-4", "ega-4-pc", "db4", "db4-dir", "morlet-param", "flux", "phase", "ega-leaky"]
+)
 def test_attention_layer_equals_naive_assembly(gate_name, scoring_name, position_name):
     from harness.models.gates import OutputGate, build_gate
     from harness.models.positional import build_position
@@ -151,17 +168,22 @@ def test_attention_layer_equals_naive_assembly(gate_name, scoring_name, position
     with torch.no_grad():
         for p in attn.parameters():
             p.add_(0.3 * torch.randn_like(p))
-    position = build_position(position_name, d_model=d, n_head=H, block_size=T)
+    position = build_position(position_name, d_model=d, n_head=H, block_size=T, mope_init="scales")
+    if position_name == "mope-rel":  # a narrow head (sigma 1.5: several chunks of 19 queries) and a wide one
+        with torch.no_grad():
+            position.log_sigma.copy_(torch.log(torch.tensor([1.5, 40.0])))
+            position.omega.copy_(torch.tensor([0.7, -0.2]))
     bias = position.attention_bias(T, torch.device("cpu"), torch.float32)
     x = torch.randn(2, T, d, requires_grad=True)
     out, log_g = attn(x, position, bias)
     ref = _naive_layer(attn, x, position, bias)
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5 * float(ref.detach().abs().max()))
-    params = [x, *attn.parameters()]
+    named = [("x", x), *attn.named_parameters(), *(("position." + n, p) for n, p in position.named_parameters())]
+    params = [p for _, p in named]
     got = torch.autograd.grad(out.square().sum(), params, allow_unused=True)
     want = torch.autograd.grad(ref.square().sum(), params, allow_unused=True)
     grad_scale = max(float(g.abs().max()) for g in want if g is not None)
-    for (name, _), p_got, p_want in zip([("x", x), *attn.named_parameters()], got, want, strict=False):
+    for (name, _), p_got, p_want in zip(named, got, want, strict=False):
         if p_want is None:
             assert p_got is None or not p_got.any(), name
             continue
@@ -184,7 +206,9 @@ def test_a_constant_gate_changes_nothing():
     )
 
 
-@pytest.mark.parametrize("variant", ["ega", "ega-mope-lagged", "phase-mope", "ega-db4"])
+@pytest.mark.parametrize(
+    "variant", ["ega", "ega-mope-lagged", "phase-mope", "ega-db4", "mope-rel", "ega-mope-rel-scale-init", "ega-4-pc"]
+)
 def test_gated_model_uses_the_flash_kernel(variant):
     from harness.models import build_model, make_variant
 
@@ -197,3 +221,122 @@ def test_gated_model_uses_the_flash_kernel(variant):
         names = {event.name for event in prof.events()}
         assert "aten::_scaled_dot_product_flash_attention_for_cpu_backward" in names
         assert "aten::_scaled_dot_product_attention_math" not in names
+
+
+# -- relative MOPE's Gaussian lag envelope, folded ---------------------------------------------
+
+
+def naive_lag_attention(q, k, v, key_bias, gamma):
+    """Oracle in float64: explicit T x T scores + key bias - gamma_h (i - j)^2, causal softmax, times v."""
+    q, k, v, key_bias, gamma = (t.double() for t in (q, k, v, key_bias, gamma))
+    T, hd = q.size(-2), q.size(-1)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(hd) + key_bias[..., None, :] + lag_envelope(gamma, T)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    return torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1) @ v
+
+
+def _lag_inputs(seed, sigmas, B=2, T=45, hd=16):
+    g = torch.Generator().manual_seed(seed)
+    H = len(sigmas)
+    q, k, v = (torch.randn(B, H, T, hd, generator=g, requires_grad=True) for _ in range(3))
+    key_bias = F.logsigmoid(3.0 * torch.randn(B, H, T, generator=g)).detach().requires_grad_(True)
+    gamma = (0.25 / torch.tensor(sigmas) ** 2).requires_grad_(True)
+    return q, k, v, key_bias, gamma
+
+
+@pytest.mark.parametrize("chunk", [None, 45, 16, 7, 1])
+@pytest.mark.parametrize("sigmas", [(1.5, 6.0, 200.0), (0.7, 0.7, 3.0)])
+def test_lag_penalised_attention_equals_naive_forward_and_gradients(chunk, sigmas):
+    q, k, v, key_bias, gamma = _lag_inputs(0, sigmas)
+    up = torch.randn(q.shape, generator=torch.Generator().manual_seed(1))
+    out = lag_penalised_attention(q, k, v, key_bias, gamma, chunk=chunk)
+    ref = naive_lag_attention(q, k, v, key_bias, gamma)
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=2e-5)
+    inputs = (q, k, v, key_bias, gamma)
+    grads = torch.autograd.grad((out * up).sum(), inputs)
+    ref_grads = torch.autograd.grad((ref * up.double()).sum(), inputs)
+    for name, got, want in zip("q k v key_bias gamma".split(), grads, ref_grads, strict=True):
+        # gamma's gradient sums (i - j)^2-weighted terms over every pair: fp32 accumulation, relative 1e-3
+        rtol = 1e-3 if name == "gamma" else 1e-4
+        torch.testing.assert_close(
+            got.double(), want.double(), rtol=rtol, atol=1e-4, msg=lambda m, name=name: f"grad {name}: {m}"
+        )
+
+
+def test_lag_penalised_attention_without_key_bias_and_with_zero_curvature_is_plain_attention():
+    q, k, v, _, _ = _lag_inputs(2, (1.0, 1.0))
+    zero = torch.zeros(2)
+    torch.testing.assert_close(lag_penalised_attention(q, k, v, None, zero), key_biased_attention(q, k, v))
+
+
+def test_lag_fold_stays_precise_at_long_context_thanks_to_the_chunks():
+    """T = 1024, sigma = 1: one fold centred on the window loses ~1e-2 to rounding; the default
+    chunks (each centred on its own queries) stay within a few 1e-5 of the float64 oracle."""
+    q, k, v, key_bias, gamma = (t.detach() for t in _lag_inputs(3, (1.0, 4.0), B=1, T=1024, hd=32))
+    ref = naive_lag_attention(q, k, v, key_bias, gamma)
+    chunked = (lag_penalised_attention(q, k, v, key_bias, gamma).double() - ref).abs().max()
+    one_call = (lag_penalised_attention(q, k, v, key_bias, gamma, chunk=1024).double() - ref).abs().max()
+    assert lag_chunk_size(gamma, 1024) == 64
+    assert chunked < 1e-4 < 1e-3 < one_call
+
+
+def test_skipping_the_keys_beyond_the_reach_changes_nothing():
+    """Narrow heads attend only to keys within lag_reach (their weights beyond are exactly 0 in
+    fp32): the output equals the one over every key, and output and gradients match the
+    float64 oracle as closely as the fold over every key does."""
+    q, k, v, key_bias, gamma = _lag_inputs(6, (1.5, 4.0, 300.0), B=1, T=700, hd=32)
+    reach = lag_reach(q, k, key_bias, gamma, 32**-0.5)
+    assert reach[0] < reach[1] < 700 == reach[2]  # the narrow heads really skip keys
+    up = torch.randn(q.shape, generator=torch.Generator().manual_seed(7))
+    inputs = (q, k, v, key_bias, gamma)
+    skipped = lag_penalised_attention(q, k, v, key_bias, gamma)
+    every = lag_penalised_attention(q, k, v, key_bias, gamma, skip_far_keys=False)
+    ref = naive_lag_attention(*inputs)
+    torch.testing.assert_close(skipped, every, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(skipped.double(), ref, rtol=1e-5, atol=5e-5)
+    grads = torch.autograd.grad((skipped * up).sum(), inputs)
+    ref_grads = torch.autograd.grad((ref * up.double()).sum(), inputs)
+    for name, got, want in zip("q k v key_bias gamma".split(), grads, ref_grads, strict=True):
+        rtol = 1e-3 if name == "gamma" else 1e-4
+        torch.testing.assert_close(
+            got.double(), want.double(), rtol=rtol, atol=2e-4, msg=lambda m, name=name: f"grad {name}: {m}"
+        )
+
+
+def test_lag_reach_grows_with_sigma_and_with_the_score_scale():
+    q, k, v, key_bias, gamma = (t.detach() for t in _lag_inputs(8, (1.0, 4.0, 16.0), B=1, T=4000, hd=32))
+    reach = lag_reach(q, k, key_bias, gamma, 32**-0.5)
+    assert reach == sorted(reach) and all(r % 64 == 0 for r in reach) and reach[0] >= 64
+    # the bound: gamma reach^2 >= 120 + 2 scale max|q| max|k| + spread of the key bias
+    bound = 120 + 2 * 32**-0.5 * q.norm(dim=-1).max() * k.norm(dim=-1).max()
+    assert all(float(g) * r**2 >= float(bound) for g, r in zip(gamma, reach, strict=True))
+    assert lag_reach(3 * q, k, key_bias, gamma, 32**-0.5)[2] > reach[2]
+
+
+def test_lag_chunk_size_follows_the_narrowest_head():
+    def gamma(*sigmas):
+        return 0.25 / torch.tensor(sigmas) ** 2
+
+    assert lag_chunk_size(gamma(1000.0, 50.0), 256) == 256  # 32 sigma_min >= T: one call
+    assert lag_chunk_size(gamma(1000.0, 5.0), 256) == 128  # 32 x 5 = 160, down to a multiple of 64
+    assert lag_chunk_size(gamma(1000.0, 0.3), 4096) == 64  # never below 64
+    assert lag_chunk_size(torch.zeros(3), 512) == 512
+
+
+def test_lag_attention_runs_in_fp32_under_bf16_autocast():
+    q, k, v, key_bias, gamma = (t.detach() for t in _lag_inputs(4, (2.0, 30.0), T=200))
+    reference = lag_penalised_attention(q, k, v, key_bias, gamma)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = lag_penalised_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), key_bias, gamma)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), reference, rtol=0.02, atol=0.03)  # bf16 inputs, fp32 fold
+
+
+def test_lag_attention_chunks_use_the_flash_kernel_forward_and_backward():
+    q, k, v, key_bias, gamma = _lag_inputs(5, (1.0, 1.0), T=200, hd=32)
+    with torch.profiler.profile() as prof:
+        lag_penalised_attention(q, k, v, key_bias, gamma).sum().backward()
+    names = [event.name for event in prof.events()]
+    assert names.count("aten::_scaled_dot_product_flash_attention_for_cpu") == 4  # 200 queries in chunks of 64
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu_backward" in names
+    assert "aten::_scaled_dot_product_attention_math" not in names

@@ -29,6 +29,28 @@ def test_zoo_lists_every_variant_with_overheads():
     assert "+268" in result.output  # ega over baseline at nano: 2 layers x 2 heads x (64 + 3)
 
 
+def test_zoo_lists_diagnostics_apart_and_the_readings_with_their_overheads():
+    result = CliRunner().invoke(_app(), ["zoo", "--size", "paper"])
+    assert result.exit_code == 0, result.output
+    models, rest = result.output.split("Diagnostics, not models")
+    diagnostics, readings = rest.split("Readings of the papers' vague points")
+    assert "ega-leaky" not in models and "ega-leaky" in diagnostics and "allow_diagnostics" in diagnostics
+    rows = {line.split("│")[3].strip(): line for line in readings.splitlines() if line.count("│") == 7}
+    assert set(rows) == {
+        "mope-rel",
+        "ega-mope-rel",
+        "ega-mope-rel-scale-init",
+        "ega-db2-dir",
+        "ega-db4-dir",
+        "ega-morlet-dir",
+        "ega-2-pc",
+        "ega-4-pc",
+        "ega-leaky (leaks future tokens)",
+    }
+    assert "+0.000 %" in rows["mope-rel"] and "-240" in rows["mope-rel"]  # 16 parameters against mope's 256
+    assert "+0.521 %" in rows["ega-2-pc"] and "+1.040 %" in rows["ega-4-pc"]
+
+
 def test_zoo_unknown_size_exits_2_with_the_known_sizes():
     proc = subprocess.run(
         [sys.executable, "-m", "harness.cli", "zoo", "--size", "huge"], capture_output=True, text=True

@@ -11,8 +11,11 @@ import torch
 from harness.models.gates import (
     EnergyGate,
     FluxGate,
+    LeakyEnergyGate,
     OutputGate,
     PhaseCoherenceGate,
+    QuadraticEnergyGate,
+    WaveletDirectionGate,
     WaveletEnergyGate,
     build_gate,
     causal_moving_average,
@@ -20,6 +23,8 @@ from harness.models.gates import (
     daubechies_highpass,
     daubechies_lowpass,
     morlet_filter,
+    sequence_znorm,
+    wavelet_direction,
 )
 from harness.models.scoring import LaggedScoring
 from harness.models.variants import GATES
@@ -173,3 +178,73 @@ def test_every_registered_gate_name_builds_and_gates_lie_in_0_1():
         assert log_g.shape == (2, 4, 12), name
         assert bool((log_g < 0).all()) and bool(torch.isfinite(log_g).all()), name
         torch.testing.assert_close(gate.tau.detach(), torch.full((4,), 0.5))
+
+
+# -- readings B of the papers' vague points ----------------------------------------------------
+
+
+def test_sequence_znorm_uses_the_whole_sequence():
+    rng = np.random.default_rng(1)
+    s = rng.normal(loc=3.0, scale=2.0, size=(2, 3, 50))
+    want = (s - s.mean(-1, keepdims=True)) / np.sqrt(s.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(sequence_znorm(torch.tensor(s)).numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_leaky_gate_is_ega_with_whole_sequence_statistics():
+    torch.manual_seed(6)
+    leaky = LeakyEnergyGate(6, 3, tau_init=0.35, alpha_init=1.7)
+    x = torch.randn(2, 11, 6)
+    e = (x @ leaky.weight.T + leaky.bias).transpose(1, 2).detach().double().numpy()  # e_j = w.x_j + b
+    z = (e - e.mean(-1, keepdims=True)) / np.sqrt(e.var(-1, keepdims=True) + 1e-5)  # over all 11 positions
+    want = np.log(1 / (1 + np.exp(-1.7 * (z - 0.35))))
+    np.testing.assert_allclose(leaky(x, None).detach().numpy(), want, rtol=1e-4, atol=1e-5)
+    # the causal gate with the same weights differs (it cannot see positions after j)
+    causal = EnergyGate(6, 3, tau_init=0.35, alpha_init=1.7)
+    causal.load_state_dict(leaky.state_dict())
+    assert not torch.allclose(causal(x, None), leaky(x, None))
+    torch.testing.assert_close(causal(x, None)[..., -1], leaky(x, None)[..., -1])  # the last key sees everything
+
+
+@pytest.mark.parametrize("directions", [2, 4])
+def test_pc_energy_is_the_sum_of_squared_projections(directions):
+    torch.manual_seed(7)
+    d, H, T = 8, 3, 10
+    gate = QuadraticEnergyGate(d, H, directions=directions)
+    with torch.no_grad():
+        gate.bias.normal_()
+    x = torch.randn(2, T, d)
+    w, b = gate.weight.view(H, directions, d), gate.bias.view(H, directions)
+    want = torch.zeros(2, H, T)
+    for h in range(H):
+        for k in range(directions):
+            for j in range(T):
+                want[:, h, j] += (x[:, j] @ w[h, k] + b[h, k]) ** 2
+    torch.testing.assert_close(gate.signal(x, None), want, rtol=1e-5, atol=1e-5)
+    assert sum(p.numel() for p in gate.parameters()) == H * directions * (d + 1) + 2 * H
+
+
+@pytest.mark.parametrize("kind, taps", [("db2", 4), ("db4", 8), ("morlet", 16)])
+def test_wavelet_direction_is_the_filter_tiled_to_width_d_with_unit_norm(kind, taps):
+    d = 40
+    u = wavelet_direction(kind, d).double()
+    psi = (
+        daubechies_highpass(kind)
+        if kind != "morlet"
+        else morlet_filter(torch.tensor(math.pi / 3), torch.tensor(2.0))[0]
+    )
+    tiled = torch.tensor([float(psi[c % taps]) for c in range(d)], dtype=torch.float64)
+    torch.testing.assert_close(u, tiled / tiled.norm(), rtol=1e-6, atol=1e-7)
+    assert abs(float(u.norm()) - 1.0) < 1e-6
+    if d % taps == 0:  # whole periods of a zero-mean filter: orthogonal to the constant direction
+        assert abs(float(u.sum())) < 1e-6
+
+
+def test_direction_gate_energy_is_the_projection_on_the_fixed_direction():
+    torch.manual_seed(8)
+    gate = WaveletDirectionGate(16, 4, kind="db4", tau_init=0.2)
+    x = torch.randn(2, 9, 16)
+    u = wavelet_direction("db4", 16)
+    torch.testing.assert_close(gate.signal(x, None), (x @ u).unsqueeze(1))
+    assert [name for name, _ in gate.named_parameters()] == ["tau", "alpha"]  # w is fixed, not learned
+    gate(x, None).sum().backward()
+    assert gate.tau.grad is not None and gate.alpha.grad is not None

@@ -14,22 +14,35 @@ EXTRA_COMBINATIONS = [
     make_variant("learned-flux-output", position="learned", gate="flux", output_gate=True),
     make_variant("nope-db4", position="none", gate="db4"),
     make_variant("rope-morlet-param-lagged", position="rope", gate="morlet-param", scoring="lagged"),
+    make_variant("mope-rel-phase-lagged", position="mope-rel", gate="phase", scoring="lagged", lags=3),
+    make_variant("mope-rel-ega4pc-output", position="mope-rel", gate="ega-4-pc", output_gate=True),
+    make_variant("rope-morlet-dir", position="rope", gate="morlet-dir"),
 ]
-ALL = list(VARIANTS.values()) + EXTRA_COMBINATIONS
+# Diagnostics leak by design: tested to leak below, not to be causal.
+ALL = [v for v in VARIANTS.values() if not v.diagnostic] + EXTRA_COMBINATIONS
+DIAGNOSTICS = [v for v in VARIANTS.values() if v.diagnostic]
 
 
-@pytest.mark.parametrize("variant", ALL, ids=lambda v: v.name)
-def test_perturbing_token_t_leaves_earlier_logits_unchanged(variant):
+def _perturbed_model(variant, T: int, V: int):
     torch.manual_seed(0)
-    T, V = 24, 13
     model = build_model(variant, size="nano", vocab_size=V, block_size=T).eval()
     with torch.no_grad():  # move every parameter off its initial value (lags, gates, MOPE) so a leak would show
         for p in model.parameters():
             p.add_(0.2 * torch.randn_like(p))
+    if model.position.lag_curvature() is not None:  # relative MOPE: a narrow head, so the fold runs in chunks
+        with torch.no_grad():
+            model.position.log_sigma[0] = 0.0
+    return model
+
+
+@pytest.mark.parametrize("variant", ALL, ids=lambda v: v.name)
+def test_perturbing_token_t_leaves_earlier_logits_unchanged(variant):
+    T, V = 150, 13  # > 64 queries: relative MOPE's chunked fold is covered too
+    model = _perturbed_model(variant, T, V)
     idx = torch.randint(0, V, (2, T))
     with torch.no_grad():
         base = model(idx)
-        for t in (0, 5, 17, T - 1):
+        for t in (0, 5, 17, 70, T - 1):
             changed = idx.clone()
             changed[:, t] = (changed[:, t] + 1 + torch.arange(2)) % V
             out = model(changed)
@@ -41,6 +54,22 @@ def test_perturbing_token_t_leaves_earlier_logits_unchanged(variant):
                 msg=lambda m, t=t: f"{variant.name}: token {t} leaked into earlier logits: {m}",
             )
             assert (out[:, t] - base[:, t]).abs().max() > 1e-4  # the perturbation does reach position t
+
+
+@pytest.mark.parametrize("variant", DIAGNOSTICS, ids=lambda v: v.name)
+def test_a_diagnostic_leaks_future_tokens_into_earlier_logits(variant):
+    """ega-leaky normalises over the whole window: a later token moves every earlier logit."""
+    assert variant.leaks_future and variant.name == "ega-leaky"
+    T, V = 24, 13
+    model = _perturbed_model(variant, T, V)
+    idx = torch.randint(0, V, (2, T))
+    with torch.no_grad():
+        base = model(idx)
+        changed = idx.clone()
+        changed[:, T - 1] = (changed[:, T - 1] + 1) % V
+        leak = (model(changed)[:, : T - 1] - base[:, : T - 1]).abs()
+    assert leak.max() > 1e-4, "the last token must reach earlier logits"
+    assert (leak.amax(dim=(0, 2)) > 1e-6).float().mean() > 0.9, "nearly every earlier position is affected"
 
 
 TOY_TEXT = "the cat sat on the mat. the dog sat on the log. " * 20
@@ -153,3 +182,11 @@ def test_bf16_autocast_keeps_the_gate_in_fp32():
     assert logits.dtype == torch.bfloat16 and gates.dtype == torch.float32
     torch.testing.assert_close(logits.float(), reference, rtol=0.05, atol=0.1)
     torch.testing.assert_close(gates, reference_gates, rtol=0.02, atol=0.02)
+
+
+def test_relative_mope_parameters_are_logged_per_head():
+    model = build_model("ega-mope-rel", size="paper", vocab_size=65, block_size=64)
+    mope = model.mope_parameters()
+    assert set(mope) == {"omega", "sigma"} and mope["omega"].shape == (8,) and bool((mope["sigma"] > 0).all())
+    assert not mope["sigma"].requires_grad
+    assert "position.omega" in model.no_weight_decay_parameter_names()

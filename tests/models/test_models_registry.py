@@ -11,7 +11,7 @@ from harness.errors import InputError
 from harness.models import SIZES, VARIANTS, ModelSize, build_model, get_size, get_variant, make_variant
 from harness.models.gates import GATES as GATE_FAMILIES
 from harness.models.positional import POSITION_ENCODINGS
-from harness.models.variants import GATES, POSITIONS, SCORINGS
+from harness.models.variants import GATES, POSITIONS, READINGS, SCORINGS, is_diagnostic
 
 REGISTRY_NAMES = [
     "baseline",
@@ -33,6 +33,15 @@ REGISTRY_NAMES = [
     "flux-mope",
     "phase-mope",
     "gated-output",
+    "mope-rel",
+    "ega-mope-rel",
+    "ega-mope-rel-scale-init",
+    "ega-db2-dir",
+    "ega-db4-dir",
+    "ega-morlet-dir",
+    "ega-2-pc",
+    "ega-4-pc",
+    "ega-leaky",
 ]
 
 
@@ -50,6 +59,12 @@ def test_registry_holds_exactly_the_issue_names():
         ("flux-mope", ("mope", "flux", "dot")),
         ("phase-mope", ("mope", "phase", "dot")),
         ("nope", ("none", "none", "dot")),
+        ("mope-rel", ("mope-rel", "none", "dot")),
+        ("ega-mope-rel", ("mope-rel", "ega", "dot")),
+        ("ega-db4-dir", ("sinusoidal", "db4-dir", "dot")),
+        ("ega-morlet-dir", ("sinusoidal", "morlet-dir", "dot")),
+        ("ega-2-pc", ("sinusoidal", "ega-2-pc", "dot")),
+        ("ega-leaky", ("sinusoidal", "ega-leaky", "dot")),
     ],
 )
 def test_variant_slots(name, slots):
@@ -57,6 +72,55 @@ def test_variant_slots(name, slots):
     assert (v.position, v.gate, v.scoring) == slots
     assert VARIANTS["ega-mope-scale-init"].mope_init == "scales" and VARIANTS["ega-mope"].mope_init == "random"
     assert VARIANTS["gated-output"].output_gate and not VARIANTS["baseline"].output_gate
+    assert VARIANTS["ega-mope-rel-scale-init"].mope_init == "scales" and VARIANTS["ega-mope-rel"].mope_init == "random"
+
+
+def test_only_ega_leaky_is_a_diagnostic_and_inline_leaky_combinations_are_too():
+    assert [v.name for v in VARIANTS.values() if v.diagnostic] == ["ega-leaky"]
+    assert VARIANTS["ega-leaky"].leaks_future and not VARIANTS["ega"].leaks_future
+    assert make_variant("rope-leaky", position="rope", gate="ega-leaky").diagnostic
+    assert is_diagnostic("ega-leaky") and is_diagnostic("my-name", "ega-leaky")
+    assert not is_diagnostic("ega") and not is_diagnostic("unknown-name") and not is_diagnostic("x", "ega")
+
+
+def test_readings_name_registry_variants_in_pairs():
+    names_b = [name for r in READINGS for name in r.variants_b]
+    assert names_b == [
+        "mope-rel",
+        "ega-mope-rel",
+        "ega-mope-rel-scale-init",
+        "ega-db2-dir",
+        "ega-db4-dir",
+        "ega-morlet-dir",
+        "ega-2-pc",
+        "ega-4-pc",
+        "ega-leaky",
+    ]
+    for r in READINGS:
+        assert len(r.variants_a) == len(r.variants_b) and r.papers and r.reading_a and r.reading_b
+        assert all(name in VARIANTS for name in (*r.variants_a, *r.variants_b))
+
+
+def test_readings_parameter_overheads_at_paper_size():
+    """Every reading B costs under 1 % of the paper-size baseline, but ega-4-pc: four per-head
+    directions are 4 x EGA-1's weights (1.04 %, as the zoo's ega-4 and the papers' EGA-4)."""
+    d, H, L = 256, 8, 6
+    with torch.device("meta"):
+        count = {
+            name: build_model(name, size="paper", vocab_size=65, block_size=256).num_parameters()
+            for r in READINGS
+            for name in ("baseline", *r.variants_a, *r.variants_b)
+        }
+    base = count["baseline"]
+    assert count["mope-rel"] - base == 2 * H  # (omega, sigma) per head, shared by the layers
+    assert count["ega-db4-dir"] - base == L * 2 * H  # tau, alpha: the direction is fixed
+    assert count["ega-2-pc"] - base == L * (H * 2 * (d + 1) + 2 * H)
+    assert count["ega-4-pc"] - base == L * (H * 4 * (d + 1) + 2 * H)
+    assert count["ega-leaky"] == count["ega"]
+    for r in READINGS:
+        for name in r.variants_b:
+            overhead = (count[name] - base) / base
+            assert overhead < (0.0105 if name == "ega-4-pc" else 0.01), (name, overhead)
 
 
 def test_component_name_lists_match_the_component_modules():
@@ -95,7 +159,7 @@ def test_unknown_variant_is_a_value_error_listing_the_names():
         (dict(position="rope", gate="energy"), "unknown gate 'energy'.*morlet-param"),
         (dict(position="rope", scoring="conv"), "unknown scoring 'conv'.*lagged"),
         (dict(position="rope", colour="red"), "unknown option 'colour'.*mope_init"),
-        (dict(position="rope", mope_init="scales"), "mope_init needs position='mope'"),
+        (dict(position="rope", mope_init="scales"), "mope_init needs position 'mope' or 'mope-rel'"),
         (dict(position="mope", mope_init="grid"), "unknown mope_init 'grid'"),
         (dict(position="rope", scoring="lagged", lags=0), "lags must be a positive integer"),
         (dict(position="rope", lags=2), "lags needs scoring='lagged'"),
@@ -187,6 +251,6 @@ def test_importing_the_zoo_registries_and_cli_does_not_import_torch():
     code = (
         "import sys, harness.models, harness.models.cli; "
         "assert 'torch' not in sys.modules, 'torch imported'; "
-        "assert len(harness.models.VARIANTS) == 19"
+        "assert len(harness.models.VARIANTS) == 28"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

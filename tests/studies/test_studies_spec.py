@@ -120,6 +120,24 @@ def test_registry_errors(make_spec, overrides: dict, expected: str) -> None:
     assert expected in _error(make_spec(**overrides))
 
 
+@pytest.mark.parametrize(
+    "variants",
+    [["baseline", "ega-leaky"], ["baseline", {"name": "rope-leaky", "position": "rope", "gate": "ega-leaky"}]],
+)
+def test_diagnostics_run_only_with_allow_diagnostics(make_spec, variants: list) -> None:
+    message = _error(make_spec(variants=variants))
+    assert "variants[1]:" in message and "is a diagnostic, not a model (leaks future tokens)" in message
+    assert "allow_diagnostics: true" in message
+    spec = parse_spec(make_spec(variants=variants, allow_diagnostics=True))
+    check_registries(spec)
+    assert spec.allow_diagnostics and not parse_spec(make_spec()).allow_diagnostics
+
+
+def test_allow_diagnostics_must_be_a_boolean(make_spec) -> None:
+    message = _error(make_spec(allow_diagnostics="sure"))
+    assert "allow_diagnostics" in message and "bool" in message
+
+
 def test_unknown_variant_lists_known_names(make_spec) -> None:
     message = _error(make_spec(variants=["nonsense"]))
     for known in ("baseline", "ega-mope", "phase-mope"):
