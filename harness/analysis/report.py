@@ -51,6 +51,7 @@ from harness.analysis.contrasts import (
     seeds_needed,
 )
 from harness.analysis.divergence import divergence_table
+from harness.analysis.mope import mope_scales
 from harness.analysis.results import cell_columns, diverged_mask, require_columns, require_table, unfinished_mask
 from harness.analysis.results_types import (
     BOOTSTRAP_MIN_SEEDS,
@@ -1179,7 +1180,6 @@ def _mope_section(
     sigmas = _to_numpy_sigmas(mope_sigmas)
     if sigmas is None or sigmas.size < 2:
         return
-    from harness.analysis.mope import mope_scales
 
     try:
         scales = mope_scales(sigmas, corpus_lengths=_corpus_lengths(corpus_info), rng=settings.seed)

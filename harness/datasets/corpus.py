@@ -367,6 +367,7 @@ def load_card(
 ) -> Corpus:
     """:func:`load` for a card object (e.g. a card with another download address)."""
     if card.synthetic:
+        # synthetic builds on this module (Corpus, the cache): imported here to keep one direction.
         from harness.datasets.synthetic import make_salience_corpus
 
         return make_salience_corpus(cache_dir=cache_dir)
@@ -416,6 +417,7 @@ def load(
     """
     card = get_card(name)
     if card.synthetic:
+        # synthetic builds on this module (Corpus, the cache): imported here to keep one direction.
         from harness.datasets.synthetic import make_salience_corpus, parse_salience_name
 
         return make_salience_corpus(**parse_salience_name(name), cache_dir=cache_dir)

@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.models.sizes import SIZES
+
 #: Effective FLOP/s of one CPU core (measured order of magnitude on the dev machine).
 CPU_CORE_FLOPS = 2.0e10
 #: H200 bf16 dense peak is ~9.9e14 FLOP/s; effective rates by parameter count.
@@ -84,7 +86,6 @@ def estimate(
 ) -> CostEstimate:
     """Cost of ``trials`` (:class:`~harness.studies.grid.Trial`). ``total_cpus``: the CPUs
     of the Ray cluster, when known (for the wall-time estimate of CPU studies)."""
-    from harness.models import SIZES
 
     train_tokens = eval_tokens = flops = cpu_s = gpu_s = 0.0
     for trial in trials:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.models.variants import GateName, PositionName, ScoringName
+from harness.models.variants import VARIANTS, GateName, PositionName, ScoringName
 from harness.studies.spec import StudySpec
 from harness.training.config import TrainConfig
 
@@ -61,7 +61,6 @@ def trial_id(
 
 def resolve_components(spec: StudySpec) -> dict[str, tuple[str, str, str]]:
     """variant name -> (position, gate, scoring), from the registry or the inline entry."""
-    from harness.models import VARIANTS
 
     out: dict[str, tuple[str, str, str]] = {}
     for entry in spec.variants:

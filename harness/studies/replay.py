@@ -41,7 +41,7 @@ from harness.studies.grid import Trial, expand_grid
 from harness.studies.runner import parent_params
 from harness.studies.spec import StudySpec, parse_spec
 from harness.studies.storage import STUDY_FILE, read_bytes, read_json, read_text, storage_filesystem
-from harness.studies.trainable import FINAL_RESULT
+from harness.studies.trainable import FINAL_ARTIFACTS, FINAL_RESULT
 from harness.training.description import DESCRIBED_STATUSES, trial_description
 
 if TYPE_CHECKING:  # the recorder subclasses Ray Tune's Callback: imported by record_study (see there)
@@ -110,8 +110,6 @@ def result_lines(fs: pyarrow.fs.FileSystem, trial_dir: str) -> list[dict[str, An
 def final_checkpoint_files(fs: pyarrow.fs.FileSystem, trial_dir: str, into: Path) -> list[Path]:
     """The tables of the trial's final checkpoint (the newest ``checkpoint_*`` holding the
     trainable's ``train_result.json``), copied to ``into``."""
-    from harness.studies.tracking import FINAL_ARTIFACTS  # Ray Tune's import cost: see record_study
-
     try:
         infos = fs.get_file_info(pyarrow.fs.FileSelector(trial_dir, allow_not_found=True))
     except Exception:  # noqa: BLE001

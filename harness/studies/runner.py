@@ -32,7 +32,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 from urllib.parse import urlparse
 
 import polars as pl
@@ -57,6 +57,12 @@ from harness.studies.storage import (
 )
 from harness.studies.trainable import run_trial
 from harness.studies.tune_state import repair_stale_checkpoints, replace_restored_callbacks
+
+if TYPE_CHECKING:  # the lazy imports below, for the annotations
+    from ray import tune
+
+    from harness.studies.progress import StudyProgress
+    from harness.studies.tracking import StudyRecorder
 
 # Imports that stay inside the phases that use them, for a measured start-up cost: Ray
 # (``ray.tune``: about 3-4 s here), the MLflow recorder and the live progress view (both
@@ -677,7 +683,7 @@ def start_line(plan: StudyPlan, ray_conn: RayConnection, *, resuming: bool) -> s
 
 
 def start_parent_run(
-    recorder: Any,
+    recorder: StudyRecorder,
     plan: StudyPlan,
     layout: StudyLayout,
     ray_conn: RayConnection,
@@ -750,7 +756,7 @@ def restore_tuner(layout: StudyLayout, trainable: Any, tune_callbacks: list[Any]
     return tuner, already
 
 
-def new_tuner(plan: StudyPlan, layout: StudyLayout, trainable: Any, tune_callbacks: list[Any]) -> Any:
+def new_tuner(plan: StudyPlan, layout: StudyLayout, trainable: Any, tune_callbacks: list[Any]) -> tune.Tuner:
     """A Tune experiment with one grid point per trial id, named after the study's run."""
     from ray import tune  # see the note on imports at the top of this module
 
@@ -776,7 +782,7 @@ def new_tuner(plan: StudyPlan, layout: StudyLayout, trainable: Any, tune_callbac
     )
 
 
-def open_recorder(plan: StudyPlan) -> Any:
+def open_recorder(plan: StudyPlan) -> StudyRecorder:
     """The study's MLflow recorder (no connection yet), with Tune's own console output off."""
     from harness.studies.tracking import StudyRecorder  # see the note on imports
 
@@ -791,7 +797,7 @@ def open_recorder(plan: StudyPlan) -> Any:
 def launch_tune(
     plan: StudyPlan,
     layout: StudyLayout,
-    recorder: Any,
+    recorder: StudyRecorder,
     previous: tuple[str, dict[str, Any]] | None,
     fault_nan: dict[str, int] | None,
     *,
@@ -822,7 +828,7 @@ def launch_tune(
     return tuner, progress, already
 
 
-def fit_with_progress(tuner: Any, progress: Any, already: dict[str, str]) -> Any:
+def fit_with_progress(tuner: tune.Tuner, progress: StudyProgress, already: dict[str, str]) -> tune.ResultGrid:
     """Run Tune's experiment to its end (or an interrupt) with the progress view showing."""
     progress.start(already)
     try:
@@ -834,7 +840,7 @@ def fit_with_progress(tuner: Any, progress: Any, already: dict[str, str]) -> Any
 def write_study_files(
     plan: StudyPlan,
     layout: StudyLayout,
-    recorder: Any,
+    recorder: StudyRecorder,
     previous: tuple[str, dict[str, Any]] | None,
     git_commit: str,
 ) -> None:
@@ -880,7 +886,7 @@ def collect_outcomes(plan: StudyPlan, layout: StudyLayout, grid: Any) -> Collect
     )
 
 
-def record_outcome(recorder: Any, collected: CollectedOutcomes) -> None:
+def record_outcome(recorder: StudyRecorder, collected: CollectedOutcomes) -> None:
     """Record: the end of the MLflow record. Child runs of trials that were still running
     stay resumable (KILLED, not RUNNING); the parent gets the table, the counts and its end."""
     table, counts = collected.table, collected.counts
@@ -903,7 +909,7 @@ def tell_where(
     plan: StudyPlan,
     layout: StudyLayout,
     collected: CollectedOutcomes,
-    recorder: Any,
+    recorder: StudyRecorder,
     *,
     wall: float,
     storage_flag: str | None,
@@ -1060,7 +1066,7 @@ def _spec_hint(spec: StudySpec) -> str:
 
 
 def _analyse(
-    spec: StudySpec, table: Any, windows: Any, sigmas: Any, local_dir: Path | None, recorder: Any, say: Any
+    spec: StudySpec, table: Any, windows: Any, sigmas: Any, local_dir: Path | None, recorder: StudyRecorder, say: Any
 ) -> Any:
     """The analysis issue's report, logged to the parent run (a failure is a warning: the
     study's results are safe; `harness report` can redo it)."""

@@ -50,7 +50,10 @@ from pydantic import (
     model_validator,
 )
 
+from harness.datasets.cards import REGISTRY
 from harness.errors import InputError
+from harness.models.sizes import SIZES
+from harness.models.variants import DIAGNOSTIC_LABEL, VARIANTS, is_diagnostic, make_variant
 from harness.training.config import TrainConfig
 
 #: Names of studies and inline variants become directory names and trial ids.
@@ -497,8 +500,6 @@ def check_registries(spec: StudySpec, *, source: str = "<spec>") -> None:
     """Names against the model zoo and the dataset registry; context lengths against sizes.
 
     Raises one InputError listing every problem (so a user fixes a spec in one go)."""
-    from harness.datasets import REGISTRY
-    from harness.models import SIZES, VARIANTS, make_variant
 
     problems: list[str] = []
     for i, dataset in enumerate(spec.datasets):
@@ -545,7 +546,6 @@ def check_registries(spec: StudySpec, *, source: str = "<spec>") -> None:
 
 def _diagnostic_problems(spec: StudySpec) -> list[str]:
     """Diagnostics (variants that leak future tokens) are refused unless ``allow_diagnostics: true``."""
-    from harness.models.variants import DIAGNOSTIC_LABEL, is_diagnostic
 
     if spec.allow_diagnostics:
         return []

@@ -59,6 +59,7 @@ from harness.mlflow_client import (
 )
 from harness.studies.progress import trial_error_summary
 from harness.studies.runner import results_table
+from harness.studies.trainable import FINAL_ARTIFACTS
 from harness.training.description import NOTE_TAG, trial_description
 
 if TYPE_CHECKING:  # MLflow's entity, for annotations: MLflow loads with the first client (harness.mlflow_client)
@@ -446,9 +447,6 @@ def default_tracking_uri(flag: str | None, spec_uri: str | None) -> str:
 
 
 # -- the Tune callback ----------------------------------------------------------------------
-
-#: Files of a trial's final checkpoint that become artifacts of its child run.
-FINAL_ARTIFACTS = ("window_losses.parquet", "gate_parameters.parquet", "mope_parameters.parquet")
 
 
 class MlflowStudyCallback(Callback):
