@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -35,6 +36,12 @@ def lazy_exports(
     ``AttributeError`` naming the package. ``__dir__`` lists the package's own names and
     the lazy ones; ``__all__`` is the eager and the lazy names, sorted.
 
+    A lazy name that is also the name of a submodule (``harness.datasets.fetch``, the
+    function, in the module ``harness.datasets.fetch``) stays the name: the import system
+    binds a submodule on its package when it first imports it (another module's ``import
+    harness.datasets.fetch``), which would hide ``__getattr__``; the package's module class
+    refuses that binding, so the package behaves as if it had imported the name eagerly.
+
     Raises
     ------
     ValueError
@@ -50,6 +57,18 @@ def lazy_exports(
             if name in module_of:
                 raise ValueError(f"{package}: {name!r} is listed under {module_of[name]!r} and {submodule!r}")
             module_of[name] = submodule
+
+    class LazyFace(types.ModuleType):
+        def __setattr__(self, name: str, value: Any) -> None:
+            if name in module_of and isinstance(value, types.ModuleType) and value.__name__ == f"{package}.{name}":
+                return  # the submodule of the same name: the name stays the exported one
+            super().__setattr__(name, value)
+
+    face = sys.modules[package]
+    face.__class__ = LazyFace
+    for name in module_of:
+        if isinstance(vars(face).get(name), types.ModuleType):
+            delattr(face, name)  # a same-named submodule imported before the face was set up
 
     def __getattr__(name: str) -> Any:
         submodule = module_of.get(name)

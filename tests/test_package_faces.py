@@ -50,3 +50,14 @@ def test_the_helper_refuses_a_name_listed_twice_and_an_undefined_eager_name() ->
         assert all_ == ["x", "y"] and {"x", "y"} <= set(dir_())
     finally:
         del sys.modules[module.__name__]
+
+
+def test_a_name_shared_with_a_submodule_stays_the_exported_name() -> None:
+    # harness.datasets.corpus imports the submodule harness.datasets.fetch first; the
+    # package's ``fetch`` is still the function, as when the face imported it eagerly.
+    code = (
+        "import harness.datasets.corpus, harness.datasets.fetch; "
+        "from harness.datasets import fetch; import harness.datasets as face; "
+        "assert callable(fetch) and fetch.__module__ == 'harness.datasets.fetch' and face.fetch is fetch"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
