@@ -482,5 +482,10 @@ def build_gate(
     if name == "flux":
         return FluxGate(d_model, n_head, **init)
     if name == "phase":
+        if (d_model // n_head) % 2:
+            raise InputError(
+                "phase-coherence gate needs an even head dimension d_model / n_head (keys read as pairs), "
+                f"got {d_model // n_head}"
+            )
         return PhaseCoherenceGate(n_head, **init)
     raise InputError(f"unknown gate {name!r}; known gates: none, {', '.join(GATES)}")

@@ -53,6 +53,9 @@ class PositionalEncoding(nn.Module):
 
     name: ClassVar[str] = "none"
     transforms_qk: ClassVar[bool] = False  # True when rotate() is not the identity
+    # True when embedding() has amplitude 1 by construction (cos/sin pairs, not a learned table):
+    # the model then scales it to the token embeddings' initial scale (harness.models.transformer).
+    unit_amplitude: ClassVar[bool] = False
 
     def embedding(self, T: int, device: torch.device) -> Tensor | None:
         """Additive encoding ``(T, d)`` for positions 0..T-1, or None."""
@@ -88,6 +91,7 @@ class SinusoidalPositionalEncoding(PositionalEncoding):
     """
 
     name = "sinusoidal"
+    unit_amplitude = True
 
     def __init__(self, d_model: int) -> None:
         super().__init__()
@@ -101,23 +105,22 @@ class SinusoidalPositionalEncoding(PositionalEncoding):
 
 
 class LearnedPositionalEncoding(PositionalEncoding):
-    """Learned absolute position table P (block_size x d), PE(b) = sqrt(d) P[b] (GPT-2).
+    """Learned absolute position table P (block_size x d), PE(b) = P[b] (GPT-2, nanoGPT's ``wpe``).
 
-    Scaled and initialised (P ~ N(0, 1/d)) exactly like the model's token embedding, so
-    positions and tokens start at the same scale and learn at the same rate.
-    block_size * d parameters.
+    Initialised like the token embedding, P ~ N(0, 0.02^2) (the model's shared recipe,
+    :data:`harness.models.transformer.INIT_STD`), unscaled, so positions and tokens start at
+    the same scale and learn at the same rate. block_size * d parameters.
     """
 
     name = "learned"
 
-    def __init__(self, d_model: int, block_size: int) -> None:
+    def __init__(self, d_model: int, block_size: int, *, init_std: float = 0.02) -> None:
         super().__init__()
-        self.scale = math.sqrt(d_model)
         self.table = nn.Embedding(block_size, d_model)
-        nn.init.normal_(self.table.weight, std=1.0 / self.scale)
+        nn.init.normal_(self.table.weight, std=init_std)
 
     def embedding(self, T: int, device: torch.device) -> Tensor:
-        return self.table.weight[:T] * self.scale
+        return self.table.weight[:T]
 
 
 class RotaryPositionalEncoding(PositionalEncoding):
@@ -242,9 +245,16 @@ class MorletPositionalEncoding(PositionalEncoding):
       with sigma_i = s and omega_i = 2 pi / s (one period per scale, omega sigma = 2 pi, close
       to the usual Morlet omega_0 ~ 6); within a group s spreads geometrically over
       [s / sqrt 2, s sqrt 2] so that no two pairs start identical.
+
+    Scale: the model adds this encoding multiplied by 0.02 sqrt 2 (``unit_amplitude``), the
+    token embeddings' initial scale under the shared recipe (nanoGPT's N(0, 0.02) tables).
+    That recipe helped every variant, MOPE included (README, "Baseline parity with nanoGPT"),
+    but MOPE's amplitude now starts about 35 times below its old amplitude of 1. Added at
+    amplitude 1 beside N(0, 0.02) tokens instead, it trains 0.46 nats worse at nanoGPT's CPU recipe.
     """
 
     name = "mope"
+    unit_amplitude = True
 
     def __init__(self, d_model: int, init: str = "random") -> None:
         super().__init__()

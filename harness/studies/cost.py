@@ -25,8 +25,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.models.sizes import SIZES
-
 #: Effective FLOP/s of one CPU core (measured order of magnitude on the dev machine).
 CPU_CORE_FLOPS = 2.0e10
 #: H200 bf16 dense peak is ~9.9e14 FLOP/s; effective rates by parameter count.
@@ -86,11 +84,10 @@ def estimate(
 ) -> CostEstimate:
     """Cost of ``trials`` (:class:`~harness.studies.grid.Trial`). ``total_cpus``: the CPUs
     of the Ray cluster, when known (for the wall-time estimate of CPU studies)."""
-
     train_tokens = eval_tokens = flops = cpu_s = gpu_s = 0.0
     for trial in trials:
         c = trial.config
-        size = SIZES[c.size]
+        size = c.model_size()
         n = approx_parameters(size.n_layer, size.d_model)
         attention = size.n_layer * c.context_length * size.d_model
         tokens = float(c.max_steps * c.batch_size * c.context_length)

@@ -10,6 +10,10 @@ directories and the MLflow child runs, and a resumed study finds its trials by t
 
     ega-mope_s3_nano_T128_tinyshakespeare          # variant_s{seed}_{size}_T{T}_{dataset}
     ega_s0_paper_T256_ptb-char_tau0.1              # with a tau_inits factor
+    baseline_s1_w128-L4H4d128_T64_tinyshakespeare  # a custom shape: its name and its shape
+
+A custom size sets the trial's ``size`` to its name and ``n_layer``, ``n_head``,
+``d_model`` to its shape, so the shape is in the trial's config, its MLflow params and its id.
 """
 
 from __future__ import annotations
@@ -59,6 +63,13 @@ def trial_id(
     return tid if tau_init is None else f"{tid}_tau{tau_init:g}"
 
 
+def _size_fields(size: Any) -> dict[str, Any]:
+    """TrainConfig fields of a size entry: a preset's name, or a custom shape's name and shape."""
+    if isinstance(size, str):
+        return {"size": size}
+    return {"size": size.name, "n_layer": size.n_layer, "n_head": size.n_head, "d_model": size.d_model}
+
+
 def resolve_components(spec: StudySpec) -> dict[str, tuple[str, str, str]]:
     """variant name -> (position, gate, scoring), from the registry or the inline entry."""
 
@@ -87,6 +98,8 @@ def expand_grid(spec: StudySpec, *, components: dict[str, tuple[str, str, str]] 
     for seed in spec.seeds:
         for dataset in spec.datasets:
             for size in spec.sizes:
+                size_fields = _size_fields(size)
+                size_tag = size if isinstance(size, str) else size.model_size().tag
                 for context_length in spec.context_lengths:
                     for tau_init in spec.tau_inits or [None]:
                         for variant in spec.variant_names:
@@ -94,9 +107,9 @@ def expand_grid(spec: StudySpec, *, components: dict[str, tuple[str, str, str]] 
                                 shared,
                                 variant=variant,
                                 dataset=dataset,
-                                size=size,
                                 context_length=context_length,
                                 seed=seed,
+                                **size_fields,
                             )
                             if tau_init is not None:
                                 fields["tau_init"] = tau_init
@@ -111,7 +124,7 @@ def expand_grid(spec: StudySpec, *, components: dict[str, tuple[str, str, str]] 
                                     trial_id=trial_id(
                                         variant=variant,
                                         seed=seed,
-                                        size=size,
+                                        size=size_tag,
                                         context_length=context_length,
                                         dataset=dataset,
                                         tau_init=tau_init,

@@ -320,7 +320,7 @@ def describe_grid(spec: StudySpec, trials: Sequence[Trial]) -> str:
     parts = [
         f"{len(spec.variants)} variants" if len(spec.variants) > 1 else spec.variant_names[0],
         f"{len(spec.seeds)} seeds" if len(spec.seeds) > 1 else f"seed {spec.seeds[0]}",
-        " / ".join(spec.sizes) if len(spec.sizes) <= 3 else f"{len(spec.sizes)} sizes",
+        " / ".join(spec.size_names) if len(spec.sizes) <= 3 else f"{len(spec.sizes)} sizes",
         " / ".join(spec.datasets) if len(spec.datasets) <= 3 else f"{len(spec.datasets)} datasets",
         "T=" + "/".join(map(str, spec.context_lengths)),
     ]
@@ -503,7 +503,7 @@ def parent_params(spec: StudySpec, trials: Sequence[Trial]) -> dict[str, Any]:
         "spec_sha256": spec.sha256(),
         "grid_size": len(trials),
         "datasets": ",".join(spec.datasets),
-        "sizes": ",".join(spec.sizes),
+        "sizes": ",".join(spec.size_names),
         "context_lengths": ",".join(map(str, spec.context_lengths)),
         "variants": ",".join(spec.variant_names),
         "seeds": ",".join(map(str, spec.seeds)),

@@ -8,7 +8,7 @@ trial, the resources each trial gets, and the settings of the analysis at the en
     datasets: [tinyshakespeare]
     variants: [baseline, ega, mope, ega-mope, {name: rope-ega, position: rope, gate: ega}]
     seeds: 2                      # a count (0..n-1) or an explicit list
-    sizes: [nano]
+    sizes: [nano, {name: w128, n_layer: 4, n_head: 4, d_model: 128}]   # presets or custom shapes
     context_lengths: [128]
     train: {max_steps: 300, batch_size: 16}
     resources: {cpus: 1, gpus: 0}
@@ -20,9 +20,11 @@ Validation happens in two layers, both before anything starts:
    types, zero seeds, duplicates, a factorial naming variants the study does not run;
 2. registries (:func:`check_registries`): variant, dataset and size names against
    ``harness.models`` / ``harness.datasets``, each context length against each size's
-   maximum, and diagnostics (variants that leak future tokens, e.g. ``ega-leaky``) only
-   with ``allow_diagnostics: true``. These modules are imported lazily so that parsing a
-   spec stays cheap.
+   maximum, each custom shape against the components of each variant (an even width
+   for sinusoidal and MOPE, an even head dimension for RoPE and the phase gate: one layer
+   of the shape is built and run on a few tokens), and diagnostics (variants that leak
+   future tokens, e.g. ``ega-leaky``) only with ``allow_diagnostics: true``. These modules
+   are imported lazily so that parsing a spec stays cheap.
 
 Every error becomes one :class:`~harness.errors.InputError` whose message names the file,
 the field (``variants[4].gate``) and what was expected.
@@ -52,8 +54,8 @@ from pydantic import (
 
 from harness.datasets.cards import REGISTRY
 from harness.errors import InputError
-from harness.models.sizes import SIZES
-from harness.models.variants import DIAGNOSTIC_LABEL, VARIANTS, is_diagnostic, make_variant
+from harness.models.sizes import CUSTOM_MAX_CONTEXT_LENGTH, SIZES, ModelSize, custom_size
+from harness.models.variants import DIAGNOSTIC_LABEL, VARIANTS, get_variant, is_diagnostic, make_variant
 from harness.training.config import TrainConfig
 
 #: Names of studies and inline variants become directory names and trial ids.
@@ -67,6 +69,9 @@ GRID_FIELDS: dict[str, str] = {
     "scoring": "variants (inline: {name, position, gate, scoring})",
     "dataset": "datasets",
     "size": "sizes",
+    "n_layer": "sizes (a custom shape: {name, n_layer, n_head, d_model})",
+    "n_head": "sizes (a custom shape: {name, n_layer, n_head, d_model})",
+    "d_model": "sizes (a custom shape: {name, n_layer, n_head, d_model})",
     "context_length": "context_lengths",
     "seed": "seeds",
 }
@@ -129,6 +134,50 @@ VariantEntry = Annotated[
         custom_error_message=(
             "expected a variant name (e.g. ega-mope) or an inline variant {name, position, gate, scoring}"
         ),
+    ),
+]
+
+
+class CustomSize(_Strict):
+    """A model shape that is not a preset: ``{name: w128, n_layer: 4, n_head: 4, d_model: 128}``.
+
+    ``name`` labels the shape in the results (column ``size``); trial ids carry the name and
+    the shape (``w128-L4H4d128``). The heads must divide the width.
+    """
+
+    name: str = Field(pattern=NAME_PATTERN)
+    n_layer: PositiveInt
+    n_head: PositiveInt
+    d_model: PositiveInt
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> CustomSize:
+        if self.d_model % self.n_head:
+            raise ValueError(
+                f"d_model={self.d_model} is not divisible by n_head={self.n_head}: each head gets d_model / n_head "
+                "dimensions; choose a width that is a multiple of the number of heads"
+            )
+        return self
+
+    def model_size(self) -> ModelSize:
+        """The :class:`harness.models.ModelSize` of this shape."""
+        return custom_size(self.n_layer, self.n_head, self.d_model, name=self.name)
+
+
+def _size_tag(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "preset"
+    if isinstance(value, (dict, CustomSize)):
+        return "custom"
+    return None
+
+
+SizeEntry = Annotated[
+    Annotated[str, Tag("preset")] | Annotated[CustomSize, Tag("custom")],
+    Discriminator(
+        _size_tag,
+        custom_error_type="size_entry",
+        custom_error_message="expected a size preset (e.g. nano) or a custom shape {name, n_layer, n_head, d_model}",
     ),
 ]
 
@@ -227,7 +276,7 @@ class StudySpec(_Strict):
     datasets: list[str] = Field(min_length=1)
     variants: list[VariantEntry] = Field(min_length=1)
     seeds: list[int]
-    sizes: list[str] = Field(min_length=1)
+    sizes: list[SizeEntry] = Field(min_length=1)
     context_lengths: list[PositiveInt] = Field(min_length=1)
     train: TrainOverrides = TrainOverrides()  # type: ignore[valid-type]
     tau_inits: list[float] | None = Field(default=None, min_length=1)
@@ -265,12 +314,28 @@ class StudySpec(_Strict):
             return value
         raise ValueError(f"expected {expected}, got {value!r}")
 
-    @field_validator("datasets", "sizes", "context_lengths", "tau_inits")
+    @field_validator("datasets", "context_lengths", "tau_inits")
     @classmethod
     def _distinct(cls, value: list | None) -> list | None:
         if value is not None and len(set(value)) != len(value):
             dupes = sorted({str(v) for v in value if value.count(v) > 1})
             raise ValueError(f"duplicate entries {', '.join(dupes)}: each would run the same trials twice")
+        return value
+
+    @field_validator("sizes")
+    @classmethod
+    def _distinct_sizes(cls, value: list) -> list:
+        names = [v if isinstance(v, str) else v.name for v in value]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate size name(s) {', '.join(dupes)}: each size needs its own name")
+        shapes = [(v.n_layer, v.n_head, v.d_model) for v in value if not isinstance(v, str)]
+        same = sorted({f"L{s[0]}H{s[1]}d{s[2]}" for s in shapes if shapes.count(s) > 1})
+        if same:
+            raise ValueError(
+                f"duplicate custom shape(s) {', '.join(same)} under different names: each would run the same "
+                "trials twice"
+            )
         return value
 
     @model_validator(mode="after")
@@ -334,6 +399,11 @@ class StudySpec(_Strict):
     def variant_names(self) -> list[str]:
         return [v if isinstance(v, str) else v.name for v in self.variants]
 
+    @property
+    def size_names(self) -> list[str]:
+        """The names of the sizes: presets and custom shapes alike."""
+        return [s if isinstance(s, str) else s.name for s in self.sizes]
+
     def train_overrides(self) -> dict[str, Any]:
         """Only the training settings the spec wrote (the rest keep TrainConfig's defaults)."""
         return self.train.model_dump(exclude_unset=True)
@@ -388,6 +458,7 @@ _NESTED_MODELS: dict[str, type[BaseModel]] = {
     "tau": TauSettings,
     "train": TrainOverrides,
     "variants": InlineVariant,
+    "sizes": CustomSize,
 }
 
 
@@ -405,6 +476,8 @@ def _loc(loc: tuple) -> str:
             continue  # discriminator tag of a variant entry
         elif part in ("interaction", "contrast") and out == "analysis.primary":
             continue  # discriminator tag of the primary hypothesis
+        elif part in ("preset", "custom") and out.endswith("]") and out.startswith("sizes"):
+            continue  # discriminator tag of a size entry
         else:
             out += f".{part}" if out else str(part)
     return out
@@ -508,8 +581,20 @@ def check_registries(spec: StudySpec, *, source: str = "<spec>") -> None:
                 f"datasets[{i}]: unknown dataset {dataset!r}{_suggest(dataset, REGISTRY)}; known: {', '.join(REGISTRY)}"
             )
     for i, size in enumerate(spec.sizes):
-        if size not in SIZES:
-            problems.append(f"sizes[{i}]: unknown size {size!r}{_suggest(size, SIZES)}; known: {', '.join(SIZES)}")
+        if isinstance(size, str) and size not in SIZES:
+            problems.append(
+                f"sizes[{i}]: unknown size {size!r}{_suggest(size, SIZES)}; known: {', '.join(SIZES)} "
+                "(or a custom shape {name, n_layer, n_head, d_model})"
+            )
+        elif not isinstance(size, str) and size.name in SIZES:
+            preset = SIZES[size.name]
+            problems.append(
+                f"sizes[{i}].name: {size.name!r} is the preset {preset.shape}; write the preset as the plain name "
+                f"{size.name!r}"
+                if preset.shape == _shape(size)
+                else f"sizes[{i}].name: {size.name!r} is the preset {preset.shape}; give the custom shape "
+                f"{_shape(size)} another name (e.g. {_shape(size)!r})"
+            )
     for i, entry in enumerate(spec.variants):
         if isinstance(entry, str):
             if entry not in VARIANTS:
@@ -530,16 +615,19 @@ def check_registries(spec: StudySpec, *, source: str = "<spec>") -> None:
             problems.append(f"variants[{i}] ({entry.name}): {exc}")
     problems += _diagnostic_problems(spec)
     for size in spec.sizes:
-        if size not in SIZES:
+        if isinstance(size, str) and size not in SIZES:
             continue
-        limit = SIZES[size].max_context_length
+        limit = SIZES[size].max_context_length if isinstance(size, str) else CUSTOM_MAX_CONTEXT_LENGTH
+        name = size if isinstance(size, str) else size.name
         too_long = [t for t in spec.context_lengths if t > limit]
         if too_long:
             problems.append(
                 f"context_lengths: {', '.join(map(str, too_long))} exceed the maximum context length of size "
-                f"{size!r} ({limit}); "
+                f"{name!r} ({limit}); "
                 "drop them or choose a size that allows them"
             )
+    if not problems:
+        problems += _shape_problems(spec)
     if problems:
         raise InputError(f"invalid study spec {source}:\n" + "\n".join(f"  {p}" for p in problems))
 
@@ -556,6 +644,44 @@ def _diagnostic_problems(spec: StudySpec) -> list[str]:
         for name, gate in [(entry, None) if isinstance(entry, str) else (entry.name, entry.gate)]
         if is_diagnostic(name, gate)
     ]
+
+
+def _shape(size: CustomSize) -> str:
+    return f"L{size.n_layer}H{size.n_head}d{size.d_model}"
+
+
+def _shape_problems(spec: StudySpec) -> list[str]:
+    """Each custom shape against the components of each variant: one layer of that width and
+    heads is built and run on a few tokens (on CPU; a layer's shape rules are those of the
+    model), so whatever a component needs of the shape (an even width, an even head
+    dimension) is checked by the component itself, in its own words."""
+    custom = [(i, size) for i, size in enumerate(spec.sizes) if not isinstance(size, str)]
+    if not custom:
+        return []
+    # torch only when the spec has a custom shape: a spec is checked (`harness run --dry-run`,
+    # a bad spec) without paying for it otherwise.
+    import torch
+
+    from harness.models.transformer import build_model
+
+    variants = [
+        get_variant(entry)
+        if isinstance(entry, str)
+        else make_variant(entry.name, position=entry.position, gate=entry.gate, scoring=entry.scoring)
+        for entry in spec.variants
+    ]
+    T = min(8, *spec.context_lengths)
+    problems = []
+    for i, size in custom:
+        one_layer = custom_size(1, size.n_head, size.d_model)
+        for variant in variants:
+            try:
+                model = build_model(variant, size=one_layer, vocab_size=2, block_size=T)
+                with torch.no_grad():
+                    model(torch.zeros(1, T, dtype=torch.long))
+            except (ValueError, RuntimeError) as exc:
+                problems.append(f"sizes[{i}] ({size.name}, {_shape(size)}) with variant {variant.name!r}: {exc}")
+    return problems
 
 
 def _suggest(name: str, known: Any) -> str:

@@ -124,6 +124,60 @@ class BatchLossMonitor(Callback):
         self._sum, self._steps, self._unchecked = None, 0, 0
 
 
+class GateGradientNorms(Callback):
+    """How hard the loss pulls on the key gates' tau and alpha: their gradient norms at each evaluation.
+
+    After every backward pass (before gradient clipping: the loss's own gradient) the
+    gradients of tau and alpha (L layers x H heads) are added up on the device (no host
+    sync). At each evaluation, over the K training steps since the previous one:
+
+        gate/tau_grad_norm       = sqrt(mean_k ||grad_k tau||^2)     RMS over steps, norm over layers and heads
+        gate/tau_grad_norm/l<i>  = the same for layer i
+        gate/tau_grad_mean_norm  = ||mean_k grad_k tau||             what persists from step to step (drift)
+        gate/alpha_grad_norm, gate/alpha_grad_mean_norm              likewise for alpha
+
+    A mean-gradient norm far below the RMS norm means the steps pull tau back and forth (Adam
+    then moves it by much less than lr per step). README ("tau's gradient") derives the
+    gradient: tau moves only through the attention-weighted covariance between a key's
+    use to the query and 1 - g_j, because a uniform shift of log g cancels in the softmax.
+    """
+
+    PARAMETERS = ("tau", "alpha")
+
+    def __init__(self) -> None:
+        self._sum_sq: dict[str, torch.Tensor] = {}  # name -> (L,) sum over steps of per-layer squared norms
+        self._sum: dict[str, torch.Tensor] = {}  # name -> (L, H) sum over steps of the gradient
+        self._steps = 0
+
+    def on_before_optimizer_step(self, trainer: Trainer, pl_module: LightningModule, optimizer: Any) -> None:
+        gates = pl_module.model.key_gates()
+        if not gates:
+            return
+        for name in self.PARAMETERS:
+            grads = [getattr(g, name).grad for g in gates]
+            if any(grad is None for grad in grads):
+                return
+            grad = torch.stack(grads).detach().double()  # (L, H)
+            sq = (grad * grad).sum(dim=1)  # (L,)
+            self._sum_sq[name] = sq if name not in self._sum_sq else self._sum_sq[name] + sq
+            self._sum[name] = grad if name not in self._sum else self._sum[name] + grad
+        self._steps += 1
+
+    def on_validation_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if not self._steps:
+            return
+        metrics: dict[str, float] = {}
+        for name in self.PARAMETERS:
+            per_layer = (self._sum_sq[name] / self._steps).cpu()  # (L,): mean squared norm per layer
+            metrics[f"gate/{name}_grad_norm"] = math.sqrt(float(per_layer.sum()))
+            metrics[f"gate/{name}_grad_mean_norm"] = float((self._sum[name] / self._steps).norm())
+            if name == "tau":
+                for layer, value in enumerate(per_layer.tolist()):
+                    metrics[f"gate/tau_grad_norm/l{layer}"] = math.sqrt(value)
+        pl_module.record_metrics(metrics)
+        self._sum_sq, self._sum, self._steps = {}, {}, 0
+
+
 class MlflowMetrics(Callback):
     """Logs the metrics of each evaluation to an MLflow run, one ``log_batch`` per evaluation,
     at the global step (``step`` itself is the MLflow step, not a metric)."""

@@ -23,6 +23,11 @@ def train_command(
         None, "--dataset", help="Corpus name (see `harness data list`). (default: tinyshakespeare)"
     ),
     size: str | None = typer.Option(None, "--size", help="Model size preset: nano, paper, ... (default: nano)"),
+    n_layer: int | None = typer.Option(
+        None, "--n-layer", help="Custom shape: layers (overrides the --size preset's; names the shape L<n>H<h>d<w>)."
+    ),
+    n_head: int | None = typer.Option(None, "--n-head", help="Custom shape: attention heads (must divide the width)."),
+    d_model: int | None = typer.Option(None, "--d-model", help="Custom shape: width (even for sinusoidal and MOPE)."),
     context_length: int | None = typer.Option(None, "--context-length", help="Context length T. (default: 256)"),
     seed: int | None = typer.Option(
         None, "--seed", help="Seed: fixes initialisation, data order, dropout. (default: 0)"
@@ -91,18 +96,41 @@ def train_command(
         "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir else None,
         "num_threads": num_threads,
     }
-    from harness.training.run import as_train_config, config_from_checkpoint, train
+    from harness.training.run import as_train_config, config_from_checkpoint, load_checkpoint_meta, train
 
     if resume is not None:
+        base = size or (
+            as_train_config(load_checkpoint_meta(resume)[1]["config"]) if n_layer or n_head or d_model else None
+        )
+        fields.update(_shape_fields(base, n_layer=n_layer, n_head=n_head, d_model=d_model))
         config = config_from_checkpoint(resume, **fields)
     else:
         if variant is None:
             raise InputError("--variant is required (or --resume CHECKPOINT); see `harness zoo` for the variants")
+        fields.update(_shape_fields(size, n_layer=n_layer, n_head=n_head, d_model=d_model))
         config = as_train_config({k: v for k, v in fields.items() if v is not None})
     # MLflow's own "View run ... at: <tracking URI>" (password included) is off for every call of
     # the harness (harness.mlflow_client.QUIET_CALLS); the summary below names the run.
     result = train(config, resume_from=resume, progress_bar=True)
     _print_summary(result)
+
+
+def _shape_fields(base: Any, *, n_layer: int | None, n_head: int | None, d_model: int | None) -> dict[str, Any]:
+    """The config fields of ``--n-layer/--n-head/--d-model`` over ``base`` (a preset name, a
+    config whose shape they change, or None for ``nano``): the fields not given keep the
+    base's; the shape is named ``L<n>H<h>d<w>`` (or stays the preset when it is the preset's)."""
+    if n_layer is None and n_head is None and d_model is None:
+        return {}
+    from harness.models.sizes import resolve_size
+
+    preset = base.model_size() if hasattr(base, "model_size") else (base or "nano")
+    for flag, value in (("--n-layer", n_layer), ("--n-head", n_head), ("--d-model", d_model)):
+        if value is not None and value < 1:
+            raise InputError(f"{flag} must be a positive integer, got {value}")
+    size = resolve_size(preset, n_layer=n_layer, n_head=n_head, d_model=d_model)
+    if size.is_preset:
+        return {"size": size.name}
+    return {"size": size.name, "n_layer": size.n_layer, "n_head": size.n_head, "d_model": size.d_model}
 
 
 def _fmt(value: float | None, spec: str = ".4f") -> str:
@@ -117,7 +145,8 @@ def _print_summary(result: Any) -> None:
 
     c = result.config
     table = Table(
-        title=f"{c.variant} on {c.dataset}, size {c.size}, T={c.context_length}, seed {c.seed}", show_header=False
+        title=f"{c.variant} on {c.dataset}, size {c.model_size().tag}, T={c.context_length}, seed {c.seed}",
+        show_header=False,
     )
     table.add_column("", style="bold")
     table.add_column("", overflow="fold")

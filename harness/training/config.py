@@ -19,6 +19,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
+from harness.models.sizes import ModelSize, custom_size, get_size, shape_name
+
 
 class MayChangeOnResume:
     """Field marker (in ``Annotated[...]``): a resumed run may change this field. It says
@@ -50,7 +52,13 @@ class TrainConfig(BaseModel):
     scoring: str | None = None  # inline variant: scoring component name ("dot", "lagged")
     tau_init: float | None = None  # EGA threshold initial value (None: the component's default)
     dataset: str = "tinyshakespeare"
-    size: str = "nano"
+    # A preset name (harness.models.SIZES); or, with n_layer, n_head and d_model all set, the
+    # name of that custom shape (``harness train --n-layer/--n-head/--d-model`` names it
+    # L4H4d128; a study names it in its sizes). See :meth:`model_size`.
+    size: str = Field(default="nano", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    n_layer: PositiveInt | None = None
+    n_head: PositiveInt | None = None
+    d_model: PositiveInt | None = None
     context_length: PositiveInt = 256
     seed: int = Field(default=0, ge=0)
 
@@ -112,6 +120,39 @@ class TrainConfig(BaseModel):
             for name in self.resume_contract_fields()
             if getattr(saved, name) != getattr(self, name)
         ]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_the_shape(cls, data: Any) -> Any:
+        """A custom shape without a ``size`` is named after itself (``L4H4d128``)."""
+        if isinstance(data, dict) and "size" not in data:
+            shape = [data.get(k) for k in ("n_layer", "n_head", "d_model")]
+            if all(isinstance(v, int) for v in shape):
+                return {**data, "size": shape_name(*shape)}
+        return data
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> TrainConfig:
+        shape = {"n_layer": self.n_layer, "n_head": self.n_head, "d_model": self.d_model}
+        given = [k for k, v in shape.items() if v is not None]
+        if given and len(given) < 3:
+            missing = [k for k in shape if k not in given]
+            raise ValueError(
+                f"a custom shape needs n_layer, n_head and d_model together; {', '.join(given)} set without "
+                f"{', '.join(missing)}"
+            )
+        if given:
+            custom_size(self.n_layer, self.n_head, self.d_model, name=self.size)  # type: ignore[arg-type]
+        return self
+
+    def model_size(self) -> ModelSize:
+        """The shape this config trains: the preset ``size``, or the custom shape ``size`` names.
+
+        Raises :class:`~harness.errors.InputError` for an unknown preset without a shape.
+        """
+        if self.n_layer is None:
+            return get_size(self.size)
+        return custom_size(self.n_layer, self.n_head, self.d_model, name=self.size)  # type: ignore[arg-type]
 
     @property
     def is_inline_variant(self) -> bool:

@@ -110,7 +110,7 @@ def build_char_model(config: TrainConfig, vocab_size: int) -> CharTransformer:
         overrides["tau_init"] = config.tau_init
     return build_model(
         resolve_variant(config),
-        size=config.size,
+        size=config.model_size(),
         vocab_size=vocab_size,
         block_size=config.context_length,
         dropout=config.dropout,

@@ -43,11 +43,11 @@ from pydantic import ValidationError
 from harness import datasets
 from harness.errors import InputError
 from harness.mlflow_client import harness_git_commit, redact_uri
-from harness.models import get_size
 from harness.results_schema import RESULT_COLUMNS, head_taus
 from harness.training.callbacks import (
     LAST_CHECKPOINT,
     BatchLossMonitor,
+    GateGradientNorms,
     MlflowMetrics,
     RollingCheckpoint,
     TokenThroughput,
@@ -168,10 +168,10 @@ def available_cpus() -> int:
 
 
 def _prepare(config: TrainConfig, resume_from: str | os.PathLike[str] | None, *, progress: bool = True) -> _Plan:
-    size = get_size(config.size)
+    size = config.model_size()
     if config.context_length > size.max_context_length:
         raise InputError(
-            f"context length {config.context_length} exceeds size {size.name!r}'s maximum of "
+            f"context length {config.context_length} exceeds size {size.tag!r}'s maximum of "
             f"{size.max_context_length}; use a shorter --context-length or a larger --size"
         )
     variant = resolve_variant(config)
@@ -239,8 +239,16 @@ def _runtime(plan: _Plan, progress_bar: bool) -> Iterator[None]:
 
 
 def run_name(config: TrainConfig) -> str:
-    """Human name of a run: ``ega-mope-tinyshakespeare-nano-T64-s3``."""
-    return f"{config.variant}-{config.dataset}-{config.size}-T{config.context_length}-s{config.seed}"
+    """Human name of a run: ``ega-mope-tinyshakespeare-nano-T64-s3``; a custom shape appears
+    as its tag (``learned-pe-tinyshakespeare-L4H4d128-T64-s0``)."""
+    return f"{config.variant}-{config.dataset}-{config.model_size().tag}-T{config.context_length}-s{config.seed}"
+
+
+def run_params(config: TrainConfig) -> dict[str, Any]:
+    """The MLflow params of a run: its config, with the shape it trains filled in (a preset
+    leaves n_layer, n_head and d_model unset in the config; the params always carry them)."""
+    size = config.model_size()
+    return {**config.model_dump(), "n_layer": size.n_layer, "n_head": size.n_head, "d_model": size.d_model}
 
 
 def run_tags(config: TrainConfig, variant: Any) -> dict[str, str]:
@@ -443,7 +451,7 @@ def _open_run(target: TrackingTarget | None, plan: _Plan) -> TrackedRun | None:
         tags = run_tags(config, plan.variant)
         if plan.resume_path is not None:
             tags["harness.resumed_from"] = str(plan.resume_path)
-        run = target.start_run(run_name=run_name(config), params=config.model_dump(), tags=tags)
+        run = target.start_run(run_name=run_name(config), params=run_params(config), tags=tags)
     return run
 
 
@@ -474,6 +482,8 @@ def _build_loop(
     checkpointer = RollingCheckpoint(checkpoint_dir, every_n_steps=config.checkpoint_every, guard=monitor)
     throughput = TokenThroughput(config.batch_size * config.context_length)
     own: list[Any] = [throughput, monitor]
+    if plan.variant.has_key_gate:
+        own.append(GateGradientNorms())
     if run is not None:
         own.append(MlflowMetrics(run))
     own.append(checkpointer)

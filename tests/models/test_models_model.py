@@ -91,7 +91,11 @@ def test_every_variant_loss_falls_on_repetitive_text(variant):
     optimiser = torch.optim.Adam(model.parameters(), lr=1e-2)
     generator = torch.Generator().manual_seed(0)
     losses = []
-    for _ in range(30):
+    # 100 steps: the shared init starts every variant at uniform predictions (tied N(0, 0.02)
+    # embedding) with the sinusoidal/MOPE encodings at the tokens' scale, so at this toy's high
+    # lr the fixed-position variants need more than the 30 steps that sufficed with the Vaswani
+    # scaling (mope: 1.96 nats after 30 steps, 0.99 after 100; the threshold is unchanged).
+    for _ in range(100):
         starts = torch.randint(0, len(data) - T - 1, (B,), generator=generator)
         x = torch.stack([data[s : s + T] for s in starts])
         y = torch.stack([data[s + 1 : s + T + 1] for s in starts])
@@ -116,7 +120,7 @@ def test_forward_with_gates_returns_the_gate_values_per_layer_and_head():
     assert bool(((gates > 0) & (gates < 1)).all())
     # layer 0's gate recomputed from its input
     block = model.blocks[0]
-    x = model.wte(idx) * model.embed_scale + model.position.embedding(16, idx.device)
+    x = model.embed(idx)
     h = block.ln_1(x)
     k = block.attn.qkv(h).split(h.size(-1), dim=2)[1].view(3, 16, 2, 32).transpose(1, 2)
     torch.testing.assert_close(gates[0], block.attn.gate(h, k).exp())

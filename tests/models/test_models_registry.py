@@ -11,6 +11,7 @@ from harness.errors import InputError
 from harness.models import SIZES, VARIANTS, ModelSize, build_model, get_size, get_variant, make_variant
 from harness.models.gates import GATES as GATE_FAMILIES
 from harness.models.positional import POSITION_ENCODINGS
+from harness.models.sizes import CUSTOM_MAX_CONTEXT_LENGTH, custom_size, resolve_size
 from harness.models.variants import GATES, POSITIONS, READINGS, SCORINGS, is_diagnostic
 
 REGISTRY_NAMES = [
@@ -241,7 +242,32 @@ def test_size_object_and_shape_overrides():
     model = build_model("ega", size=custom, vocab_size=5, block_size=64)
     assert model.size is custom and len(model.blocks) == 1
     model = build_model("ega", size="nano", vocab_size=5, block_size=64, n_layer=3)
-    assert len(model.blocks) == 3 and model.size.name == "nano-custom"
+    # A changed preset is a custom shape named after itself (it was "nano-custom", which hid the shape).
+    assert len(model.blocks) == 3 and model.size.name == "L3H2d64" and not model.size.is_preset
+    assert build_model("ega", size="nano", vocab_size=5, block_size=64, n_layer=2).size == SIZES["nano"]
+
+
+def test_custom_sizes_name_their_shape_and_are_validated():
+    w128 = custom_size(4, 4, 128, name="w128")
+    assert (w128.n_layer, w128.n_head, w128.d_model, w128.head_dim) == (4, 4, 128, 32)
+    assert w128.tag == "w128-L4H4d128" and custom_size(4, 4, 128).tag == "L4H4d128" and SIZES["paper"].tag == "paper"
+    assert w128.max_context_length == CUSTOM_MAX_CONTEXT_LENGTH
+    assert custom_size(2, 2, 64, name="nano") is SIZES["nano"]  # a preset's own shape is the preset
+    assert resolve_size("paper", d_model=512) == custom_size(6, 8, 512)
+    with pytest.raises(InputError, match="d_model=130 is not divisible by n_head=4"):
+        custom_size(4, 4, 130)
+    with pytest.raises(InputError, match="n_layer must be a positive integer"):
+        custom_size(0, 4, 128)
+    with pytest.raises(InputError, match="'nano' is the preset L2H2d64, not L4H4d128"):
+        custom_size(4, 4, 128, name="nano")
+    with pytest.raises(InputError, match="custom shape"):
+        get_size("w128")  # an unknown preset says how to name a shape instead
+    # The components check what they need of the shape when the model is built.
+    with pytest.raises(InputError, match="even width d_model"):
+        build_model("baseline", size=custom_size(2, 3, 33), vocab_size=5, block_size=8)
+    with pytest.raises(InputError, match="even head dimension"):
+        build_model("rope", size=custom_size(2, 2, 66), vocab_size=5, block_size=8)
+    assert build_model("nope", size=custom_size(1, 3, 33), vocab_size=5, block_size=8).num_parameters() > 0
 
 
 def test_importing_the_zoo_registries_and_cli_does_not_import_torch():

@@ -76,7 +76,7 @@ def test_diverged_trial_is_recorded_and_excluded_from_contrasts(
     # The report says so, in the markdown and in the HTML logged to the parent run.
     text = f"diverged: 1 trial(s), excluded from the paired contrasts: {DIVERGING}"
     assert text in report.markdown
-    assert "dropped 1 incomplete seed block(s) (seeds 1)" in report.markdown
+    assert "dropped 1 incomplete seed block(s) (seed 1)" in report.markdown
     assert "status: diverged=1, finished=5" in report.markdown
     html_path = client.download_artifacts(outcome.parent_run_id, "report/report.html", str(tmp_path / "dl"))
     assert text in Path(html_path).read_text()

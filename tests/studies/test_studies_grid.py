@@ -109,3 +109,16 @@ def test_tokens_per_batch_gives_equal_tokens_per_step(tiny: dict) -> None:
     trials = expand_grid(_parse(tiny, train=train, context_lengths=[32, 64, 128], tokens_per_batch=512))
     assert {t.config.context_length: t.config.batch_size for t in trials} == {32: 16, 64: 8, 128: 4}
     assert {t.config.batch_size * t.config.context_length for t in trials} == {512}
+
+
+def test_custom_shapes_reach_the_trial_config_and_id(tiny: dict) -> None:
+    w128 = {"name": "w128", "n_layer": 4, "n_head": 4, "d_model": 128}
+    trials = expand_grid(_parse(tiny, sizes=["nano", w128], variants=["baseline"], seeds=[1]))
+    nano, custom = trials
+    assert nano.trial_id == "baseline_s1_nano_T32_tinyshakespeare"
+    assert (nano.config.size, nano.config.n_layer, nano.config.model_size().shape) == ("nano", None, "L2H2d64")
+    assert custom.trial_id == "baseline_s1_w128-L4H4d128_T32_tinyshakespeare"
+    c = custom.config
+    assert (c.size, c.n_layer, c.n_head, c.d_model) == ("w128", 4, 4, 128)
+    assert c.model_dump()["d_model"] == 128  # the MLflow params of the trial carry the shape
+    assert custom.tags()["size"] == "w128"

@@ -158,21 +158,24 @@ def test_tiny_study_records_one_parent_and_a_child_per_trial(write_spec, study_e
 
 def test_trial_equals_a_plain_training_run(write_spec, study_env: dict, tmp_path: Path) -> None:
     """The trainable passes the trial's config unchanged: Tune's result is the plain
-    ``train(config)`` result (CPU, same seed)."""
+    ``train(config)`` result (CPU, same seed), a custom shape included."""
     from harness.studies.grid import expand_grid
     from harness.training import train
 
-    spec_path = write_spec(variants=["ega-mope"], seeds=[3])
+    w48 = {"name": "w48", "n_layer": 1, "n_head": 2, "d_model": 48}
+    spec_path = write_spec(variants=["ega-mope"], seeds=[3], sizes=[w48])
     outcome = run_study(spec_path, report=False, **{**study_env, "live": True})  # the live table's code path
-    assert "ega-mope_s3_nano_T32_tinyshakespeare" in study_env["stream"].getvalue()
+    assert "ega-mope_s3_w48-L1H2d48_T32_tinyshakespeare" in study_env["stream"].getvalue()
     assert "1/1 trials done" in study_env["stream"].getvalue()
     (trial,) = expand_grid(load_spec(spec_path))
+    assert (trial.config.n_layer, trial.config.n_head, trial.config.d_model) == (1, 2, 48)
     plain = train(
         trial.config.model_copy(update={"checkpoint_dir": str(tmp_path / "plain")}),
         mlflow_logging=False,
         progress_bar=False,
     )
     row = outcome.results.row(0, named=True)
+    assert row["size"] == "w48" and row["params"] == plain.num_parameters
     np.testing.assert_allclose(row["val_loss"], plain.final_val_loss, rtol=1e-6)
     np.testing.assert_allclose(row["train_loss"], plain.final_train_loss, rtol=1e-6)
     assert row["steps"] == plain.steps == 10

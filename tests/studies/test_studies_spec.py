@@ -25,6 +25,9 @@ def make_spec(tiny: dict):
     return make
 
 
+_L2 = {"n_layer": 2, "n_head": 2, "d_model": 32}
+
+
 def _error(text: str, source: str = "my.yaml") -> str:
     with pytest.raises(InputError) as info:
         spec = parse_spec(text, source=source)
@@ -61,6 +64,27 @@ def test_seed_count_and_list(make_spec) -> None:
         ({"context_lengths": [0]}, "context_lengths[0]", "greater than 0"),
         ({"datasets": []}, "datasets", "at least 1"),
         ({"sizes": ["nano", "nano"]}, "sizes", "duplicate"),
+        (
+            {"sizes": [{"name": "w", "n_layer": 4, "n_head": 3, "d_model": 128}]},
+            "sizes[0]",
+            "not divisible by n_head=3",
+        ),
+        ({"sizes": [{"name": "w", "n_layer": 0, "n_head": 4, "d_model": 128}]}, "sizes[0].n_layer", "greater than 0"),
+        ({"sizes": [{"name": "w", "n_layers": 4, "n_head": 4, "d_model": 128}]}, "sizes[0].n_layers", "'n_layer'"),
+        ({"sizes": [{"name": "w", "n_head": 4, "d_model": 128}]}, "sizes[0].n_layer", "required field is missing"),
+        ({"sizes": [{"name": "has space", "n_layer": 1, "n_head": 1, "d_model": 8}]}, "sizes[0].name", "pattern"),
+        ({"sizes": [[4, 4, 128]]}, "sizes[0]", "a size preset (e.g. nano) or a custom shape"),
+        (
+            {"sizes": [{"name": "a", "n_layer": 1, "n_head": 1, "d_model": 8}, {"name": "a", **_L2}]},
+            "sizes",
+            "duplicate size name(s) a",
+        ),
+        (
+            {"sizes": [{"name": "a", **_L2}, {"name": "b", **_L2}]},
+            "sizes",
+            "duplicate custom shape(s) L2H2d32",
+        ),
+        ({"train": {"d_model": 128}}, "train.d_model", "top-level 'sizes (a custom shape"),
         ({"train": {"max_stepz": 3}}, "train.max_stepz", "did you mean 'max_steps'"),
         ({"train": {"max_steps": -3}}, "train.max_steps", "greater than 0"),
         ({"train": {"seed": 3}}, "train.seed", "top-level 'seeds'"),
@@ -111,6 +135,26 @@ def test_missing_field_is_named(tiny: dict) -> None:
             "datasets[0]: unknown dataset 'tinyshakespear' (did you mean 'tinyshakespeare'?)",
         ),
         ({"sizes": ["huge"]}, "sizes[0]: unknown size 'huge'"),
+        (
+            {"sizes": [{"name": "nano", "n_layer": 4, "n_head": 4, "d_model": 128}]},
+            "sizes[0].name: 'nano' is the preset",
+        ),
+        (
+            {"sizes": [{"name": "w33", "n_layer": 1, "n_head": 3, "d_model": 33}], "variants": ["nope", "baseline"]},
+            "sizes[0] (w33, L1H3d33) with variant 'baseline': sinusoidal positional encoding needs an even width",
+        ),
+        (
+            {"sizes": [{"name": "w66", "n_layer": 1, "n_head": 2, "d_model": 66}], "variants": ["rope"]},
+            "sizes[0] (w66, L1H2d66) with variant 'rope': rotary positional encoding needs an even head dimension",
+        ),
+        (
+            {"sizes": [{"name": "w66", "n_layer": 1, "n_head": 2, "d_model": 66}], "variants": ["phase-mope"]},
+            "with variant 'phase-mope': phase-coherence gate needs an even head dimension",
+        ),
+        (
+            {"sizes": [{"name": "w", **_L2}], "context_lengths": [9000]},
+            "exceed the maximum context length of size 'w' (8192)",
+        ),
         ({"context_lengths": [32, 100000]}, "exceed the maximum context length of size 'nano'"),
         ({"variants": [{"name": "rope-x", "position": "ropey", "gate": "ega"}]}, "variants[0] (rope-x)"),
         ({"variants": [{"name": "ega", "position": "rope", "gate": "ega"}]}, "is a registry variant already"),
@@ -136,6 +180,17 @@ def test_diagnostics_run_only_with_allow_diagnostics(make_spec, variants: list) 
 def test_allow_diagnostics_must_be_a_boolean(make_spec) -> None:
     message = _error(make_spec(allow_diagnostics="sure"))
     assert "allow_diagnostics" in message and "bool" in message
+
+
+def test_custom_sizes_beside_presets(make_spec) -> None:
+    w128 = {"name": "w128", "n_layer": 4, "n_head": 4, "d_model": 128}
+    spec = parse_spec(make_spec(sizes=["nano", w128], variants=["nope", "baseline", "rope", "ega-mope"]))
+    check_registries(spec)  # every variant builds at L4H4d128 (even width and head dimension)
+    assert spec.size_names == ["nano", "w128"]
+    assert spec.sizes[1].model_size().tag == "w128-L4H4d128"
+    assert grid_size(spec) == 2 * 4
+    # A spec of presets only keeps its canonical form (and so its hash: running studies resume).
+    assert "n_layer" not in parse_spec(make_spec(sizes=["nano"])).canonical_yaml()
 
 
 def test_unknown_variant_lists_known_names(make_spec) -> None:

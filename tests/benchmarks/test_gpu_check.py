@@ -1,0 +1,76 @@
+"""``benchmarks/gpu_check.py``: the CPU smoke mode runs the GPU check's own phases.
+
+The fast test runs the training-speed and folded-attention phases in-process (SMOKE
+settings); the slow one runs the script as a user does (``--cpu-smoke``), the packed
+``harness run`` studies included, and reads its JSON."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "benchmarks" / "gpu_check.py"
+
+
+def _load_gpu_check():
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_speed_and_attention_phases_on_cpu(shared_data_dir: Path) -> None:
+    gpu_check = _load_gpu_check()
+    settings = gpu_check.SMOKE
+    speed = gpu_check.Phase("training speed")
+    gpu_check.train_speed(settings, speed)
+    assert speed.ok, speed.failures
+    assert [r["variant"] for r in speed.rows] == ["baseline", "ega", "ega-mope"]
+    assert speed.rows[0]["step_time_ratio"] == 1.0
+    assert all(r["tokens_per_s"] > 0 and r["parameters"] > 0 for r in speed.rows)
+
+    attention = gpu_check.Phase("folded attention")
+    gpu_check.folded_attention(settings, attention)
+    assert attention.ok, attention.failures
+    assert [r["T"] for r in attention.rows] == list(settings.attention_lengths)
+    assert all(r["oracle_max_abs_error"] < 1e-4 for r in attention.rows)
+
+
+def test_no_gpu_without_cpu_smoke_is_a_usage_error(capsys) -> None:
+    if __import__("torch").cuda.is_available():
+        pytest.skip("a GPU is present")
+    assert _load_gpu_check().main([]) == 2
+    assert "--cpu-smoke" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cpu_smoke_runs_every_phase(tmp_path: Path, shared_data_dir: Path) -> None:
+    output = tmp_path / "gpu_check.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--cpu-smoke", "--output", str(output)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "packed trials" in done.stdout and "FAILED" not in done.stdout
+    record = json.loads(output.read_text())
+    assert record["ok"] and [p["name"] for p in record["phases"]] == [
+        "training speed",
+        "folded attention",
+        "packed trials",
+    ]
+    packed = record["phases"][2]["rows"]
+    assert [r["trials"] for r in packed] == [1, 4] and all(r["summed_tokens_per_s"] > 0 for r in packed)
