@@ -109,11 +109,10 @@ def report(
 def _refresh_trial_descriptions(uri: str, parent: Any, df: Any) -> None:
     """Each ended trial run's description (``mlflow.note.content``), from its row of the
     recomputed results table."""
-    from mlflow import MlflowClient
-
+    from harness.mlflow_client import TrackingClient
     from harness.training.description import refresh_trial_descriptions
 
-    written = refresh_trial_descriptions(MlflowClient(tracking_uri=uri), parent.info.run_id, df.iter_rows(named=True))
+    written = refresh_trial_descriptions(TrackingClient(uri), parent.info.run_id, df.iter_rows(named=True))
     typer.echo(f"MLflow: refreshed the descriptions of {written} trial runs")
 
 
@@ -140,15 +139,14 @@ def _results_and_parent(study: str, uri: str, from_path: Path | None, log: bool)
     if study_dir is not None:
         # A study's storage directory: record in MLflow whatever the study could not
         # (a tracking outage) before the report goes to its parent run.
-        from mlflow import MlflowClient
-
+        from harness.mlflow_client import TrackingClient
         from harness.studies.replay import record_study
 
         from_path = Path(study_dir)
         df = results_frame(from_path, study=study)
         recorded = record_study(study_dir, tracking_uri=uri, study=study, say=typer.echo)
         if recorded is not None:
-            return df, MlflowClient(tracking_uri=uri).get_run(recorded.parent_run_id), from_path
+            return df, TrackingClient(uri).get_run(recorded.parent_run_id), from_path
     else:
         df = results_frame(from_path, study=study)
     parent = None
@@ -169,11 +167,11 @@ def _parent_settings(uri: str, parent):
 
     if parent is None:
         return AnalysisSettings()
-    from mlflow import MlflowClient
+    from harness.mlflow_client import TrackingClient
 
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            spec_path = MlflowClient(tracking_uri=uri).download_artifacts(parent.info.run_id, "spec.yaml", tmp)
+            spec_path = TrackingClient(uri).download_artifacts(parent.info.run_id, "spec.yaml", tmp)
             spec_text = Path(spec_path).read_text()
         return _settings_from_spec(spec_text)
     except InputError as exc:
@@ -203,11 +201,11 @@ def _sequential_summary(uri: str, parent, from_path: Path | None):
         if folder is not None and (folder / name).is_file():
             texts[name] = (folder / name).read_text()
         elif parent is not None:
-            from mlflow import MlflowClient
+            from harness.mlflow_client import TrackingClient
 
             try:
                 with tempfile.TemporaryDirectory() as tmp:
-                    path = MlflowClient(tracking_uri=uri).download_artifacts(parent.info.run_id, name, tmp)
+                    path = TrackingClient(uri).download_artifacts(parent.info.run_id, name, tmp)
                     texts[name] = Path(path).read_text()
             except Exception:  # noqa: BLE001 - no such artifact: not a sequential study
                 pass

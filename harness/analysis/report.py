@@ -51,6 +51,7 @@ from harness.analysis.contrasts import (
     seeds_needed,
 )
 from harness.analysis.divergence import divergence_table
+from harness.analysis.mope import mope_scales
 from harness.analysis.results import cell_columns, diverged_mask, require_columns, require_table, unfinished_mask
 from harness.analysis.results_types import (
     BOOTSTRAP_MIN_SEEDS,
@@ -66,6 +67,7 @@ from harness.analysis.results_types import (
 from harness.analysis.sequential import SequentialSummary, confidence_sequence, sequential_verdict
 from harness.analysis.tau import tau_runs, tau_stability
 from harness.errors import InputError
+from harness.mlflow_client import TrackingClient, redact_uri
 from harness.models.variants import DIAGNOSTIC_LABEL, is_diagnostic
 
 _MAX_FOREST_ROWS = 60
@@ -1263,7 +1265,6 @@ def _mope_section(
     sigmas = _to_numpy_sigmas(mope_sigmas)
     if sigmas is None or sigmas.size < 2:
         return
-    from harness.analysis.mope import mope_scales
 
     try:
         scales = mope_scales(sigmas, corpus_lengths=_corpus_lengths(corpus_info), rng=settings.seed)
@@ -1487,21 +1488,12 @@ def _markdown(title: str, verdict_table: str, sections, notes) -> str:
 def log_report(report: Report, *, run_id: str, tracking_uri: str, artifact_path: str = "report") -> None:
     """Log the report's files under ``artifact_path`` and its headline metrics to the
     MLflow run ``run_id`` (the study's parent run)."""
-    from mlflow import MlflowClient
-    from mlflow.entities import Metric
-    from mlflow.exceptions import MlflowException
-
-    client = MlflowClient(tracking_uri=tracking_uri)
-    try:
-        client.get_run(run_id)
-    except MlflowException as exc:
-        raise InputError(f"no MLflow run {run_id!r} at {tracking_uri}: {exc.message}") from exc
+    client = TrackingClient(tracking_uri)
+    if client.find_run(run_id) is None:
+        raise InputError(f"no MLflow run {run_id!r} at {redact_uri(tracking_uri)} (or the store cannot be reached)")
     for path in report.files:
-        client.log_artifact(run_id, str(path), artifact_path)
-    now = int(time.time() * 1000)
-    metrics = [Metric(key, float(value), now, 0) for key, value in report.headline_metrics.items()]
-    for start in range(0, len(metrics), 1000):  # MLflow's batch limit
-        client.log_batch(run_id, metrics=metrics[start : start + 1000])
+        client.log_artifact(run_id, path, artifact_path)
+    client.log_metrics(run_id, report.headline_metrics, step=0)
 
 
 __all__ = [

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from ray.tune import Callback
 
-from harness.training.tracking import redact_uri
+from harness.mlflow_client import redact_uri
 
 STATES = ("PENDING", "RUNNING", "RETRYING", "DONE", "DIVERGED", "ERROR")
 

@@ -23,7 +23,6 @@ and ``report/``; a sequential study also its decision log, ``sequential_decision
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import logging
 import os
@@ -35,7 +34,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 from urllib.parse import urlparse
 
 import polars as pl
@@ -43,6 +42,8 @@ import pyarrow.fs
 
 from harness.datasets import load
 from harness.errors import InputError
+from harness.mlflow_client import check_tracking_uri, harness_git_commit, redact_uri, resolve_tracking_uri
+from harness.results_schema import RESULT_SCHEMA, TrialStatus, head_taus
 from harness.studies.cost import estimate
 from harness.studies.destinations import is_uri, refuse_ephemeral_destinations
 from harness.studies.grid import Trial, expand_grid
@@ -56,9 +57,22 @@ from harness.studies.sequential import (
     trial_range,
 )
 from harness.studies.spec import StudySpec, load_spec, read_spec_text
+from harness.studies.storage import (
+    STUDY_FILE,
+    check_storage,
+    latest_study_dir,
+    parquet_bytes,
+    storage_filesystem,
+    write_bytes,
+)
 from harness.studies.trainable import run_trial
-from harness.studies.tune_state import repair_stale_checkpoints
-from harness.training.tracking import check_tracking_uri, harness_git_commit, redact_uri, resolve_tracking_uri
+from harness.studies.tune_state import repair_stale_checkpoints, replace_restored_callbacks
+
+if TYPE_CHECKING:  # the lazy imports below, for the annotations
+    from ray import tune
+
+    from harness.studies.progress import StudyProgress
+    from harness.studies.tracking import StudyRecorder
 
 # Imports that stay inside the phases that use them, for a measured start-up cost: Ray
 # (``ray.tune``: about 3-4 s here), the MLflow recorder and the live progress view (both
@@ -67,42 +81,20 @@ from harness.training.tracking import check_tracking_uri, harness_git_commit, re
 # (``harness run studies/smoke.yaml --dry-run``: 2.6 s, against 7.3 s with the recorder
 # imported first; medians of 5 on the shared 2-CPU machine).
 
-STUDY_FILE = "harness_study.json"
 DEFAULT_STORAGE = "results"
-RESULTS_SCHEMA_COLUMNS = (
-    "study",
-    "trial_id",
-    "dataset",
-    "size",
-    "params",
-    "context_length",
-    "variant",
-    "position",
-    "gate",
-    "scoring",
-    "seed",
-    "tau_init",
-    "val_loss",
-    "test_loss",
-    "train_loss",
-    "best_val_loss",
-    "gen_gap",
-    "tau_mean",
-    "tau_heads",
-    "open_fraction",
-    "tokens_per_s",
-    "steps",
-    "status",
-)
+
+
+#: How a study run ended: every trial ended (finished), it stopped early (interrupted:
+#: ``--resume`` continues it), or nothing was started (dry_run).
+StudyStatus = Literal["finished", "interrupted", "dry_run"]
 
 
 @dataclass(frozen=True)
 class StudyOutcome:
-    """What ``run_study`` did. ``status``: finished (every trial ended), interrupted
-    (stopped early: ``--resume`` continues it), or dry_run."""
+    """What ``run_study`` did (``status``: :data:`StudyStatus`)."""
 
     study: str
-    status: str
+    status: StudyStatus
     trials: int
     study_dir: str | None = None
     tracking_uri: str | None = None
@@ -136,57 +128,6 @@ def resolve_address(flag: str | None) -> str | None:
 
 def shared_storage_declared(spec: StudySpec) -> bool:
     return spec.storage_shared or os.environ.get("HARNESS_SHARED_STORAGE", "").lower() in ("1", "true", "yes")
-
-
-def _filesystem(storage: str) -> tuple[Any, str]:
-    if is_uri(storage):
-        try:
-            return pyarrow.fs.FileSystem.from_uri(storage)
-        except Exception as exc:  # noqa: BLE001 - unknown scheme, missing credentials ...
-            raise InputError(f"storage path {storage!r} cannot be used: {exc}") from None
-    return pyarrow.fs.LocalFileSystem(), storage
-
-
-def check_storage(storage: str) -> None:
-    """A local storage path must be creatable and writable (nothing is created here)."""
-    if is_uri(storage):
-        _filesystem(storage)
-        return
-    path = Path(storage)
-    if path.exists() and not path.is_dir():
-        raise InputError(f"storage path {storage} is a file, not a directory; pass another --storage-path")
-    existing = path
-    while not existing.exists():
-        existing = existing.parent
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise InputError(f"storage path {storage}: {existing} is not writable; pass another --storage-path")
-
-
-def _read_json(fs: Any, path: str) -> dict[str, Any] | None:
-    try:
-        with fs.open_input_stream(path) as f:
-            return json.loads(f.read().decode())
-    except Exception:  # noqa: BLE001 - missing or unreadable: not a harness study
-        return None
-
-
-def _write_bytes(fs: Any, path: str, data: bytes) -> None:
-    with fs.open_output_stream(path) as f:
-        f.write(data)
-
-
-def latest_study_dir(storage: str, name: str) -> tuple[str, dict[str, Any]] | None:
-    """The most recent ``<storage>/<name>/<run>`` holding a ``harness_study.json``."""
-    fs, root = _filesystem(storage)
-    base = f"{root.rstrip('/')}/{name}"
-    infos = fs.get_file_info(pyarrow.fs.FileSelector(base, allow_not_found=True))
-    for info in sorted(
-        (i for i in infos if i.type == pyarrow.fs.FileType.Directory), key=lambda i: i.base_name, reverse=True
-    ):
-        meta = _read_json(fs, f"{info.path}/{STUDY_FILE}")
-        if meta is not None:
-            return f"{storage.rstrip('/')}/{name}/{info.base_name}", meta
-    return None
 
 
 # -- Ray --------------------------------------------------------------------------------------
@@ -323,7 +264,11 @@ def check_cluster(spec: StudySpec, ray_conn: RayConnection, storage: str) -> Non
 
 def local_gpus() -> int | None:
     """GPUs an embedded local Ray would see (Ray's own detection, CUDA_VISIBLE_DEVICES
-    included), without starting Ray; None when it cannot tell."""
+    included), without starting Ray; None when it cannot tell.
+
+    Ray's only way to count them before ``ray.init`` is private: ``ray._private.accelerators``
+    (written against Ray 2.60). A change makes this None (the check after Ray starts still
+    refuses a GPU request); tests/studies/test_studies_ray_internals.py fails on it."""
     try:
         from ray._private.accelerators import get_accelerator_manager_for_resource
 
@@ -469,20 +414,21 @@ def _metric(metrics: dict[str, Any], key: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def trial_status(metrics: dict[str, Any] | None, error: Any) -> str:
+def trial_status(metrics: dict[str, Any] | None, error: Any) -> TrialStatus:
     """finished | diverged (from the trial's final report), failed (Tune gave up), or
     incomplete (the study stopped before the trial ended)."""
     metrics = metrics or {}
     if metrics.get("status") in ("finished", "diverged"):
-        return str(metrics["status"])
+        return metrics["status"]
     return "failed" if error is not None else "incomplete"
 
 
-def results_table(study: str, trials: Sequence[Trial], outcomes: dict[str, tuple[dict[str, Any] | None, Any]]) -> Any:
-    """One row per trial (CONTRACTS columns), from each trial's final report; ``tau_heads``
-    lists every head's tau (``gate/tau/l<i>h<j>``, layer by layer) of a gated run."""
-    from harness.analysis.results import head_taus
-
+def results_table(
+    study: str, trials: Sequence[Trial], outcomes: dict[str, tuple[dict[str, Any] | None, Any]]
+) -> pl.DataFrame:
+    """One row per trial (:data:`~harness.results_schema.RESULT_SCHEMA`), from each trial's
+    final report; ``tau_heads`` lists every head's tau (``gate/tau/l<i>h<j>``, layer by layer)
+    of a gated run."""
     rows = []
     for trial in trials:
         metrics, error = outcomes.get(trial.trial_id, (None, None))
@@ -519,32 +465,7 @@ def results_table(study: str, trials: Sequence[Trial], outcomes: dict[str, tuple
                 "status": status,
             }
         )
-    schema = {
-        "study": pl.String,
-        "trial_id": pl.String,
-        "dataset": pl.String,
-        "size": pl.String,
-        "params": pl.Int64,
-        "context_length": pl.Int64,
-        "variant": pl.String,
-        "position": pl.String,
-        "gate": pl.String,
-        "scoring": pl.String,
-        "seed": pl.Int64,
-        "tau_init": pl.Float64,
-        "val_loss": pl.Float64,
-        "test_loss": pl.Float64,
-        "train_loss": pl.Float64,
-        "best_val_loss": pl.Float64,
-        "gen_gap": pl.Float64,
-        "tau_mean": pl.Float64,
-        "tau_heads": pl.List(pl.Float64),
-        "open_fraction": pl.Float64,
-        "tokens_per_s": pl.Float64,
-        "steps": pl.Int64,
-        "status": pl.String,
-    }
-    return pl.DataFrame(rows, schema=schema)
+    return pl.DataFrame(rows, schema=RESULT_SCHEMA)
 
 
 def _window_losses(trials: Sequence[Trial], checkpoints: dict[str, Any]) -> Any:
@@ -625,10 +546,25 @@ def _trial_name(trial: Any) -> str:
     return str(trial.config["trial"])
 
 
-def _design(trials: Sequence[Trial]) -> dict[str, dict[str, Any]]:
-    """What must not change between a study and its resume: each trial's trajectory."""
-    skip = {"num_threads", "accelerator", "checkpoint_dir", "tracking_uri", "experiment", "data_dir", "compile"}
-    return {t.trial_id: {k: v for k, v in t.config.model_dump().items() if k not in skip} for t in trials}
+def study_design(trials: Sequence[Trial]) -> dict[str, dict[str, Any]]:
+    """What must not change between a study and its resume: each trial's resume contract
+    (:meth:`~harness.training.config.TrainConfig.resume_contract`), as JSON keeps it in
+    ``harness_study.json``."""
+    return json.loads(json.dumps({t.trial_id: t.config.resume_contract() for t in trials}))
+
+
+def design_changes(stored: dict[str, dict[str, Any]], current: dict[str, dict[str, Any]]) -> list[str]:
+    """How ``current`` (the spec's :func:`study_design`) differs from the design a study was
+    started with: trials added or removed, and contract fields whose value changed. A field
+    the stored design lacks, or holds beyond today's contract (a study started by another
+    version of the harness), is not compared."""
+    changes = [f"trial {tid} {'added' if tid in current else 'removed'}" for tid in sorted(set(stored) ^ set(current))]
+    for tid in sorted(set(stored) & set(current)):
+        was, now = stored[tid], current[tid]
+        changes += [
+            f"{tid}: {key} {was[key]!r} -> {value!r}" for key, value in now.items() if key in was and was[key] != value
+        ]
+    return changes
 
 
 # -- the phases of a study ---------------------------------------------------------------------
@@ -672,9 +608,9 @@ class StudyLayout:
 class CollectedOutcomes:
     """What the trials ended with: the results table, counts by status, the study's status."""
 
-    table: Any  # polars.DataFrame, one row per trial
+    table: pl.DataFrame  # one row per trial
     counts: dict[str, int]
-    status: str  # finished | interrupted
+    status: Literal["finished", "interrupted"]
     windows: Any  # per-window losses of the finished trials (polars) or None
     sigmas: Any  # MOPE scales of the finished trials (polars) or None
 
@@ -731,11 +667,14 @@ def find_resumable(plan: StudyPlan) -> tuple[str, dict[str, Any]]:
             "(run it without --resume, or pass the --storage-path it ran with)"
         )
     stored = previous[1].get("design")
-    changed = stored is not None and stored != json.loads(json.dumps(_design(plan.trials)))
-    if changed or design_changed(spec, previous[1]):
+    changes = design_changes(stored, study_design(plan.trials)) if stored is not None else []
+    if design_changed(spec, previous[1]):
+        changes.append("the sequential design (seeds: min, max, batch; stop_when)")
+    if changes:
+        shown = "; ".join(changes[:5]) + (f"; ... ({len(changes)} changes)" if len(changes) > 5 else "")
         raise InputError(
             f"cannot resume {previous[0]}: the spec's grid, training settings or sequential design changed since it "
-            "started (resuming would mix two designs); run it as a new study without --resume"
+            f"started ({shown}; resuming would mix two designs); run it as a new study without --resume"
         )
     return previous
 
@@ -750,7 +689,7 @@ def study_layout(plan: StudyPlan, previous: tuple[str, dict[str, Any]] | None) -
     else:
         run_name = _fresh_run_name(storage, name)
         study_dir = f"{storage}/{name}/{run_name}"
-    fs, root = _filesystem(storage)
+    fs, root = storage_filesystem(storage)
     return StudyLayout(
         run_name=run_name,
         study_run=f"{name}/{run_name}",
@@ -772,7 +711,7 @@ def start_line(plan: StudyPlan, ray_conn: RayConnection, *, resuming: bool) -> s
 
 
 def start_parent_run(
-    recorder: Any,
+    recorder: StudyRecorder,
     plan: StudyPlan,
     layout: StudyLayout,
     ray_conn: RayConnection,
@@ -834,7 +773,7 @@ def restore_tuner(layout: StudyLayout, trainable: Any, tune_callbacks: list[Any]
         tuner = tune.Tuner.restore(study_dir, trainable=trainable, resume_errored=True)
         # Tune restores the RunConfig it pickled; today's callbacks (tracking URI,
         # terminal) replace the stale copies.
-        tuner._local_tuner.get_run_config().callbacks = tune_callbacks
+        replace_restored_callbacks(tuner, tune_callbacks)
         already = {}
         for result in tuner.get_results():
             status = trial_status(result.metrics, None)
@@ -847,7 +786,7 @@ def restore_tuner(layout: StudyLayout, trainable: Any, tune_callbacks: list[Any]
 
 def new_tuner(
     plan: StudyPlan, layout: StudyLayout, trainable: Any, tune_callbacks: list[Any], searcher: Any = None
-) -> Any:
+) -> tune.Tuner:
     """A Tune experiment named after the study's run: one grid point per trial id, or a
     sequential study's searcher handing out the trials of its batches."""
     from ray import tune  # see the note on imports at the top of this module
@@ -877,12 +816,10 @@ def new_tuner(
     )
 
 
-def open_recorder(plan: StudyPlan) -> Any:
-    """The study's MLflow recorder (no connection yet), with quick-failing HTTP and Tune's
-    own console output off."""
-    from harness.studies.tracking import StudyRecorder, quick_failing_http  # see the note on imports
+def open_recorder(plan: StudyPlan) -> StudyRecorder:
+    """The study's MLflow recorder (no connection yet), with Tune's own console output off."""
+    from harness.studies.tracking import StudyRecorder  # see the note on imports
 
-    quick_failing_http()
     quiet_tune()
     return StudyRecorder(
         plan.tracking_uri,
@@ -894,7 +831,7 @@ def open_recorder(plan: StudyPlan) -> Any:
 def launch_tune(
     plan: StudyPlan,
     layout: StudyLayout,
-    recorder: Any,
+    recorder: StudyRecorder,
     previous: tuple[str, dict[str, Any]] | None,
     fault_nan: dict[str, int] | None,
     *,
@@ -935,7 +872,7 @@ def launch_tune(
     return tuner, progress, already
 
 
-def fit_with_progress(tuner: Any, progress: Any, already: dict[str, str]) -> Any:
+def fit_with_progress(tuner: tune.Tuner, progress: StudyProgress, already: dict[str, str]) -> tune.ResultGrid:
     """Run Tune's experiment to its end (or an interrupt) with the progress view showing."""
     progress.start(already)
     try:
@@ -947,7 +884,7 @@ def fit_with_progress(tuner: Any, progress: Any, already: dict[str, str]) -> Any
 def write_study_files(
     plan: StudyPlan,
     layout: StudyLayout,
-    recorder: Any,
+    recorder: StudyRecorder,
     previous: tuple[str, dict[str, Any]] | None,
     git_commit: str,
 ) -> None:
@@ -962,13 +899,13 @@ def write_study_files(
         "experiment_id": recorder.experiment_id,
         "parent_run_id": recorder.parent_run_id,
         "trial_ids": [t.trial_id for t in plan.trials],
-        "design": _design(plan.trials),
         "sequential": (design.record() if (design := SequentialDesign.from_spec(spec)) else None),
+        "design": study_design(plan.trials),
         "created": (previous[1].get("created") if previous else time.strftime("%Y-%m-%dT%H:%M:%S%z")),
         "git_commit": git_commit,
     }
-    _write_bytes(layout.fs, f"{layout.study_root}/{STUDY_FILE}", json.dumps(meta, indent=1).encode())
-    _write_bytes(layout.fs, f"{layout.study_root}/spec.yaml", plan.spec_text.encode())
+    write_bytes(layout.fs, f"{layout.study_root}/{STUDY_FILE}", json.dumps(meta, indent=1).encode())
+    write_bytes(layout.fs, f"{layout.study_root}/spec.yaml", plan.spec_text.encode())
 
 
 def collect_outcomes(plan: StudyPlan, layout: StudyLayout, grid: Any) -> CollectedOutcomes:
@@ -985,17 +922,17 @@ def collect_outcomes(plan: StudyPlan, layout: StudyLayout, grid: Any) -> Collect
     counts = {s: int((table.get_column("status") == s).sum()) for s in ("finished", "diverged", "failed", "incomplete")}
     status = "interrupted" if counts["incomplete"] else "finished"
 
-    _write_bytes(layout.fs, f"{layout.study_root}/results.parquet", _parquet_bytes(table))
+    write_bytes(layout.fs, f"{layout.study_root}/results.parquet", parquet_bytes(table))
     windows = _window_losses(plan.trials, checkpoints)
     if windows is not None:
-        _write_bytes(layout.fs, f"{layout.study_root}/window_losses.parquet", _parquet_bytes(windows))
+        write_bytes(layout.fs, f"{layout.study_root}/window_losses.parquet", parquet_bytes(windows))
     return CollectedOutcomes(
         table=table, counts=counts, status=status, windows=windows, sigmas=_mope_sigmas(plan.trials, outcomes)
     )
 
 
 def record_outcome(
-    recorder: Any, collected: CollectedOutcomes, *, sequential: Any = None, layout: StudyLayout | None = None
+    recorder: StudyRecorder, collected: CollectedOutcomes, *, sequential: Any = None, layout: StudyLayout | None = None
 ) -> None:
     """Record: the end of the MLflow record. Child runs of trials that were still running
     stay resumable (KILLED, not RUNNING); the parent gets the table, the counts and its end;
@@ -1038,7 +975,7 @@ def tell_where(
     plan: StudyPlan,
     layout: StudyLayout,
     collected: CollectedOutcomes,
-    recorder: Any,
+    recorder: StudyRecorder,
     *,
     wall: float,
     storage_flag: str | None,
@@ -1189,7 +1126,7 @@ def run_study(
 
 def _fresh_run_name(storage: str, name: str) -> str:
     """``YYYYmmdd-HHMMSS`` (``-2``, ``-3`` ... if that directory exists already)."""
-    fs, root = _filesystem(storage)
+    fs, root = storage_filesystem(storage)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     candidate, n = stamp, 1
     while fs.get_file_info(f"{root.rstrip('/')}/{name}/{candidate}").type != pyarrow.fs.FileType.NotFound:
@@ -1202,19 +1139,13 @@ def _spec_hint(spec: StudySpec) -> str:
     return f"studies/{spec.name}.yaml" if Path(f"studies/{spec.name}.yaml").is_file() else "SPEC"
 
 
-def _parquet_bytes(df: Any) -> bytes:
-    buf = io.BytesIO()
-    df.write_parquet(buf)
-    return buf.getvalue()
-
-
 def _analyse(
     spec: StudySpec,
     table: Any,
     windows: Any,
     sigmas: Any,
     local_dir: Path | None,
-    recorder: Any,
+    recorder: StudyRecorder,
     say: Any,
     *,
     sequential: Any = None,
@@ -1257,5 +1188,5 @@ def _analyse(
         try:
             log_report(rep, run_id=recorder.parent_run_id, tracking_uri=recorder.tracking_uri)
         except Exception as exc:  # noqa: BLE001
-            recorder._fail("logging the report", exc)
+            recorder.fail("logging the report", exc)
     return rep

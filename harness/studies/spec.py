@@ -56,7 +56,10 @@ from pydantic import (
     model_validator,
 )
 
+from harness.datasets.cards import REGISTRY
 from harness.errors import InputError
+from harness.models.sizes import CUSTOM_MAX_CONTEXT_LENGTH, SIZES, ModelSize, custom_size
+from harness.models.variants import DIAGNOSTIC_LABEL, VARIANTS, get_variant, is_diagnostic, make_variant
 from harness.training.config import TrainConfig
 
 #: Names of studies and inline variants become directory names and trial ids.
@@ -160,10 +163,8 @@ class CustomSize(_Strict):
             )
         return self
 
-    def model_size(self) -> Any:
+    def model_size(self) -> ModelSize:
         """The :class:`harness.models.ModelSize` of this shape."""
-        from harness.models.sizes import custom_size
-
         return custom_size(self.n_layer, self.n_head, self.d_model, name=self.name)
 
 
@@ -690,9 +691,6 @@ def check_registries(spec: StudySpec, *, source: str = "<spec>") -> None:
     """Names against the model zoo and the dataset registry; context lengths against sizes.
 
     Raises one InputError listing every problem (so a user fixes a spec in one go)."""
-    from harness.datasets import REGISTRY
-    from harness.models import SIZES, VARIANTS, make_variant
-    from harness.models.sizes import CUSTOM_MAX_CONTEXT_LENGTH
 
     problems: list[str] = []
     for i, dataset in enumerate(spec.datasets):
@@ -754,7 +752,6 @@ def check_registries(spec: StudySpec, *, source: str = "<spec>") -> None:
 
 def _diagnostic_problems(spec: StudySpec) -> list[str]:
     """Diagnostics (variants that leak future tokens) are refused unless ``allow_diagnostics: true``."""
-    from harness.models.variants import DIAGNOSTIC_LABEL, is_diagnostic
 
     if spec.allow_diagnostics:
         return []
@@ -779,10 +776,11 @@ def _shape_problems(spec: StudySpec) -> list[str]:
     custom = [(i, size) for i, size in enumerate(spec.sizes) if not isinstance(size, str)]
     if not custom:
         return []
+    # torch only when the spec has a custom shape: a spec is checked (`harness run --dry-run`,
+    # a bad spec) without paying for it otherwise.
     import torch
 
-    from harness.models import build_model, get_variant, make_variant
-    from harness.models.sizes import custom_size
+    from harness.models.transformer import build_model
 
     variants = [
         get_variant(entry)
