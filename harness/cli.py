@@ -9,7 +9,6 @@ function), so this file only assembles them and maps bad input to exit code 2:
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 
 import typer
@@ -42,8 +41,8 @@ for _module_name in _COMMAND_MODULES:
 def main(argv: list[str] | None = None) -> None:
     """Console entry point. Typer handles usage errors itself (exit 2); bad input that
     the harness detects (:class:`InputError`) becomes one message on stderr and exit 2."""
-    # One tqdm bar per downloaded artifact (one per trial) would bury the verdicts.
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    # MLflow's progress bar per downloaded artifact is off for every call of the harness
+    # (harness.mlflow_client.QUIET_CALLS): one per trial would bury the verdicts.
     try:
         app(args=argv)
     except InputError as exc:

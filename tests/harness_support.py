@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -162,6 +163,19 @@ def wait_until(predicate, *, timeout: float, interval: float = 0.2, what: str = 
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+#: Ray Tune's notices that an operation of its own was slow (``ray.tune.utils.util.warn_if_slow``
+#: and the slow experiment-state sync, Ray 2.60): "The `on_trial_result` operation took 4.7 s,
+#: which may be a performance bottleneck." Whether one appears depends on the machine's load,
+#: not on the harness, so the tests that count warnings leave them out (and nothing else).
+RAY_SLOW_OPERATION = "which may be a performance bottleneck"
+
+
+def warning_lines(output: str) -> list[str]:
+    """The lines of ``output`` that warn (``warning`` in any case), but for Ray Tune's
+    load-dependent slow-operation notices (:data:`RAY_SLOW_OPERATION`)."""
+    return [line for line in output.splitlines() if "warning" in line.lower() and RAY_SLOW_OPERATION not in line]
 
 
 # -- Tune's record -----------------------------------------------------------------------------
@@ -398,3 +412,90 @@ def cluster_env(**extra: str) -> dict[str, str]:
     return cli_env(
         {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), "RAY_USAGE_STATS_ENABLED": "0", **extra}
     )
+
+
+# -- a flaky tracking server -------------------------------------------------------------------
+
+
+class FlakyProxy:
+    """A real HTTP server on 127.0.0.1 in front of a tracking server (``upstream``) that
+    answers ``503 Service Unavailable`` to some requests instead of passing them on: every
+    ``fail_every``-th request (1 = every request; with no ``upstream``, every request).
+
+    A failed request is answered only after its body is read (a client retrying it sends it
+    whole again) and never reaches the upstream server, so a retry cannot duplicate a write.
+    ``log`` holds ``(method, path, status)`` of every request in order. Use as a context
+    manager: the server thread stops at the end."""
+
+    def __init__(self, upstream: str | None = None, *, fail_every: int = 1) -> None:
+        import http.server
+        import threading
+
+        self.upstream = urllib.parse.urlsplit(upstream) if upstream else None
+        self.fail_every = fail_every if upstream else 1
+        self.log: list[tuple[str, str, int]] = []
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def _handle(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with proxy.lock:
+                    fail = (len(proxy.log) + 1) % proxy.fail_every == 0
+                    entry = len(proxy.log)
+                    proxy.log.append((self.command, self.path.split("?", 1)[0], 503))
+                status, headers, payload = (503, {"Content-Type": "application/json"}, b'{"error": "flaky"}')
+                if not fail:
+                    status, headers, payload = proxy.forward(self.command, self.path, self.headers, body)
+                with proxy.lock:
+                    proxy.log[entry] = (*proxy.log[entry][:2], status)
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def forward(self, method: str, path: str, headers: Any, body: bytes) -> tuple[int, dict[str, str], bytes]:
+        import http.client
+
+        assert self.upstream is not None
+        conn = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=60)
+        hop = {"connection", "keep-alive", "transfer-encoding", "host", "content-length"}
+        try:
+            conn.request(method, path, body=body, headers={k: v for k, v in headers.items() if k.lower() not in hop})
+            response = conn.getresponse()
+            payload = response.read()
+            kept = {k: v for k, v in response.getheaders() if k.lower() not in hop}
+            return response.status, kept, payload
+        finally:
+            conn.close()
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def requests(self, path_suffix: str = "") -> list[tuple[str, str, int]]:
+        """The logged requests whose path ends with ``path_suffix``."""
+        with self.lock:
+            return [entry for entry in self.log if entry[1].endswith(path_suffix)]
+
+    def __enter__(self) -> FlakyProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join(timeout=10)

@@ -9,81 +9,81 @@ Everything works on a polars results table (one row per trial; see
 verdict may say is set by ``STATISTICS.md``; ``benchmarks/calibration.py`` measures the
 coverage of every interval and the false-positive rate of every test the report uses.
 
-The names below are imported lazily so that ``import harness.analysis`` (and the CLI's
-``--help``) stays cheap: scipy, statsmodels and matplotlib load on first use.
+The names below are imported lazily (:mod:`harness.lazy_exports`) so that ``import
+harness.analysis`` (and the CLI's ``--help``) stays cheap: scipy, statsmodels and matplotlib
+load on first use.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-_EXPORTS = {
-    "results_frame": "results",
-    "mlflow_results_frame": "results",
-    "window_losses_frame": "results",
-    "mope_sigma_frame": "results",
-    "find_study_run": "results",
-    "CELL_COLUMNS": "results",
-    "RESULT_COLUMNS": "results",
-    "interaction_contrast": "contrasts",
-    "main_effect": "contrasts",
-    "linear_contrast": "contrasts",
-    "multi_bootstrap": "contrasts",
-    "effects_table": "contrasts",
-    "effect_trend": "contrasts",
-    "seeds_needed": "contrasts",
-    "primary_effect": "contrasts",
-    "seed_blocks": "contrasts",
-    "sd_interval": "contrasts",
-    "t_interval": "contrasts",
-    "bootstrap_interval": "contrasts",
-    "sign_flip_pvalue": "contrasts",
-    "multi_bootstrap_interval": "contrasts",
-    "divergence_table": "divergence",
-    "prediction_interval": "tau",
-    "gaussian_tails": "tau",
-    "tau_stability": "tau",
-    "tau_heterogeneity": "tau",
-    "open_fraction_analysis": "tau",
-    "tost_pvalue": "tau",
-    "tau_runs": "tau",
-    "mope_scales": "mope",
-    "build_report": "report",
-    "log_report": "report",
-    "format_verdict_table": "report",
-    "parent_description": "report",
-    "headline_family": "report",
-    "Report": "report",
-    "Verdict": "report",
-    "corpus_info_for": "corpus",
-    "AnalysisSettings": "results_types",
-    "PrimaryHypothesis": "results_types",
-    "ConfidenceInterval": "results_types",
-    "ContrastResult": "results_types",
-    "TrendResult": "results_types",
-    "SeedsNeededResult": "results_types",
-    "TauStabilityResult": "results_types",
-    "HeterogeneityResult": "results_types",
-    "OpenFractionResult": "results_types",
-    "MopeScalesResult": "results_types",
-}
+from harness.lazy_exports import lazy_exports
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'harness.analysis' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"harness.analysis.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "results": [
+            "results_frame",
+            "mlflow_results_frame",
+            "window_losses_frame",
+            "mope_sigma_frame",
+            "find_study_run",
+            "CELL_COLUMNS",
+            "RESULT_COLUMNS",
+        ],
+        "contrasts": [
+            "interaction_contrast",
+            "main_effect",
+            "linear_contrast",
+            "multi_bootstrap",
+            "effects_table",
+            "effect_trend",
+            "seeds_needed",
+            "primary_effect",
+            "seed_blocks",
+            "sd_interval",
+            "t_interval",
+            "bootstrap_interval",
+            "sign_flip_pvalue",
+            "multi_bootstrap_interval",
+        ],
+        "divergence": ["divergence_table"],
+        "tau": [
+            "prediction_interval",
+            "gaussian_tails",
+            "tau_stability",
+            "tau_heterogeneity",
+            "open_fraction_analysis",
+            "tost_pvalue",
+            "tau_runs",
+        ],
+        "mope": ["mope_scales"],
+        "sequential": ["confidence_sequence", "ConfidenceSequenceResult"],
+        "report": [
+            "build_report",
+            "log_report",
+            "format_verdict_table",
+            "parent_description",
+            "headline_family",
+            "Report",
+            "Verdict",
+        ],
+        "corpus": ["corpus_info_for"],
+        "results_types": [
+            "AnalysisSettings",
+            "PrimaryHypothesis",
+            "ConfidenceInterval",
+            "ContrastResult",
+            "TrendResult",
+            "SeedsNeededResult",
+            "TauStabilityResult",
+            "HeterogeneityResult",
+            "OpenFractionResult",
+            "MopeScalesResult",
+        ],
+    },
+)
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from harness.analysis.contrasts import (
@@ -135,6 +135,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         TauStabilityResult,
         TrendResult,
     )
+    from harness.analysis.sequential import ConfidenceSequenceResult, confidence_sequence
     from harness.analysis.tau import (
         gaussian_tails,
         open_fraction_analysis,

@@ -78,6 +78,7 @@ def report(
     uri = tracking_uri_or_default(tracking_uri)
     df, parent, from_path = _results_and_parent(study, uri, from_path, log)
     settings = _parent_settings(uri, parent)
+    sequential = _sequential_summary(uri, parent, from_path)
     window_df, sigma_df = _windows_and_sigmas(study, uri, parent, from_path, windows)
     datasets = df.get_column("dataset").drop_nulls().unique().to_list() if "dataset" in df.columns else []
     rep = build_report(
@@ -88,6 +89,7 @@ def report(
         mope_sigmas=sigma_df,
         corpus_info=corpus_info_for(datasets),
         title=study,
+        sequential=sequential,
     )
     typer.echo(rep.verdict_table)
     for note in rep.notes:
@@ -107,11 +109,10 @@ def report(
 def _refresh_trial_descriptions(uri: str, parent: Any, df: Any) -> None:
     """Each ended trial run's description (``mlflow.note.content``), from its row of the
     recomputed results table."""
-    from mlflow import MlflowClient
-
+    from harness.mlflow_client import TrackingClient
     from harness.training.description import refresh_trial_descriptions
 
-    written = refresh_trial_descriptions(MlflowClient(tracking_uri=uri), parent.info.run_id, df.iter_rows(named=True))
+    written = refresh_trial_descriptions(TrackingClient(uri), parent.info.run_id, df.iter_rows(named=True))
     typer.echo(f"MLflow: refreshed the descriptions of {written} trial runs")
 
 
@@ -138,15 +139,14 @@ def _results_and_parent(study: str, uri: str, from_path: Path | None, log: bool)
     if study_dir is not None:
         # A study's storage directory: record in MLflow whatever the study could not
         # (a tracking outage) before the report goes to its parent run.
-        from mlflow import MlflowClient
-
+        from harness.mlflow_client import TrackingClient
         from harness.studies.replay import record_study
 
         from_path = Path(study_dir)
         df = results_frame(from_path, study=study)
         recorded = record_study(study_dir, tracking_uri=uri, study=study, say=typer.echo)
         if recorded is not None:
-            return df, MlflowClient(tracking_uri=uri).get_run(recorded.parent_run_id), from_path
+            return df, TrackingClient(uri).get_run(recorded.parent_run_id), from_path
     else:
         df = results_frame(from_path, study=study)
     parent = None
@@ -167,11 +167,11 @@ def _parent_settings(uri: str, parent):
 
     if parent is None:
         return AnalysisSettings()
-    from mlflow import MlflowClient
+    from harness.mlflow_client import TrackingClient
 
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            spec_path = MlflowClient(tracking_uri=uri).download_artifacts(parent.info.run_id, "spec.yaml", tmp)
+            spec_path = TrackingClient(uri).download_artifacts(parent.info.run_id, "spec.yaml", tmp)
             spec_text = Path(spec_path).read_text()
         return _settings_from_spec(spec_text)
     except InputError as exc:
@@ -183,6 +183,44 @@ def _parent_settings(uri: str, parent):
     except Exception:  # noqa: BLE001 - no spec.yaml artifact: the defaults apply
         pass
     return AnalysisSettings()
+
+
+def _sequential_summary(uri: str, parent, from_path: Path | None):
+    """A sequential study's rule and decisions for the report: its ``spec.yaml`` and
+    ``sequential_decisions.jsonl``, from the study directory (``--from``), else the parent run's
+    artifacts; None for a study with a fixed number of seeds (or without those files)."""
+    import tempfile
+
+    from harness.errors import InputError
+    from harness.studies.sequential import DECISIONS_FILE, Decision, DecisionLog, SequentialDesign
+    from harness.studies.spec import parse_spec
+
+    texts: dict[str, str] = {}
+    folder = None if from_path is None else (from_path if from_path.is_dir() else from_path.parent)
+    for name in ("spec.yaml", DECISIONS_FILE):
+        if folder is not None and (folder / name).is_file():
+            texts[name] = (folder / name).read_text()
+        elif parent is not None:
+            from harness.mlflow_client import TrackingClient
+
+            try:
+                with tempfile.TemporaryDirectory() as tmp:
+                    path = TrackingClient(uri).download_artifacts(parent.info.run_id, name, tmp)
+                    texts[name] = Path(path).read_text()
+            except Exception:  # noqa: BLE001 - no such artifact: not a sequential study
+                pass
+    if "spec.yaml" not in texts or DECISIONS_FILE not in texts:
+        return None
+    try:
+        design = SequentialDesign.from_spec(parse_spec(texts["spec.yaml"]))
+    except InputError:
+        return None
+    if design is None:
+        return None
+    from harness.studies.seed_search import summary_from_log  # loads Ray's Searcher: only for sequential studies
+
+    decisions = [Decision.from_json(d) for d in DecisionLog.parse(texts[DECISIONS_FILE])["decisions"]]
+    return summary_from_log(design, decisions)
 
 
 def _windows_and_sigmas(study: str, uri: str, parent, from_path: Path | None, windows: bool):

@@ -2,8 +2,8 @@
 fraction (beside the open-gate fraction), the true salient fraction of the synthetic
 corpus, and the mean word, clause and sentence lengths (beside the MOPE scales).
 
-Read through :mod:`harness.datasets` (``load`` and ``corpus_stats``), imported lazily;
-a dataset that cannot be loaded here (offline, not cached) is left out with no error:
+Read through :mod:`harness.datasets` (``load`` and ``corpus_stats_for``); a dataset that
+cannot be loaded here (offline, not cached) is left out with no error:
 the report then shows the measured numbers without that reference.
 """
 
@@ -15,6 +15,9 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
+
+from harness.datasets.corpus import load
+from harness.datasets.stats import corpus_stats_for
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +56,6 @@ def corpus_info_for(
     """``{dataset: {"content_fraction", "content_letter_fraction", "mean_word_length",
     "mean_clause_length", "mean_sentence_length", "salient_fraction"}}`` for the datasets
     that can be read (statistics of the ``split``, at most ``max_chars`` characters)."""
-    try:
-        from harness.datasets import corpus_stats_for, load
-    except ImportError:  # the datasets area is absent: no corpus references
-        return {}
     out: dict[str, dict[str, float]] = {}
     for name in dict.fromkeys(datasets):
         try:

@@ -51,6 +51,7 @@ from harness.analysis.contrasts import (
     seeds_needed,
 )
 from harness.analysis.divergence import divergence_table
+from harness.analysis.mope import mope_scales
 from harness.analysis.results import cell_columns, diverged_mask, require_columns, require_table, unfinished_mask
 from harness.analysis.results_types import (
     BOOTSTRAP_MIN_SEEDS,
@@ -68,9 +69,11 @@ from harness.analysis.results_types import (
     format_interval,
     format_pvalue,
 )
+from harness.analysis.sequential import SequentialSummary, confidence_sequence, sequential_verdict
 from harness.analysis.tables import frame_table_html, loss_unit, strip_external_resources, verdict_table_html
 from harness.analysis.tau import tau_runs, tau_stability
 from harness.errors import InputError
+from harness.mlflow_client import TrackingClient, redact_uri
 from harness.models.variants import DIAGNOSTIC_LABEL, is_diagnostic
 from harness.training.description import NOTE_TAG
 
@@ -84,6 +87,7 @@ TEST_ABBREVIATIONS = {
     "slope t": "t-test of the per-seed slopes",
     "TOST": "two one-sided t-tests (equivalence to the band)",
     "diff t": "t-test over seeds of open fraction - Gaussian tail",
+    "anytime t": "anytime-valid t-mixture test (Lai 1976; Wang & Ramdas 2023), valid under optional stopping",
 }
 
 
@@ -674,6 +678,7 @@ def build_report(
     mope_sigmas: Any = None,
     corpus_info: Mapping[str, Mapping[str, float]] | None = None,
     title: str | None = None,
+    sequential: SequentialSummary | None = None,
 ) -> Report:
     """Analyse a results table and write the report to ``out_dir``.
 
@@ -702,6 +707,10 @@ def build_report(
     corpus_info : mapping dataset -> {"content_fraction", "salient_fraction",
         "mean_word_length", "mean_clause_length", "mean_sentence_length"}, optional
         Corpus numbers set beside the open fraction and the MOPE scales.
+    sequential : SequentialSummary, optional
+        A sequential study's rule and stop: the report states them, gives the primary
+        effect's anytime-valid interval beside the fixed-n one, and bases the primary
+        verdict on the anytime-valid interval.
     """
     settings = settings or AnalysisSettings()
     df = require_table(df)
@@ -712,6 +721,8 @@ def build_report(
     rng = np.random.default_rng(settings.seed)
     _overview_section(df, study, parts)
     contrasts = _contrasts_section(df, settings, study, rng, parts)
+    if sequential is not None:
+        _sequential_section(df, settings, sequential, parts)
     effects = _cells_section(df, settings, study, rng, contrasts, parts)
     _multi_bootstrap_section(window_losses, settings, study, rng, parts)
     _trends_section(df, settings, study, effects, parts)
@@ -866,6 +877,82 @@ def _contrasts_table(results: Mapping[str, ContrastResult], parts: _Parts, h: li
         "for that seed. The primary hypothesis is read at the unadjusted level; the other verdicts of the "
         "table at the top are Holm-adjusted as one family.</p>"
     )
+
+
+def _sequential_section(df: pl.DataFrame, settings: AnalysisSettings, seq: SequentialSummary, parts: _Parts) -> None:
+    """A sequential study: the rule, where and why it stopped, the primary effect's
+    anytime-valid interval beside the fixed-n t-interval, and the decision log; the
+    primary verdict is re-read off the anytime-valid interval (the only one valid after
+    a data-dependent stop)."""
+    h: list[str] = []
+    m: list[str] = []
+    lines = [
+        f"Rule: {seq.rule}.",
+        f"Stopped: {seq.stop_text}.",
+        "Only the anytime-valid interval stays valid after a stop that depended on the data; the other "
+        "intervals of this report assume a number of seeds fixed in advance: read them as descriptive.",
+    ]
+    parts.headline.update(
+        {"sequential/n_seeds": float(seq.seeds_scheduled), "sequential/stopped_by": seq.stopped_by_code}
+    )
+    try:
+        res = primary_effect(df, settings)
+    except InputError as exc:
+        parts.skip(f"sequential: the primary effect cannot be computed ({exc})", h, m)
+        parts.sections.append(("Sequential design", h, m))
+        return
+    cs = confidence_sequence(res.per_seed, confidence=settings.confidence, tightest_at=seq.tightest_at)
+    h += [f"<p>{html.escape(line)}</p>" for line in lines]
+    m += [*(f"- {line}" for line in lines), ""]
+    level = f"{settings.confidence:.0%}"
+    rows = pl.DataFrame(
+        {
+            "interval": [f"anytime-valid {level} (confidence sequence)", f"fixed-n {level} t-interval"],
+            "low": [cs.low, None if res.confidence_interval is None else float(res.confidence_interval.low)],
+            "high": [cs.high, None if res.confidence_interval is None else float(res.confidence_interval.high)],
+            "seeds": [cs.n, res.n_seeds],
+            "basis": [
+                "supports the verdict: valid at every n, so also where the study stopped",
+                "for comparison only: assumes the number of seeds was fixed in advance",
+            ],
+        },
+        schema_overrides={"low": pl.Float64, "high": pl.Float64},
+    )
+    parts.tables["sequential"] = rows
+    h.append(_df_to_html(rows))
+    m.append(_df_to_markdown(rows))
+    if seq.decisions:
+        log = pl.DataFrame(
+            [
+                {k: d.get(k) for k in ("seeds_scheduled", "n_seeds", "low", "high", "action", "text")}
+                for d in seq.decisions
+            ],
+            infer_schema_length=None,
+        )
+        parts.tables["sequential_decisions"] = log
+        h.append("<p>Decision log (one row per completed batch):</p>" + _df_to_html(log))
+        m += ["", "Decision log (one row per completed batch):", "", _df_to_markdown(log)]
+    kind = settings.primary_or_default().kind
+    verdict = sequential_verdict(kind, cs, settings.smallest_effect)
+    parts.verdicts = [
+        dataclasses.replace(
+            v,
+            confidence_interval=cs.confidence_interval,
+            pvalue=cs.pvalue,
+            n_seeds=cs.n,
+            test="anytime t",
+            verdict=verdict,
+            claim=cs.pvalue is not None and cs.pvalue <= settings.alpha,
+        )
+        if v.role == "primary"
+        else v
+        for v in parts.verdicts
+    ]
+    if cs.low is not None and cs.bounded:
+        parts.headline.update({"sequential/cs_low": cs.low, "sequential/cs_high": cs.high})
+    if cs.pvalue is not None:
+        parts.headline["sequential/pvalue"] = cs.pvalue
+    parts.sections.append(("Sequential design", h, m))
 
 
 def _cells_section(
@@ -1334,7 +1421,6 @@ def _mope_section(
     sigmas = _to_numpy_sigmas(mope_sigmas)
     if sigmas is None or sigmas.size < 2:
         return
-    from harness.analysis.mope import mope_scales
 
     try:
         scales = mope_scales(sigmas, corpus_lengths=_corpus_lengths(corpus_info), rng=settings.seed)
@@ -1577,21 +1663,13 @@ def log_report(report: Report, *, run_id: str, tracking_uri: str, artifact_path:
     MLflow run ``run_id`` (the study's parent run), and write the run's description
     (:func:`parent_description`: the verdict table, shown first on the run's page) with
     the link to ``report.html`` in the run page's Artifacts tab."""
-    from mlflow import MlflowClient
-    from mlflow.entities import Metric
-    from mlflow.exceptions import MlflowException
-
-    client = MlflowClient(tracking_uri=tracking_uri)
-    try:
-        run = client.get_run(run_id)
-    except MlflowException as exc:
-        raise InputError(f"no MLflow run {run_id!r} at {tracking_uri}: {exc.message}") from exc
+    client = TrackingClient(tracking_uri)
+    run = client.find_run(run_id)
+    if run is None:
+        raise InputError(f"no MLflow run {run_id!r} at {redact_uri(tracking_uri)} (or the store cannot be reached)")
     for path in report.files:
-        client.log_artifact(run_id, str(path), artifact_path)
-    now = int(time.time() * 1000)
-    metrics = [Metric(key, float(value), now, 0) for key, value in report.headline_metrics.items()]
-    for start in range(0, len(metrics), 1000):  # MLflow's batch limit
-        client.log_batch(run_id, metrics=metrics[start : start + 1000])
+        client.log_artifact(run_id, path, artifact_path)
+    client.log_metrics(run_id, report.headline_metrics, step=0)
     # a link relative to the MLflow UI's page (its routes live in the URL's fragment): it
     # works whatever host and port serve the UI; in MLflow 3's "Model training" view
     link = (

@@ -1,58 +1,29 @@
 """The results table: one row per trial, from a parquet file, a study's Tune storage
 directory, or the study's MLflow record; plus the shared input checks of the analysis.
 
-Columns (CONTRACTS.md): ``study, trial_id, dataset, size, params, context_length,
-variant, position, gate, scoring, seed, tau_init, val_loss, test_loss, train_loss,
-best_val_loss, gen_gap, tau_mean, tau_heads, open_fraction, tokens_per_s, steps,
-status``. ``tau_heads`` is a list column: the run's learned tau of every head, layer by
-layer (``gate/tau/l0h0, l0h1, ...``; null for variants without a gate). Every analysis
-function needs only the columns it uses: a table with ``variant``, ``seed`` and
-``val_loss`` is enough for a contrast.
+Its columns and types are :data:`harness.results_schema.RESULT_SCHEMA` (re-exported here as
+``RESULT_SCHEMA`` and ``RESULT_COLUMNS``). Every analysis function needs only the columns it
+uses: a table with ``variant``, ``seed`` and ``val_loss`` is enough for a contrast.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import re
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from harness.errors import InputError
+from harness.mlflow_client import TrackingClient
+from harness.results_schema import RESULT_COLUMNS, RESULT_SCHEMA, head_taus
 
 #: The cell of a study: trials that differ only in variant and seed.
 CELL_COLUMNS: tuple[str, ...] = ("dataset", "size", "context_length")
 
-RESULT_SCHEMA: dict[str, Any] = {
-    "study": pl.String,
-    "trial_id": pl.String,
-    "dataset": pl.String,
-    "size": pl.String,
-    "params": pl.Int64,
-    "context_length": pl.Int64,
-    "variant": pl.String,
-    "position": pl.String,
-    "gate": pl.String,
-    "scoring": pl.String,
-    "seed": pl.Int64,
-    "tau_init": pl.Float64,
-    "val_loss": pl.Float64,
-    "test_loss": pl.Float64,
-    "train_loss": pl.Float64,
-    "best_val_loss": pl.Float64,
-    "gen_gap": pl.Float64,
-    "tau_mean": pl.Float64,
-    "tau_heads": pl.List(pl.Float64),
-    "open_fraction": pl.Float64,
-    "tokens_per_s": pl.Float64,
-    "steps": pl.Int64,
-    "status": pl.String,
-}
-RESULT_COLUMNS: tuple[str, ...] = tuple(RESULT_SCHEMA)
 
 # final MLflow metric of a child run -> results-table column
 _METRIC_COLUMNS = {
@@ -67,22 +38,8 @@ _METRIC_COLUMNS = {
     "num_parameters": "params",
 }
 _TAG_COLUMNS = ("variant", "position", "gate", "scoring", "dataset", "size", "context_length", "seed", "status")
-#: Per-head gate metrics: ``gate/tau/l0h3`` is layer 0, head 3.
-HEAD_TAU = re.compile(r"^gate/tau/l(\d+)h(\d+)$")
 FINISHED = "finished"
 DIVERGED = "diverged"
-
-
-def head_taus(metrics: Mapping[str, Any]) -> list[float] | None:
-    """The per-head taus of one run, layer by layer then head by head, from its metrics
-    (``gate/tau/l<i>h<j>``); None when the run has no gate. The source of the results
-    table's ``tau_heads`` for the study runner and for a table rebuilt from MLflow."""
-    found = []
-    for key, value in metrics.items():
-        match = HEAD_TAU.match(str(key))
-        if match is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
-            found.append(((int(match.group(1)), int(match.group(2))), float(value)))
-    return [value for _, value in sorted(found)] or None
 
 
 # ----------------------------------------------------------------------------- checks
@@ -236,13 +193,13 @@ def _looks_like_uri(text: str) -> bool:
 
 
 # ----------------------------------------------------------------------------- MLflow
-def _client(tracking_uri: str):
-    from mlflow import MlflowClient  # heavy: only when MLflow is asked for
-
-    return MlflowClient(tracking_uri=tracking_uri)
+def _client(tracking_uri: str) -> TrackingClient:
+    return TrackingClient(tracking_uri)  # MLflow loads with the first client: only when MLflow is asked for
 
 
-def _search_all(client, experiment_ids: list[str], filter_string: str, order_by: list[str] | None = None) -> list:
+def _search_all(
+    client: TrackingClient, experiment_ids: list[str], filter_string: str, order_by: list[str] | None = None
+) -> list:
     runs, token = [], None
     while True:
         page = client.search_runs(
@@ -254,7 +211,7 @@ def _search_all(client, experiment_ids: list[str], filter_string: str, order_by:
             return runs
 
 
-def _experiment_ids(client) -> list[str]:
+def _experiment_ids(client: TrackingClient) -> list[str]:
     ids, token = [], None
     while True:
         page = client.search_experiments(max_results=1000, page_token=token)
@@ -298,7 +255,7 @@ def _quote(text: str) -> str:
     return text.replace("'", "\\'")
 
 
-def _trial_runs(client, parent) -> list:
+def _trial_runs(client: TrackingClient, parent: Any) -> list:
     return _search_all(
         client,
         [parent.info.experiment_id],

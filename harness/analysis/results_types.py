@@ -252,6 +252,11 @@ class AnalysisSettings:
         return cls(**kwargs)
 
 
+#: What a contrast estimates: the 2x2 interaction (superadditivity), a main effect (treatment
+#: against control) or any other linear contrast of the variants.
+ContrastKind = Literal["interaction", "main_effect", "contrast"]
+
+
 @dataclass(frozen=True)
 class ContrastResult:
     """A paired-seed contrast (a main effect or the 2x2 interaction) in one cell or
@@ -270,7 +275,7 @@ class ContrastResult:
     """
 
     name: str
-    kind: str  # "interaction" | "main_effect" | "contrast"
+    kind: ContrastKind
     metric: str
     estimate: float
     confidence_interval: ConfidenceInterval | None

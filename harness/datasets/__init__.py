@@ -7,47 +7,33 @@ the synthetic salience corpus and corpus statistics.
 >>> starts = eval_window_starts(len(corpus.val), block_size=256, max_windows=256)           # doctest: +SKIP
 >>> xv, yv = window_batch(corpus.val, starts, block_size=256)          # doctest: +SKIP
 
-Importing this package reads no file and touches no network.
+Importing this package reads no file, touches no network and imports no numpy (the
+``harness`` CLI imports it for ``--help``): the names below load their module on first use
+(:mod:`harness.lazy_exports`).
 """
 
-from harness.datasets.cards import REGISTRY, Archive, DataFile, DatasetCard, SplitRule, get_card
-from harness.datasets.corpus import Corpus, load, load_card, ptb_char_compact
-from harness.datasets.fetch import ChecksumMismatch, FileCheck, Located, cache_root, fetch, locate
-from harness.datasets.sampling import eval_window_starts, sample_train_batch, window_batch
-from harness.datasets.stats import FUNCTION_WORDS, CorpusStats, corpus_stats, corpus_stats_for
-from harness.datasets.synthetic import (
-    SalienceParams,
-    SalienceText,
-    generate_salience_text,
-    make_salience_corpus,
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.lazy_exports import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "cards": ["REGISTRY", "Archive", "DataFile", "DatasetCard", "SplitRule", "get_card"],
+        "corpus": ["Corpus", "load", "load_card", "ptb_char_compact"],
+        "fetch": ["ChecksumMismatch", "FileCheck", "Located", "cache_root", "fetch", "locate"],
+        "sampling": ["eval_window_starts", "sample_train_batch", "window_batch"],
+        "stats": ["FUNCTION_WORDS", "CorpusStats", "corpus_stats", "corpus_stats_for"],
+        "synthetic": ["SalienceParams", "SalienceText", "generate_salience_text", "make_salience_corpus"],
+    },
 )
 
-__all__ = [
-    "REGISTRY",
-    "Archive",
-    "ChecksumMismatch",
-    "Corpus",
-    "CorpusStats",
-    "DataFile",
-    "DatasetCard",
-    "FUNCTION_WORDS",
-    "FileCheck",
-    "Located",
-    "SalienceParams",
-    "SalienceText",
-    "SplitRule",
-    "cache_root",
-    "corpus_stats",
-    "corpus_stats_for",
-    "eval_window_starts",
-    "fetch",
-    "generate_salience_text",
-    "get_card",
-    "load",
-    "load_card",
-    "locate",
-    "make_salience_corpus",
-    "ptb_char_compact",
-    "sample_train_batch",
-    "window_batch",
-]
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from harness.datasets.cards import REGISTRY, Archive, DataFile, DatasetCard, SplitRule, get_card
+    from harness.datasets.corpus import Corpus, load, load_card, ptb_char_compact
+    from harness.datasets.fetch import ChecksumMismatch, FileCheck, Located, cache_root, fetch, locate
+    from harness.datasets.sampling import eval_window_starts, sample_train_batch, window_batch
+    from harness.datasets.stats import FUNCTION_WORDS, CorpusStats, corpus_stats, corpus_stats_for
+    from harness.datasets.synthetic import SalienceParams, SalienceText, generate_salience_text, make_salience_corpus

@@ -315,7 +315,7 @@ def read_cache_dir(path: Path) -> tuple[dict[str, Any], np.ndarray] | None:
     return meta, tokens
 
 
-def _corpus_from_cache(
+def corpus_from_cache(
     name: str,
     tokenizer: str,
     meta: dict[str, Any],
@@ -325,6 +325,10 @@ def _corpus_from_cache(
     source: str = "",
     mask: np.ndarray | None = None,
 ) -> Corpus:
+    """The :class:`Corpus` of a token cache: ``tokens`` cut into the splits its ``meta``
+    names (``{"splits": {"train": (start, stop), ...}}``, plus the vocabulary), ``mask``
+    (content positions, the synthetic corpus) cut the same way. Shared by the registry's
+    corpora and the generated ones (:mod:`harness.datasets.synthetic`)."""
     arrays = {k: tokens[a:b] for k, (a, b) in meta["splits"].items()}
     masks = None if mask is None else {k: mask[a:b] for k, (a, b) in meta["splits"].items()}
     return Corpus(
@@ -363,6 +367,7 @@ def load_card(
 ) -> Corpus:
     """:func:`load` for a card object (e.g. a card with another download address)."""
     if card.synthetic:
+        # synthetic builds on this module (Corpus, the cache): imported here to keep one direction.
         from harness.datasets.synthetic import make_salience_corpus
 
         return make_salience_corpus(cache_dir=cache_dir)
@@ -386,7 +391,7 @@ def load_card(
             raise InputError(f"could not read the token cache just written at {path}")
     meta, tokens = cached
     where = ", ".join(str(p) for p in located.paths)
-    return _corpus_from_cache(card.name, card.tokenizer, meta, tokens, path, source=f"{where} ({located.status})")
+    return corpus_from_cache(card.name, card.tokenizer, meta, tokens, path, source=f"{where} ({located.status})")
 
 
 def load(
@@ -412,6 +417,7 @@ def load(
     """
     card = get_card(name)
     if card.synthetic:
+        # synthetic builds on this module (Corpus, the cache): imported here to keep one direction.
         from harness.datasets.synthetic import make_salience_corpus, parse_salience_name
 
         return make_salience_corpus(**parse_salience_name(name), cache_dir=cache_dir)

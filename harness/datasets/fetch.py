@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from harness import __version__
 from harness.datasets.cards import Archive, DataFile, DatasetCard
 from harness.errors import InputError
 
@@ -420,8 +421,6 @@ def _download_one(
     validate: Callable[[Path], object] | None,
 ) -> FileCheck:
     from tqdm.auto import tqdm
-
-    from harness import __version__
 
     fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     tmp: Path | None = Path(tmp_name)

@@ -20,7 +20,7 @@ and a study's parent run declares the set of its corpora. A declaration is metad
   tokenizer.
 
 Build the inputs with :func:`corpus_inputs` and write them with
-``MlflowClient.log_inputs(run_id, datasets=...)``.
+``TrackingClient.log_inputs(run_id, datasets)`` (:mod:`harness.mlflow_client`).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class DeclaredSplits:
     splits: tuple[str, ...]
 
     def to_input(self) -> DatasetInput:
-        """The ``mlflow.entities.DatasetInput`` that ``MlflowClient.log_inputs`` writes."""
+        """The ``mlflow.entities.DatasetInput`` that ``TrackingClient.log_inputs`` writes."""
         d = self.dataset.to_dict()
         entity = DatasetEntity(
             name=d["name"],
@@ -190,7 +190,7 @@ def _splits_of(card: DatasetCard, f: DataFile) -> tuple[str, ...]:
 
 def corpus_inputs(names: Iterable[str], *, data_dir: str | None = None) -> list[DatasetInput]:
     """The dataset inputs of every corpus in ``names`` (each once), ready for
-    ``MlflowClient.log_inputs``."""
+    ``TrackingClient.log_inputs``."""
     inputs: list[DatasetInput] = []
     for name in dict.fromkeys(names):
         inputs.extend(declared.to_input() for declared in corpus_datasets(name, data_dir=data_dir))

@@ -27,6 +27,8 @@ import math
 import re
 from dataclasses import asdict, dataclass
 
+from harness.datasets.corpus import load
+
 # Closed-class English words: articles and determiners, pronouns, prepositions,
 # conjunctions, auxiliaries and modals, negation and common particles/adverbs of degree,
 # time and place, contractions and clitics (as PTB splits them: 's n't 're 've 'll 'd 'm),
@@ -238,8 +240,6 @@ def corpus_stats_for(
     """:func:`corpus_stats` of a registered corpus (or a loaded :class:`Corpus`) split,
     decoding formats such as PTB's characters back to words first."""
     if isinstance(name_or_corpus, str):
-        from harness.datasets.corpus import load
-
         corpus = load(name_or_corpus, data_dir=data_dir, download=download)
     else:
         corpus = name_or_corpus

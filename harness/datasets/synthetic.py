@@ -36,15 +36,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from harness.datasets.corpus import Corpus, cache_key, corpus_from_cache, read_cache_dir, write_cache_dir
+from harness.datasets.fetch import cache_root
 from harness.datasets.stats import FUNCTION_WORDS, TEMPLATE_FUNCTION_WORDS
 from harness.errors import InputError
-
-if TYPE_CHECKING:
-    from harness.datasets.corpus import Corpus
 
 NAME = "synthetic-salience"
 GENERATOR_VERSION = 1
@@ -258,7 +257,6 @@ def parse_salience_name(name: str) -> dict[str, Any]:
 def salience_cache_key(params: SalienceParams) -> str:
     """The token cache key of a parameter setting: what identifies the generated text (the
     generator's version and every parameter), without generating it."""
-    from harness.datasets.corpus import cache_key
 
     return cache_key({"generator": GENERATOR_VERSION, **asdict(params)})
 
@@ -276,12 +274,6 @@ def make_salience_corpus(
     """The synthetic-salience :class:`~harness.datasets.corpus.Corpus`: 90 % / 5 % / 5 %
     of the generated characters as train / val / test, with ``content_mask`` per split.
     Generated once per parameter setting and cached (memory-mapped) like real corpora."""
-    from harness.datasets.corpus import (
-        _corpus_from_cache,
-        read_cache_dir,
-        write_cache_dir,
-    )
-    from harness.datasets.fetch import cache_root
 
     params = SalienceParams(p, n_chars, seed, n_content_words, n_function_words, n_templates)
     key = salience_cache_key(params)
@@ -312,4 +304,4 @@ def make_salience_corpus(
         assert cached is not None
     meta, tokens = cached
     mask = np.load(path / "mask.npy", mmap_mode="r")
-    return _corpus_from_cache(params.name(), "char", meta, tokens, path, source="generated", mask=mask)
+    return corpus_from_cache(params.name(), "char", meta, tokens, path, source="generated", mask=mask)

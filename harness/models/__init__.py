@@ -11,9 +11,9 @@ loaded on first use of :func:`build_model` or a component class.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING
 
+from harness.lazy_exports import lazy_exports
 from harness.models.sizes import SIZES, ModelSize, get_size
 from harness.models.variants import (
     DIAGNOSTIC_LABEL,
@@ -29,65 +29,84 @@ from harness.models.variants import (
     make_variant,
 )
 
-# Lazily imported names (they need torch) -> defining module.
-_LAZY = {
-    "build_model": "transformer",
-    "CharTransformer": "transformer",
-    "CausalSelfAttention": "attention",
-    "key_biased_attention": "attention",
-    "lag_penalised_attention": "attention",
-    "PositionalEncoding": "positional",
-    "SinusoidalPositionalEncoding": "positional",
-    "LearnedPositionalEncoding": "positional",
-    "RotaryPositionalEncoding": "positional",
-    "ALiBiPositionalEncoding": "positional",
-    "MorletPositionalEncoding": "positional",
-    "MorletRelativePositionalEncoding": "positional",
-    "NoPositionalEncoding": "positional",
-    "build_position": "positional",
-    "KeyGate": "gates",
-    "EnergyGate": "gates",
-    "FluxGate": "gates",
-    "PhaseCoherenceGate": "gates",
-    "WaveletEnergyGate": "gates",
-    "WaveletDirectionGate": "gates",
-    "QuadraticEnergyGate": "gates",
-    "LeakyEnergyGate": "gates",
-    "OutputGate": "gates",
-    "causal_znorm": "gates",
-    "sequence_znorm": "gates",
-    "build_gate": "gates",
-    "DotScoring": "scoring",
-    "LaggedScoring": "scoring",
-    "build_scoring": "scoring",
-}
+# The registries above are plain data, imported with the package; the names below need
+# torch and load on first use (harness.lazy_exports).
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "transformer": ["build_model", "CharTransformer"],
+        "attention": ["CausalSelfAttention", "key_biased_attention", "lag_penalised_attention"],
+        "positional": [
+            "PositionalEncoding",
+            "SinusoidalPositionalEncoding",
+            "LearnedPositionalEncoding",
+            "RotaryPositionalEncoding",
+            "ALiBiPositionalEncoding",
+            "MorletPositionalEncoding",
+            "MorletRelativePositionalEncoding",
+            "NoPositionalEncoding",
+            "build_position",
+        ],
+        "gates": [
+            "KeyGate",
+            "EnergyGate",
+            "FluxGate",
+            "PhaseCoherenceGate",
+            "WaveletEnergyGate",
+            "WaveletDirectionGate",
+            "QuadraticEnergyGate",
+            "LeakyEnergyGate",
+            "OutputGate",
+            "causal_znorm",
+            "sequence_znorm",
+            "build_gate",
+        ],
+        "scoring": ["DotScoring", "LaggedScoring", "build_scoring"],
+    },
+    eager=[
+        "SIZES",
+        "ModelSize",
+        "get_size",
+        "VARIANTS",
+        "Variant",
+        "get_variant",
+        "make_variant",
+        "is_diagnostic",
+        "READINGS",
+        "Reading",
+        "DIAGNOSTIC_LABEL",
+        "POSITIONS",
+        "GATES",
+        "SCORINGS",
+    ],
+)
 
-__all__ = [
-    "SIZES",
-    "ModelSize",
-    "get_size",
-    "VARIANTS",
-    "Variant",
-    "get_variant",
-    "make_variant",
-    "is_diagnostic",
-    "READINGS",
-    "Reading",
-    "DIAGNOSTIC_LABEL",
-    "POSITIONS",
-    "GATES",
-    "SCORINGS",
-    *_LAZY,
-]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(f"harness.models.{_LAZY[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'harness.models' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from harness.models.attention import CausalSelfAttention, key_biased_attention, lag_penalised_attention
+    from harness.models.gates import (
+        EnergyGate,
+        FluxGate,
+        KeyGate,
+        LeakyEnergyGate,
+        OutputGate,
+        PhaseCoherenceGate,
+        QuadraticEnergyGate,
+        WaveletDirectionGate,
+        WaveletEnergyGate,
+        build_gate,
+        causal_znorm,
+        sequence_znorm,
+    )
+    from harness.models.positional import (
+        ALiBiPositionalEncoding,
+        LearnedPositionalEncoding,
+        MorletPositionalEncoding,
+        MorletRelativePositionalEncoding,
+        NoPositionalEncoding,
+        PositionalEncoding,
+        RotaryPositionalEncoding,
+        SinusoidalPositionalEncoding,
+        build_position,
+    )
+    from harness.models.scoring import DotScoring, LaggedScoring, build_scoring
+    from harness.models.transformer import CharTransformer, build_model

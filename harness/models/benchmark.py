@@ -46,6 +46,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import InputError
+from harness.models.attention import CausalSelfAttention
+from harness.models.gates import OutputGate, build_gate
+from harness.models.positional import build_position
+from harness.models.scoring import build_scoring
+from harness.models.transformer import build_model
+from harness.models.variants import VARIANTS
 
 FAMILIES: tuple[str, ...] = (
     "baseline",
@@ -89,10 +95,6 @@ class CaseResult:
 
 
 def _build_attention(family: str, d_model: int, n_head: int):
-    from harness.models.attention import CausalSelfAttention
-    from harness.models.gates import OutputGate, build_gate
-    from harness.models.positional import build_position
-    from harness.models.scoring import build_scoring
 
     gate_name = {
         "baseline": "none",
@@ -332,9 +334,6 @@ def run_train_step_benchmark(
     in this process, variants taking turns (one step each per round, after one warm-up step)."""
     import torch
     import torch.nn.functional as F
-
-    from harness.models.transformer import build_model
-    from harness.models.variants import VARIANTS
 
     if threads:
         torch.set_num_threads(threads)

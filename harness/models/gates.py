@@ -344,14 +344,16 @@ class WaveletEnergyGate(KeyGate):
         else:
             raise InputError(f"unknown wavelet gate {kind!r}; known: db2, db4, morlet-fixed, morlet-param")
 
-    def _filters(self) -> Tensor:
+    def filters(self) -> Tensor:
+        """The wavelet filters psi, one row per output: ``(1, M)`` real (Daubechies) or
+        ``(2, M)`` real and imaginary parts (Morlet, learned or fixed)."""
         if self.kind == "morlet-param":
             return torch.stack(morlet_filter(self.omega, torch.exp(self.log_sigma)))  # (2, M)
         return self.filter.view(-1, self.filter.size(-1))  # (1 or 2, M)
 
     def _pair_weights(self) -> Tensor:
         """c[l, m] = (2 - [l = 0]) Re(psi_m conj(psi_{m+l})) for m + l < M, else 0: (M, M)."""
-        psi = self._filters().float()  # (n_out, M): n_out = 1 (real) or 2 (Re, Im)
+        psi = self.filters().float()  # (n_out, M): n_out = 1 (real) or 2 (Re, Im)
         taps = psi.size(-1)
         rows = []
         for lag in range(taps):

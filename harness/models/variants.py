@@ -32,12 +32,17 @@ labels its rows "leaks future tokens".
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from harness.errors import InputError
 
-POSITIONS: tuple[str, ...] = ("sinusoidal", "learned", "rope", "alibi", "mope", "mope-rel", "none")
-GATES: tuple[str, ...] = (
+#: The three slots of the attention a variant fills.
+Slot = Literal["position", "gate", "scoring"]
+SLOTS: tuple[str, ...] = get_args(Slot)
+
+#: The components of each slot (one Literal each: a config names them as plain strings).
+PositionName = Literal["sinusoidal", "learned", "rope", "alibi", "mope", "mope-rel", "none"]
+GateName = Literal[
     "none",
     "ega",
     "ega-2",
@@ -54,14 +59,17 @@ GATES: tuple[str, ...] = (
     "flux",
     "phase",
     "ega-leaky",
-)
+]
+ScoringName = Literal["dot", "lagged"]
+POSITIONS: tuple[str, ...] = get_args(PositionName)
+GATES: tuple[str, ...] = get_args(GateName)
+SCORINGS: tuple[str, ...] = get_args(ScoringName)
 #: Gates that read future tokens, with how: a variant using one is a diagnostic, not a model.
 LEAKY_GATES: dict[str, str] = {"ega-leaky": "z-normalises the energy over the whole sequence, future tokens included"}
 #: The label of a diagnostic's rows in ``harness zoo`` and in the study report.
 DIAGNOSTIC_LABEL = "leaks future tokens"
 #: Positions whose parameters ``mope_init`` initialises (the absolute and the relative Morlet encodings).
 MOPE_POSITIONS: tuple[str, ...] = ("mope", "mope-rel")
-SCORINGS: tuple[str, ...] = ("dot", "lagged")
 MOPE_INITS: tuple[str, ...] = ("random", "scales")
 OPTIONS: tuple[str, ...] = ("mope_init", "lags", "output_gate")
 DEFAULT_LAGS = 4
@@ -77,9 +85,9 @@ class Variant:
     """
 
     name: str
-    position: str
-    gate: str = "none"
-    scoring: str = "dot"
+    position: PositionName
+    gate: GateName = "none"
+    scoring: ScoringName = "dot"
     options: dict[str, Any] = field(default_factory=dict)
 
     def __hash__(self) -> int:
@@ -135,7 +143,9 @@ def _check_choice(kind: str, value: Any, choices: tuple[str, ...], variant_name:
         raise InputError(f"variant {variant_name!r}: unknown {kind} {value!r}; known {kind}s: {', '.join(choices)}")
 
 
-def make_variant(name: str, *, position: str, gate: str = "none", scoring: str = "dot", **options: Any) -> Variant:
+def make_variant(
+    name: str, *, position: PositionName, gate: GateName = "none", scoring: ScoringName = "dot", **options: Any
+) -> Variant:
     """Validate and build a :class:`Variant` (a named combination of components).
 
     Examples

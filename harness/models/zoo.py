@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.models.sizes import ModelSize, get_size
+from harness.models.transformer import build_model
 from harness.models.variants import READINGS, VARIANTS, Variant
 
 
@@ -37,8 +38,6 @@ def zoo_rows(size: str | ModelSize = "paper", *, vocab_size: int = 65, block_siz
     """Parameter counts of every variant in :data:`VARIANTS` (built on the meta device:
     no memory, no initialisation cost, so the largest presets are instant)."""
     import torch
-
-    from harness.models.transformer import build_model
 
     s = get_size(size)
     counts = {}

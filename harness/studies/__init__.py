@@ -11,29 +11,25 @@
 - :mod:`~harness.studies.cost`       the dry run's cost estimate
 
 Importing this package imports neither Ray, MLflow nor torch; the names below load
-their module on first use.
+their module on first use (:mod:`harness.lazy_exports`).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING
 
-_LAZY = {
-    "StudySpec": "harness.studies.spec",
-    "load_spec": "harness.studies.spec",
-    "parse_spec": "harness.studies.spec",
-    "Trial": "harness.studies.grid",
-    "expand_grid": "harness.studies.grid",
-    "trial_id": "harness.studies.grid",
-    "run_study": "harness.studies.runner",
-    "StudyOutcome": "harness.studies.runner",
-}
+from harness.lazy_exports import lazy_exports
 
-__all__ = sorted(_LAZY)
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "spec": ["StudySpec", "load_spec", "parse_spec"],
+        "grid": ["Trial", "expand_grid", "trial_id"],
+        "runner": ["run_study", "StudyOutcome"],
+    },
+)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'harness.studies' has no attribute {name!r}")
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from harness.studies.grid import Trial, expand_grid, trial_id
+    from harness.studies.runner import StudyOutcome, run_study
+    from harness.studies.spec import StudySpec, load_spec, parse_spec

@@ -25,6 +25,9 @@ from typing import Any
 
 import yaml
 
+from harness.studies.grid import expand_grid
+from harness.studies.spec import parse_spec
+
 
 def _spec(trials: int, steps: int) -> dict[str, Any]:
     variants = ["baseline", "ega", "mope", "ega-mope"]
@@ -52,8 +55,6 @@ def _spec(trials: int, steps: int) -> dict[str, Any]:
 def main(
     *, trials: int = 8, steps: int = 60, out: Path | str = "benchmarks/results/study_overhead.json"
 ) -> dict[str, Any]:
-    from harness.studies.grid import expand_grid
-    from harness.studies.spec import parse_spec
 
     spec_data = _spec(trials, steps)
     spec = parse_spec(yaml.safe_dump(spec_data))

@@ -137,7 +137,7 @@ def ui(
 ) -> None:
     """Start the MLflow UI on the study's tracking store (bound to 127.0.0.1 unless told otherwise)."""
     from harness.errors import InputError
-    from harness.training.tracking import check_tracking_uri, resolve_tracking_uri
+    from harness.mlflow_client import check_tracking_uri, resolve_tracking_uri
 
     uri = resolve_tracking_uri(tracking_uri)
     if uri.startswith(("http://", "https://")):

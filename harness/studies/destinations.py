@@ -28,7 +28,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from harness.errors import InputError
-from harness.training.tracking import redact_uri, sqlite_path
+from harness.mlflow_client import redact_uri, sqlite_path
 
 #: Set by Ray's job supervisor for a job's entrypoint (Ray 2.60): the job's runtime_env and
 #: metadata, whose ``job_submission_id`` is the job id.

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from harness.models.variants import VARIANTS, GateName, PositionName, ScoringName
 from harness.studies.spec import StudySpec
 from harness.training.config import TrainConfig
 
@@ -31,9 +32,9 @@ class Trial:
 
     trial_id: str
     config: TrainConfig
-    position: str
-    gate: str
-    scoring: str
+    position: PositionName
+    gate: GateName
+    scoring: ScoringName
 
     def tags(self) -> dict[str, str]:
         """The factors of the trial as MLflow tags (CONTRACTS: one tag per factor)."""
@@ -71,7 +72,6 @@ def _size_fields(size: Any) -> dict[str, Any]:
 
 def resolve_components(spec: StudySpec) -> dict[str, tuple[str, str, str]]:
     """variant name -> (position, gate, scoring), from the registry or the inline entry."""
-    from harness.models import VARIANTS
 
     out: dict[str, tuple[str, str, str]] = {}
     for entry in spec.variants:
@@ -95,7 +95,7 @@ def expand_grid(spec: StudySpec, *, components: dict[str, tuple[str, str, str]] 
     shared["num_threads"] = spec.resources.cpus
     shared["accelerator"] = "gpu" if spec.resources.gpus > 0 else "cpu"
     trials: list[Trial] = []
-    for seed in spec.seeds:
+    for seed in spec.grid_seeds():
         for dataset in spec.datasets:
             for size in spec.sizes:
                 size_fields = _size_fields(size)

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from ray.tune import Callback
 
-from harness.training.tracking import redact_uri
+from harness.mlflow_client import redact_uri
 
 STATES = ("PENDING", "RUNNING", "RETRYING", "DONE", "DIVERGED", "ERROR")
 
@@ -132,7 +132,7 @@ class StudyProgress(Callback):
         v = self._view(trial)
         v.state = "RETRYING"
         self._event(v, "RETRY")
-        self._note(trial_error_summary(trial))
+        self.note(trial_error_summary(trial))
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         v = self._view(trial)
@@ -144,7 +144,7 @@ class StudyProgress(Callback):
         v = self._view(trial)
         v.state, v.ended = "ERROR", time.monotonic()
         self._event(v, "ERROR", extra=f"  error log: {trial.error_file}" if getattr(trial, "error_file", None) else "")
-        self._note(trial_error_summary(trial))
+        self.note(trial_error_summary(trial))
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         self._draw()
@@ -176,7 +176,7 @@ class StudyProgress(Callback):
             flush=True,
         )
 
-    def _note(self, text: str | None) -> None:
+    def note(self, text: str | None) -> None:
         """A message under the event lines (above the live table on a terminal)."""
         if not text:
             return

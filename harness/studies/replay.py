@@ -29,21 +29,24 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyarrow.fs
 
 from harness.errors import InputError
-from harness.studies.grid import expand_grid
-from harness.studies.runner import STUDY_FILE, _filesystem, _read_json, is_uri, parent_params
-from harness.studies.spec import parse_spec
-from harness.studies.trainable import FINAL_RESULT
+from harness.mlflow_client import ENDED_MLFLOW_STATUSES, check_tracking_uri, harness_git_commit, redact_uri
+from harness.studies.destinations import is_uri
+from harness.studies.grid import Trial, expand_grid
+from harness.studies.runner import parent_params
+from harness.studies.spec import StudySpec, parse_spec
+from harness.studies.storage import STUDY_FILE, read_bytes, read_json, read_text, storage_filesystem
+from harness.studies.trainable import FINAL_ARTIFACTS, FINAL_RESULT
 from harness.training.description import DESCRIBED_STATUSES, trial_description
-from harness.training.tracking import check_tracking_uri, harness_git_commit, redact_uri
 
-#: Run statuses of MLflow that mean "ended".
-_ENDED = ("FINISHED", "FAILED", "KILLED")
+if TYPE_CHECKING:  # the recorder subclasses Ray Tune's Callback: imported by record_study (see there)
+    from harness.studies.tracking import StudyRecorder
+
 #: results-table status -> the child run's status tag.
 _TAG_OF_STATUS = {"finished": "finished", "diverged": "diverged", "failed": "failed", "incomplete": "interrupted"}
 
@@ -71,10 +74,10 @@ def find_study_dir(path: str | Path) -> str | None:
     if not is_uri(text):  # pyarrow's local filesystem takes absolute paths only
         text = str(Path(text.removeprefix("file://")).expanduser().resolve())
     try:
-        fs, root = _filesystem(text)
+        fs, root = storage_filesystem(text)
     except InputError:
         return None
-    if _read_json(fs, f"{root}/{STUDY_FILE}") is not None:
+    if read_json(fs, f"{root}/{STUDY_FILE}") is not None:
         return text
     try:
         infos = fs.get_file_info(pyarrow.fs.FileSelector(root, allow_not_found=True))
@@ -84,23 +87,15 @@ def find_study_dir(path: str | Path) -> str | None:
         (i for i in infos if i.type == pyarrow.fs.FileType.Directory), key=lambda i: i.base_name, reverse=True
     )
     for info in runs:
-        if _read_json(fs, f"{info.path}/{STUDY_FILE}") is not None:
+        if read_json(fs, f"{info.path}/{STUDY_FILE}") is not None:
             return f"{text}/{info.base_name}"
     return None
 
 
-def _read_text(fs: Any, path: str) -> str | None:
-    try:
-        with fs.open_input_stream(path) as f:
-            return f.read().decode()
-    except Exception:  # noqa: BLE001 - missing
-        return None
-
-
-def result_lines(fs: Any, trial_dir: str) -> list[dict[str, Any]]:
+def result_lines(fs: pyarrow.fs.FileSystem, trial_dir: str) -> list[dict[str, Any]]:
     """Every report of a trial, in order, from Tune's ``result.json`` (a line a report;
     NaN allowed). A torn last line (the driver died while writing it) is skipped."""
-    text = _read_text(fs, f"{trial_dir}/result.json") or ""
+    text = read_text(fs, f"{trial_dir}/result.json") or ""
     lines = []
     for line in text.splitlines():
         if not line.strip():
@@ -112,11 +107,9 @@ def result_lines(fs: Any, trial_dir: str) -> list[dict[str, Any]]:
     return lines
 
 
-def final_checkpoint_files(fs: Any, trial_dir: str, into: Path) -> list[Path]:
+def final_checkpoint_files(fs: pyarrow.fs.FileSystem, trial_dir: str, into: Path) -> list[Path]:
     """The tables of the trial's final checkpoint (the newest ``checkpoint_*`` holding the
     trainable's ``train_result.json``), copied to ``into``."""
-    from harness.studies.tracking import FINAL_ARTIFACTS  # Ray Tune's import cost: see record_study
-
     try:
         infos = fs.get_file_info(pyarrow.fs.FileSelector(trial_dir, allow_not_found=True))
     except Exception:  # noqa: BLE001
@@ -131,7 +124,7 @@ def final_checkpoint_files(fs: Any, trial_dir: str, into: Path) -> list[Path]:
             continue
         files = []
         for name in FINAL_ARTIFACTS:
-            data = _read_bytes(fs, f"{info.path}/{name}")
+            data = read_bytes(fs, f"{info.path}/{name}")
             if data is not None:
                 target = into / name
                 target.write_bytes(data)
@@ -140,27 +133,19 @@ def final_checkpoint_files(fs: Any, trial_dir: str, into: Path) -> list[Path]:
     return []
 
 
-def _read_bytes(fs: Any, path: str) -> bytes | None:
-    try:
-        with fs.open_input_stream(path) as f:
-            return f.read()
-    except Exception:  # noqa: BLE001 - missing
-        return None
-
-
 @dataclass(frozen=True)
 class StoredStudy:
     """What a study directory holds: its ``harness_study.json``, spec, grid and results table."""
 
     study_dir: str
-    fs: Any  # pyarrow filesystem of the directory
+    fs: pyarrow.fs.FileSystem  # the filesystem of the directory
     root: str  # the directory as a path of ``fs``
     meta: dict[str, Any]
     name: str
     spec_text: str
-    spec: Any  # StudySpec
-    trials: list[Any]  # grid.Trial, in grid order
-    table: Any  # polars.DataFrame: results.parquet
+    spec: StudySpec
+    trials: list[Trial]  # in grid order
+    table: pl.DataFrame  # results.parquet
 
     @property
     def rows(self) -> dict[str, dict[str, Any]]:
@@ -171,14 +156,14 @@ class StoredStudy:
 def read_study_dir(study_dir: str | Path, *, study: str | None = None) -> StoredStudy:
     """Read and check a study directory (see :func:`record_study` for the errors)."""
     study_dir = find_study_dir(study_dir) or str(study_dir)
-    fs, root = _filesystem(study_dir)
-    meta = _read_json(fs, f"{root}/{STUDY_FILE}")
+    fs, root = storage_filesystem(study_dir)
+    meta = read_json(fs, f"{root}/{STUDY_FILE}")
     if meta is None:
         raise InputError(f"{study_dir} is not a study directory (no {STUDY_FILE}); pass <storage>/<study>/<date-time>")
     name = str(meta.get("study"))
     if study is not None and study != name:
         raise InputError(f"{study_dir} holds study {name!r}, not {study!r}")
-    spec_text = _read_text(fs, f"{root}/spec.yaml")
+    spec_text = read_text(fs, f"{root}/spec.yaml")
     if spec_text is None:
         raise InputError(f"{study_dir} has no spec.yaml: it is not a complete study directory")
     spec = parse_spec(spec_text, source=f"{study_dir}/spec.yaml")
@@ -187,7 +172,7 @@ def read_study_dir(study_dir: str | Path, *, study: str | None = None) -> Stored
         raise InputError(
             f"{study_dir}: spec.yaml and {STUDY_FILE} disagree on the trials; the directory was changed by hand?"
         )
-    results = _read_bytes(fs, f"{root}/results.parquet")
+    results = read_bytes(fs, f"{root}/results.parquet")
     if results is None:
         raise InputError(
             f"{study_dir} has no results.parquet: the study did not end (its driver was stopped). Finish it first with "
@@ -225,13 +210,12 @@ def record_study(
     """
     # The recorder subclasses Ray Tune's Callback: imported here so that `harness report
     # --from results.parquet` does not pay Ray Tune's import (about 3 s).
-    from harness.studies.tracking import StudyRecorder, default_tracking_uri, quick_failing_http
+    from harness.studies.tracking import StudyRecorder, default_tracking_uri
 
     stored = read_study_dir(study_dir, study=study)
     name = stored.name
     uri = default_tracking_uri(tracking_uri, None)
     check_tracking_uri(uri)
-    quick_failing_http()
     problems: list[str] = []
     recorder = StudyRecorder(uri, stored.spec.experiment_name(), warn=problems.append)
 
@@ -281,7 +265,7 @@ def record_study(
     )
 
 
-def _continue_parent(recorder: Any, stored: StoredStudy) -> None:
+def _continue_parent(recorder: StudyRecorder, stored: StoredStudy) -> None:
     """The study's parent run: continued when MLflow has it, else created as the study would."""
     meta = stored.meta
     recorder.start_parent(
@@ -302,7 +286,7 @@ def _continue_parent(recorder: Any, stored: StoredStudy) -> None:
 
 
 def _record_trial(
-    recorder: Any, stored: StoredStudy, trial: Any, row: dict[str, Any] | None, check: Callable[[], None]
+    recorder: StudyRecorder, stored: StoredStudy, trial: Trial, row: dict[str, Any] | None, check: Callable[[], None]
 ) -> str | None:
     """One trial's child run from Tune's ``result.json`` and final checkpoint: ``created``,
     ``completed`` (it existed without its end), ``unchanged`` (complete already) or None
@@ -310,18 +294,15 @@ def _record_trial(
     tid = trial.trial_id
     status = str(row["status"]) if row is not None else "incomplete"
     tag = _TAG_OF_STATUS.get(status, status)
-    run_id = recorder._children.get(tid)
+    run_id = recorder.child_run_id(tid)
     trial_dir = f"{stored.root}/{tid}"
     lines = result_lines(stored.fs, trial_dir)
     if run_id is None and status == "incomplete" and not lines:
         return None
     if run_id is not None:
-        try:
-            run = recorder.client.get_run(run_id)
-        except Exception as exc:  # noqa: BLE001 - the store went away while recording
-            recorder._fail(f"reading the run of trial {tid}", exc)
-            check()
-        if run.info.status in _ENDED and run.data.tags.get("status") == tag:
+        run = recorder.child_run(tid)
+        check()  # the store went away while recording
+        if run.info.status in ENDED_MLFLOW_STATUSES and run.data.tags.get("status") == tag:
             return "unchanged"
         action = "completed"
     else:

@@ -16,12 +16,13 @@ Order of work, so that bad input starts nothing and leaves nothing behind:
 
 A study lives in ``<storage>/<name>/<YYYYmmdd-HHMMSS>/`` (Ray Tune's experiment directory
 plus ``harness_study.json``, ``spec.yaml``, ``results.parquet``, ``window_losses.parquet``
-and ``report/``). ``--resume`` continues the most recent one of that name.
+and ``report/``; a sequential study also its decision log, ``sequential_decisions.jsonl``:
+:mod:`harness.studies.sequential`). ``--resume`` continues the most recent one of that name.
 """
 
 from __future__ import annotations
 
-import io
+import dataclasses
 import json
 import logging
 import os
@@ -33,7 +34,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 from urllib.parse import urlparse
 
 import polars as pl
@@ -41,14 +42,37 @@ import pyarrow.fs
 
 from harness.datasets import load
 from harness.errors import InputError
+from harness.mlflow_client import check_tracking_uri, harness_git_commit, redact_uri, resolve_tracking_uri
+from harness.results_schema import RESULT_SCHEMA, TrialStatus, head_taus
 from harness.studies.cost import estimate
 from harness.studies.destinations import is_uri, refuse_ephemeral_destinations
 from harness.studies.grid import Trial, expand_grid
 from harness.studies.ray_auth import enable_token_auth_if_available
+from harness.studies.sequential import (
+    DECISIONS_FILE,
+    SequentialDesign,
+    describe_seeds,
+    design_changed,
+    scheduled_trials,
+    trial_range,
+)
 from harness.studies.spec import StudySpec, load_spec, read_spec_text
+from harness.studies.storage import (
+    STUDY_FILE,
+    check_storage,
+    latest_study_dir,
+    parquet_bytes,
+    storage_filesystem,
+    write_bytes,
+)
 from harness.studies.trainable import run_trial
-from harness.studies.tune_state import repair_stale_checkpoints
-from harness.training.tracking import check_tracking_uri, harness_git_commit, redact_uri, resolve_tracking_uri
+from harness.studies.tune_state import repair_stale_checkpoints, replace_restored_callbacks
+
+if TYPE_CHECKING:  # the lazy imports below, for the annotations
+    from ray import tune
+
+    from harness.studies.progress import StudyProgress
+    from harness.studies.tracking import StudyRecorder
 
 # Imports that stay inside the phases that use them, for a measured start-up cost: Ray
 # (``ray.tune``: about 3-4 s here), the MLflow recorder and the live progress view (both
@@ -57,42 +81,20 @@ from harness.training.tracking import check_tracking_uri, harness_git_commit, re
 # (``harness run studies/smoke.yaml --dry-run``: 2.6 s, against 7.3 s with the recorder
 # imported first; medians of 5 on the shared 2-CPU machine).
 
-STUDY_FILE = "harness_study.json"
 DEFAULT_STORAGE = "results"
-RESULTS_SCHEMA_COLUMNS = (
-    "study",
-    "trial_id",
-    "dataset",
-    "size",
-    "params",
-    "context_length",
-    "variant",
-    "position",
-    "gate",
-    "scoring",
-    "seed",
-    "tau_init",
-    "val_loss",
-    "test_loss",
-    "train_loss",
-    "best_val_loss",
-    "gen_gap",
-    "tau_mean",
-    "tau_heads",
-    "open_fraction",
-    "tokens_per_s",
-    "steps",
-    "status",
-)
+
+
+#: How a study run ended: every trial ended (finished), it stopped early (interrupted:
+#: ``--resume`` continues it), or nothing was started (dry_run).
+StudyStatus = Literal["finished", "interrupted", "dry_run"]
 
 
 @dataclass(frozen=True)
 class StudyOutcome:
-    """What ``run_study`` did. ``status``: finished (every trial ended), interrupted
-    (stopped early: ``--resume`` continues it), or dry_run."""
+    """What ``run_study`` did (``status``: :data:`StudyStatus`)."""
 
     study: str
-    status: str
+    status: StudyStatus
     trials: int
     study_dir: str | None = None
     tracking_uri: str | None = None
@@ -126,57 +128,6 @@ def resolve_address(flag: str | None) -> str | None:
 
 def shared_storage_declared(spec: StudySpec) -> bool:
     return spec.storage_shared or os.environ.get("HARNESS_SHARED_STORAGE", "").lower() in ("1", "true", "yes")
-
-
-def _filesystem(storage: str) -> tuple[Any, str]:
-    if is_uri(storage):
-        try:
-            return pyarrow.fs.FileSystem.from_uri(storage)
-        except Exception as exc:  # noqa: BLE001 - unknown scheme, missing credentials ...
-            raise InputError(f"storage path {storage!r} cannot be used: {exc}") from None
-    return pyarrow.fs.LocalFileSystem(), storage
-
-
-def check_storage(storage: str) -> None:
-    """A local storage path must be creatable and writable (nothing is created here)."""
-    if is_uri(storage):
-        _filesystem(storage)
-        return
-    path = Path(storage)
-    if path.exists() and not path.is_dir():
-        raise InputError(f"storage path {storage} is a file, not a directory; pass another --storage-path")
-    existing = path
-    while not existing.exists():
-        existing = existing.parent
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise InputError(f"storage path {storage}: {existing} is not writable; pass another --storage-path")
-
-
-def _read_json(fs: Any, path: str) -> dict[str, Any] | None:
-    try:
-        with fs.open_input_stream(path) as f:
-            return json.loads(f.read().decode())
-    except Exception:  # noqa: BLE001 - missing or unreadable: not a harness study
-        return None
-
-
-def _write_bytes(fs: Any, path: str, data: bytes) -> None:
-    with fs.open_output_stream(path) as f:
-        f.write(data)
-
-
-def latest_study_dir(storage: str, name: str) -> tuple[str, dict[str, Any]] | None:
-    """The most recent ``<storage>/<name>/<run>`` holding a ``harness_study.json``."""
-    fs, root = _filesystem(storage)
-    base = f"{root.rstrip('/')}/{name}"
-    infos = fs.get_file_info(pyarrow.fs.FileSelector(base, allow_not_found=True))
-    for info in sorted(
-        (i for i in infos if i.type == pyarrow.fs.FileType.Directory), key=lambda i: i.base_name, reverse=True
-    ):
-        meta = _read_json(fs, f"{info.path}/{STUDY_FILE}")
-        if meta is not None:
-            return f"{storage.rstrip('/')}/{name}/{info.base_name}", meta
-    return None
 
 
 # -- Ray --------------------------------------------------------------------------------------
@@ -313,7 +264,11 @@ def check_cluster(spec: StudySpec, ray_conn: RayConnection, storage: str) -> Non
 
 def local_gpus() -> int | None:
     """GPUs an embedded local Ray would see (Ray's own detection, CUDA_VISIBLE_DEVICES
-    included), without starting Ray; None when it cannot tell."""
+    included), without starting Ray; None when it cannot tell.
+
+    Ray's only way to count them before ``ray.init`` is private: ``ray._private.accelerators``
+    (written against Ray 2.60). A change makes this None (the check after Ray starts still
+    refuses a GPU request); tests/studies/test_studies_ray_internals.py fails on it."""
     try:
         from ray._private.accelerators import get_accelerator_manager_for_resource
 
@@ -374,14 +329,16 @@ def describe_grid(spec: StudySpec, trials: Sequence[Trial]) -> str:
     """``4 variants x 2 seeds x nano x tinyshakespeare x T=128``."""
     parts = [
         f"{len(spec.variants)} variants" if len(spec.variants) > 1 else spec.variant_names[0],
-        f"{len(spec.seeds)} seeds" if len(spec.seeds) > 1 else f"seed {spec.seeds[0]}",
+        describe_seeds(spec),
         " / ".join(spec.size_names) if len(spec.sizes) <= 3 else f"{len(spec.sizes)} sizes",
         " / ".join(spec.datasets) if len(spec.datasets) <= 3 else f"{len(spec.datasets)} datasets",
         "T=" + "/".join(map(str, spec.context_lengths)),
     ]
     if spec.tau_inits:
         parts.append("tau0=" + "/".join(f"{t:g}" for t in spec.tau_inits))
-    return f"{len(trials)} trials ({' x '.join(parts)})"
+    fewest, most = trial_range(spec, trials)
+    count = f"{len(most)} trials" if len(fewest) == len(most) else f"{len(fewest)} to {len(most)} trials"
+    return f"{count} ({' x '.join(parts)})"
 
 
 def describe_resources(spec: StudySpec) -> str:
@@ -418,19 +375,33 @@ def dry_run_text(
             f"analysis: 2x2 factorial base={factorial.base} a={factorial.a} b={factorial.b} ab={factorial.ab}; "
             f"tau reference {spec.analysis.tau.reference:g} +- {spec.analysis.tau.margin:g}"
         )
+    design = SequentialDesign.from_spec(spec)
+    if design is not None:
+        lines.append(f"sequential: {design.rule_text()}")
     lines.append("")
     lines.append(f"{'#':>4}  trial")
     for i, trial in enumerate(trials, 1):
         lines.append(f"{i:>4}  {trial.trial_id}")
     lines.append("")
-    cost = estimate(
-        trials,
-        cpus_per_trial=spec.resources.cpus,
-        gpus_per_trial=spec.resources.gpus,
-        total_cpus=None if address else os.cpu_count(),
-    )
-    lines.append(f"total: {len(trials)} trials")
-    lines.extend(cost.lines())
+    costs = [
+        estimate(
+            some,
+            cpus_per_trial=spec.resources.cpus,
+            gpus_per_trial=spec.resources.gpus,
+            total_cpus=None if address else os.cpu_count(),
+        )
+        for some in trial_range(spec, trials)
+    ]
+    if design is None:
+        lines.append(f"total: {len(trials)} trials")
+        lines.extend(costs[1].lines())
+    else:
+        lines.append(
+            f"total: {costs[0].trials} trials at least (the first {design.min_seeds} seeds, if the rule holds at "
+            f"once), {costs[1].trials} at most ({design.max_seeds} seeds)"
+        )
+        lines.extend(f"at least: {line}" for line in costs[0].lines())
+        lines.extend(f"at most:  {line}" for line in costs[1].lines())
     lines.append("dry run: nothing was started.")
     return "\n".join(lines)
 
@@ -443,20 +414,21 @@ def _metric(metrics: dict[str, Any], key: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def trial_status(metrics: dict[str, Any] | None, error: Any) -> str:
+def trial_status(metrics: dict[str, Any] | None, error: Any) -> TrialStatus:
     """finished | diverged (from the trial's final report), failed (Tune gave up), or
     incomplete (the study stopped before the trial ended)."""
     metrics = metrics or {}
     if metrics.get("status") in ("finished", "diverged"):
-        return str(metrics["status"])
+        return metrics["status"]
     return "failed" if error is not None else "incomplete"
 
 
-def results_table(study: str, trials: Sequence[Trial], outcomes: dict[str, tuple[dict[str, Any] | None, Any]]) -> Any:
-    """One row per trial (CONTRACTS columns), from each trial's final report; ``tau_heads``
-    lists every head's tau (``gate/tau/l<i>h<j>``, layer by layer) of a gated run."""
-    from harness.analysis.results import head_taus
-
+def results_table(
+    study: str, trials: Sequence[Trial], outcomes: dict[str, tuple[dict[str, Any] | None, Any]]
+) -> pl.DataFrame:
+    """One row per trial (:data:`~harness.results_schema.RESULT_SCHEMA`), from each trial's
+    final report; ``tau_heads`` lists every head's tau (``gate/tau/l<i>h<j>``, layer by layer)
+    of a gated run."""
     rows = []
     for trial in trials:
         metrics, error = outcomes.get(trial.trial_id, (None, None))
@@ -493,32 +465,7 @@ def results_table(study: str, trials: Sequence[Trial], outcomes: dict[str, tuple
                 "status": status,
             }
         )
-    schema = {
-        "study": pl.String,
-        "trial_id": pl.String,
-        "dataset": pl.String,
-        "size": pl.String,
-        "params": pl.Int64,
-        "context_length": pl.Int64,
-        "variant": pl.String,
-        "position": pl.String,
-        "gate": pl.String,
-        "scoring": pl.String,
-        "seed": pl.Int64,
-        "tau_init": pl.Float64,
-        "val_loss": pl.Float64,
-        "test_loss": pl.Float64,
-        "train_loss": pl.Float64,
-        "best_val_loss": pl.Float64,
-        "gen_gap": pl.Float64,
-        "tau_mean": pl.Float64,
-        "tau_heads": pl.List(pl.Float64),
-        "open_fraction": pl.Float64,
-        "tokens_per_s": pl.Float64,
-        "steps": pl.Int64,
-        "status": pl.String,
-    }
-    return pl.DataFrame(rows, schema=schema)
+    return pl.DataFrame(rows, schema=RESULT_SCHEMA)
 
 
 def _window_losses(trials: Sequence[Trial], checkpoints: dict[str, Any]) -> Any:
@@ -585,7 +532,7 @@ def parent_params(spec: StudySpec, trials: Sequence[Trial]) -> dict[str, Any]:
         "sizes": ",".join(spec.size_names),
         "context_lengths": ",".join(map(str, spec.context_lengths)),
         "variants": ",".join(spec.variant_names),
-        "seeds": ",".join(map(str, spec.seeds)),
+        "seeds": ",".join(map(str, spec.grid_seeds())),
         "tau_inits": ",".join(f"{t:g}" for t in spec.tau_inits) if spec.tau_inits else "None",
         "tokens_per_batch": spec.tokens_per_batch,
         "cpus_per_trial": spec.resources.cpus,
@@ -599,10 +546,25 @@ def _trial_name(trial: Any) -> str:
     return str(trial.config["trial"])
 
 
-def _design(trials: Sequence[Trial]) -> dict[str, dict[str, Any]]:
-    """What must not change between a study and its resume: each trial's trajectory."""
-    skip = {"num_threads", "accelerator", "checkpoint_dir", "tracking_uri", "experiment", "data_dir", "compile"}
-    return {t.trial_id: {k: v for k, v in t.config.model_dump().items() if k not in skip} for t in trials}
+def study_design(trials: Sequence[Trial]) -> dict[str, dict[str, Any]]:
+    """What must not change between a study and its resume: each trial's resume contract
+    (:meth:`~harness.training.config.TrainConfig.resume_contract`), as JSON keeps it in
+    ``harness_study.json``."""
+    return json.loads(json.dumps({t.trial_id: t.config.resume_contract() for t in trials}))
+
+
+def design_changes(stored: dict[str, dict[str, Any]], current: dict[str, dict[str, Any]]) -> list[str]:
+    """How ``current`` (the spec's :func:`study_design`) differs from the design a study was
+    started with: trials added or removed, and contract fields whose value changed. A field
+    the stored design lacks, or holds beyond today's contract (a study started by another
+    version of the harness), is not compared."""
+    changes = [f"trial {tid} {'added' if tid in current else 'removed'}" for tid in sorted(set(stored) ^ set(current))]
+    for tid in sorted(set(stored) & set(current)):
+        was, now = stored[tid], current[tid]
+        changes += [
+            f"{tid}: {key} {was[key]!r} -> {value!r}" for key, value in now.items() if key in was and was[key] != value
+        ]
+    return changes
 
 
 # -- the phases of a study ---------------------------------------------------------------------
@@ -646,9 +608,9 @@ class StudyLayout:
 class CollectedOutcomes:
     """What the trials ended with: the results table, counts by status, the study's status."""
 
-    table: Any  # polars.DataFrame, one row per trial
+    table: pl.DataFrame  # one row per trial
     counts: dict[str, int]
-    status: str  # finished | interrupted
+    status: Literal["finished", "interrupted"]
     windows: Any  # per-window losses of the finished trials (polars) or None
     sigmas: Any  # MOPE scales of the finished trials (polars) or None
 
@@ -705,10 +667,14 @@ def find_resumable(plan: StudyPlan) -> tuple[str, dict[str, Any]]:
             "(run it without --resume, or pass the --storage-path it ran with)"
         )
     stored = previous[1].get("design")
-    if stored is not None and stored != json.loads(json.dumps(_design(plan.trials))):
+    changes = design_changes(stored, study_design(plan.trials)) if stored is not None else []
+    if design_changed(spec, previous[1]):
+        changes.append("the sequential design (seeds: min, max, batch; stop_when)")
+    if changes:
+        shown = "; ".join(changes[:5]) + (f"; ... ({len(changes)} changes)" if len(changes) > 5 else "")
         raise InputError(
-            f"cannot resume {previous[0]}: the spec's grid or training settings changed since it started "
-            "(resuming would mix two designs); run it as a new study without --resume"
+            f"cannot resume {previous[0]}: the spec's grid, training settings or sequential design changed since it "
+            f"started ({shown}; resuming would mix two designs); run it as a new study without --resume"
         )
     return previous
 
@@ -723,7 +689,7 @@ def study_layout(plan: StudyPlan, previous: tuple[str, dict[str, Any]] | None) -
     else:
         run_name = _fresh_run_name(storage, name)
         study_dir = f"{storage}/{name}/{run_name}"
-    fs, root = _filesystem(storage)
+    fs, root = storage_filesystem(storage)
     return StudyLayout(
         run_name=run_name,
         study_run=f"{name}/{run_name}",
@@ -745,7 +711,7 @@ def start_line(plan: StudyPlan, ray_conn: RayConnection, *, resuming: bool) -> s
 
 
 def start_parent_run(
-    recorder: Any,
+    recorder: StudyRecorder,
     plan: StudyPlan,
     layout: StudyLayout,
     ray_conn: RayConnection,
@@ -807,7 +773,7 @@ def restore_tuner(layout: StudyLayout, trainable: Any, tune_callbacks: list[Any]
         tuner = tune.Tuner.restore(study_dir, trainable=trainable, resume_errored=True)
         # Tune restores the RunConfig it pickled; today's callbacks (tracking URI,
         # terminal) replace the stale copies.
-        tuner._local_tuner.get_run_config().callbacks = tune_callbacks
+        replace_restored_callbacks(tuner, tune_callbacks)
         already = {}
         for result in tuner.get_results():
             status = trial_status(result.metrics, None)
@@ -818,15 +784,21 @@ def restore_tuner(layout: StudyLayout, trainable: Any, tune_callbacks: list[Any]
     return tuner, already
 
 
-def new_tuner(plan: StudyPlan, layout: StudyLayout, trainable: Any, tune_callbacks: list[Any]) -> Any:
-    """A Tune experiment with one grid point per trial id, named after the study's run."""
+def new_tuner(
+    plan: StudyPlan, layout: StudyLayout, trainable: Any, tune_callbacks: list[Any], searcher: Any = None
+) -> tune.Tuner:
+    """A Tune experiment named after the study's run: one grid point per trial id, or a
+    sequential study's searcher handing out the trials of its batches."""
     from ray import tune  # see the note on imports at the top of this module
 
     spec = plan.spec
+    trial_ids = [t.trial_id for t in plan.trials]
     return tune.Tuner(
         trainable,
-        param_space={"trial": tune.grid_search([t.trial_id for t in plan.trials])},
+        param_space={"trial": tune.grid_search(trial_ids)} if searcher is None else {},
         tune_config=tune.TuneConfig(
+            search_alg=searcher,
+            num_samples=1 if searcher is None else len(trial_ids),
             max_concurrent_trials=spec.max_concurrent_trials,
             trial_name_creator=_trial_name,
             trial_dirname_creator=_trial_name,
@@ -844,12 +816,10 @@ def new_tuner(plan: StudyPlan, layout: StudyLayout, trainable: Any, tune_callbac
     )
 
 
-def open_recorder(plan: StudyPlan) -> Any:
-    """The study's MLflow recorder (no connection yet), with quick-failing HTTP and Tune's
-    own console output off."""
-    from harness.studies.tracking import StudyRecorder, quick_failing_http  # see the note on imports
+def open_recorder(plan: StudyPlan) -> StudyRecorder:
+    """The study's MLflow recorder (no connection yet), with Tune's own console output off."""
+    from harness.studies.tracking import StudyRecorder  # see the note on imports
 
-    quick_failing_http()
     quiet_tune()
     return StudyRecorder(
         plan.tracking_uri,
@@ -861,7 +831,7 @@ def open_recorder(plan: StudyPlan) -> Any:
 def launch_tune(
     plan: StudyPlan,
     layout: StudyLayout,
-    recorder: Any,
+    recorder: StudyRecorder,
     previous: tuple[str, dict[str, Any]] | None,
     fault_nan: dict[str, int] | None,
     *,
@@ -871,15 +841,18 @@ def launch_tune(
     say: Any,
 ) -> tuple[Any, Any, dict[str, str]]:
     """Launch Tune: the trainable, the driver callbacks (the MLflow record, the
-    progress view, the caller's) and Tune's experiment, new or restored. Returns the tuner,
-    the progress view and the trials a resumed study already finished."""
+    progress view, the caller's) and Tune's experiment, new or restored; a sequential
+    study's searcher. Returns the tuner, the progress view and the trials a resumed study
+    already finished."""
     # See the note on imports at the top of this module.
     from harness.studies.progress import StudyProgress
+    from harness.studies.seed_search import searcher_for
     from harness.studies.tracking import MlflowStudyCallback
 
     trainable = make_trainable(plan, layout, fault_nan)
+    shown = scheduled_trials(plan.spec, plan.trials, layout.study_dir)  # a sequential study: its batches so far
     progress = StudyProgress(
-        [t.trial_id for t in plan.trials],
+        [t.trial_id for t in shown],
         max_steps={t.trial_id: t.config.max_steps for t in plan.trials},
         stream=out,
         live=live,
@@ -887,12 +860,19 @@ def launch_tune(
     tune_callbacks = [MlflowStudyCallback(recorder, plan.by_id, study=plan.spec.name), progress, *callbacks]
     if previous is not None:
         tuner, already = restore_tuner(layout, trainable, tune_callbacks, say)
+        known = {str(r.config["trial"]) for r in tuner.get_results() if r.config}
+        searcher = searcher_for(plan.spec, plan.trials, layout.study_dir, known=known, announce=progress.note)
+        if searcher is not None:
+            # Tune restores the searcher it pickled at the start and then its saved state;
+            # today's (with the terminal and the trials Tune holds) takes that state instead.
+            tuner._local_tuner._tune_config.search_alg = searcher
     else:
-        tuner, already = new_tuner(plan, layout, trainable, tune_callbacks), {}
+        searcher = searcher_for(plan.spec, plan.trials, layout.study_dir, announce=progress.note)
+        tuner, already = new_tuner(plan, layout, trainable, tune_callbacks, searcher), {}
     return tuner, progress, already
 
 
-def fit_with_progress(tuner: Any, progress: Any, already: dict[str, str]) -> Any:
+def fit_with_progress(tuner: tune.Tuner, progress: StudyProgress, already: dict[str, str]) -> tune.ResultGrid:
     """Run Tune's experiment to its end (or an interrupt) with the progress view showing."""
     progress.start(already)
     try:
@@ -904,7 +884,7 @@ def fit_with_progress(tuner: Any, progress: Any, already: dict[str, str]) -> Any
 def write_study_files(
     plan: StudyPlan,
     layout: StudyLayout,
-    recorder: Any,
+    recorder: StudyRecorder,
     previous: tuple[str, dict[str, Any]] | None,
     git_commit: str,
 ) -> None:
@@ -919,12 +899,13 @@ def write_study_files(
         "experiment_id": recorder.experiment_id,
         "parent_run_id": recorder.parent_run_id,
         "trial_ids": [t.trial_id for t in plan.trials],
-        "design": _design(plan.trials),
+        "sequential": (design.record() if (design := SequentialDesign.from_spec(spec)) else None),
+        "design": study_design(plan.trials),
         "created": (previous[1].get("created") if previous else time.strftime("%Y-%m-%dT%H:%M:%S%z")),
         "git_commit": git_commit,
     }
-    _write_bytes(layout.fs, f"{layout.study_root}/{STUDY_FILE}", json.dumps(meta, indent=1).encode())
-    _write_bytes(layout.fs, f"{layout.study_root}/spec.yaml", plan.spec_text.encode())
+    write_bytes(layout.fs, f"{layout.study_root}/{STUDY_FILE}", json.dumps(meta, indent=1).encode())
+    write_bytes(layout.fs, f"{layout.study_root}/spec.yaml", plan.spec_text.encode())
 
 
 def collect_outcomes(plan: StudyPlan, layout: StudyLayout, grid: Any) -> CollectedOutcomes:
@@ -941,39 +922,60 @@ def collect_outcomes(plan: StudyPlan, layout: StudyLayout, grid: Any) -> Collect
     counts = {s: int((table.get_column("status") == s).sum()) for s in ("finished", "diverged", "failed", "incomplete")}
     status = "interrupted" if counts["incomplete"] else "finished"
 
-    _write_bytes(layout.fs, f"{layout.study_root}/results.parquet", _parquet_bytes(table))
+    write_bytes(layout.fs, f"{layout.study_root}/results.parquet", parquet_bytes(table))
     windows = _window_losses(plan.trials, checkpoints)
     if windows is not None:
-        _write_bytes(layout.fs, f"{layout.study_root}/window_losses.parquet", _parquet_bytes(windows))
+        write_bytes(layout.fs, f"{layout.study_root}/window_losses.parquet", parquet_bytes(windows))
     return CollectedOutcomes(
         table=table, counts=counts, status=status, windows=windows, sigmas=_mope_sigmas(plan.trials, outcomes)
     )
 
 
-def record_outcome(recorder: Any, collected: CollectedOutcomes) -> None:
+def record_outcome(
+    recorder: StudyRecorder, collected: CollectedOutcomes, *, sequential: Any = None, layout: StudyLayout | None = None
+) -> None:
     """Record: the end of the MLflow record. Child runs of trials that were still running
-    stay resumable (KILLED, not RUNNING); the parent gets the table, the counts and its end."""
+    stay resumable (KILLED, not RUNNING); the parent gets the table, the counts and its end;
+    a sequential study also its decision log, ``sequential/n_seeds``, ``sequential/stopped_by``
+    (:data:`harness.analysis.sequential.STOPPED_BY_CODES`) and why it stopped as a tag."""
     table, counts = collected.table, collected.counts
     if collected.status == "interrupted":
         for tid in table.filter(table.get_column("status") == "incomplete").get_column("trial_id"):
             recorder.end_trial(tid, "interrupted")
-    recorder.end_parent(
-        collected.status,
-        results=table,
-        metrics={
-            "trials/finished": counts["finished"],
-            "trials/diverged": counts["diverged"],
-            "trials/failed": counts["failed"],
-            "trials/incomplete": counts["incomplete"],
-        },
-    )
+    metrics = {
+        "trials/finished": counts["finished"],
+        "trials/diverged": counts["diverged"],
+        "trials/failed": counts["failed"],
+        "trials/incomplete": counts["incomplete"],
+    }
+    files = []
+    if sequential is not None:
+        metrics.update(
+            {"sequential/n_seeds": sequential.seeds_scheduled, "sequential/stopped_by": sequential.stopped_by_code}
+        )
+        recorder.set_parent_tags({"sequential.rule": sequential.rule, "sequential.stopped_by": sequential.stop_text})
+        log = layout.local_dir / DECISIONS_FILE if layout is not None and layout.local_dir is not None else None
+        files = [log] if log is not None and log.is_file() else []
+    recorder.end_parent(collected.status, results=table, metrics=metrics, files=files)
+
+
+def sequential_outcome(plan: StudyPlan, layout: StudyLayout) -> tuple[StudyPlan, Any]:
+    """After Tune: a sequential study's plan narrowed to the trials its batches scheduled
+    (its results table holds those), and the summary of its decisions for the report and
+    the record; a fixed grid is returned as it is, with no summary."""
+    if plan.spec.seed_schedule is None:
+        return plan, None
+    from harness.studies.seed_search import summary_for  # loads with Ray and the analysis (Tune ran)
+
+    narrowed = dataclasses.replace(plan, trials=scheduled_trials(plan.spec, plan.trials, layout.study_dir))
+    return narrowed, summary_for(plan.spec, layout.study_dir)
 
 
 def tell_where(
     plan: StudyPlan,
     layout: StudyLayout,
     collected: CollectedOutcomes,
-    recorder: Any,
+    recorder: StudyRecorder,
     *,
     wall: float,
     storage_flag: str | None,
@@ -1083,13 +1085,21 @@ def run_study(
             )
             write_study_files(plan, layout, recorder, previous, git_commit)
             grid = fit_with_progress(tuner, progress, already)
+            plan, sequential = sequential_outcome(plan, layout)
             collected = collect_outcomes(plan, layout, grid)
             rep = None
             if report and collected.status == "finished" and collected.counts["finished"] > 0:
                 rep = _analyse(
-                    spec, collected.table, collected.windows, collected.sigmas, layout.local_dir, recorder, say
+                    spec,
+                    collected.table,
+                    collected.windows,
+                    collected.sigmas,
+                    layout.local_dir,
+                    recorder,
+                    say,
+                    sequential=sequential,
                 )
-            record_outcome(recorder, collected)
+            record_outcome(recorder, collected, sequential=sequential, layout=layout)
         except BaseException:
             recorder.end_parent("killed" if sys.exc_info()[0] is KeyboardInterrupt else "failed")
             raise
@@ -1116,7 +1126,7 @@ def run_study(
 
 def _fresh_run_name(storage: str, name: str) -> str:
     """``YYYYmmdd-HHMMSS`` (``-2``, ``-3`` ... if that directory exists already)."""
-    fs, root = _filesystem(storage)
+    fs, root = storage_filesystem(storage)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     candidate, n = stamp, 1
     while fs.get_file_info(f"{root.rstrip('/')}/{name}/{candidate}").type != pyarrow.fs.FileType.NotFound:
@@ -1129,14 +1139,16 @@ def _spec_hint(spec: StudySpec) -> str:
     return f"studies/{spec.name}.yaml" if Path(f"studies/{spec.name}.yaml").is_file() else "SPEC"
 
 
-def _parquet_bytes(df: Any) -> bytes:
-    buf = io.BytesIO()
-    df.write_parquet(buf)
-    return buf.getvalue()
-
-
 def _analyse(
-    spec: StudySpec, table: Any, windows: Any, sigmas: Any, local_dir: Path | None, recorder: Any, say: Any
+    spec: StudySpec,
+    table: Any,
+    windows: Any,
+    sigmas: Any,
+    local_dir: Path | None,
+    recorder: StudyRecorder,
+    say: Any,
+    *,
+    sequential: Any = None,
 ) -> Any:
     """The analysis issue's report, logged to the parent run (a failure is a warning: the
     study's results are safe; `harness report` can redo it)."""
@@ -1161,6 +1173,7 @@ def _analyse(
             mope_sigmas=sigmas,
             corpus_info=corpus_info,
             title=spec.name,
+            sequential=sequential,
         )
     except Exception as exc:  # noqa: BLE001
         say(
@@ -1175,5 +1188,5 @@ def _analyse(
         try:
             log_report(rep, run_id=recorder.parent_run_id, tracking_uri=recorder.tracking_uri)
         except Exception as exc:  # noqa: BLE001
-            recorder._fail("logging the report", exc)
+            recorder.fail("logging the report", exc)
     return rep

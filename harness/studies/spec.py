@@ -7,12 +7,16 @@ trial, the resources each trial gets, and the settings of the analysis at the en
     name: smoke
     datasets: [tinyshakespeare]
     variants: [baseline, ega, mope, ega-mope, {name: rope-ega, position: rope, gate: ega}]
-    seeds: 2                      # a count (0..n-1) or an explicit list
+    seeds: 2                      # a count (0..n-1), an explicit list, or {min: 3, max: 20, batch: 2}
     sizes: [nano, {name: w128, n_layer: 4, n_head: 4, d_model: 128}]   # presets or custom shapes
     context_lengths: [128]
     train: {max_steps: 300, batch_size: 16}
     resources: {cpus: 1, gpus: 0}
     analysis: {factorial: {base: baseline, a: ega, b: mope, ab: ega-mope}}
+
+Sequential seeds (``seeds: {min, max, batch}``) come with a stopping rule on the primary
+effect, ``stop_when: {precision: 0.01}`` or ``stop_when: settled`` (see
+:mod:`harness.studies.sequential`).
 
 Validation happens in two layers, both before anything starts:
 
@@ -52,7 +56,10 @@ from pydantic import (
     model_validator,
 )
 
+from harness.datasets.cards import REGISTRY
 from harness.errors import InputError
+from harness.models.sizes import CUSTOM_MAX_CONTEXT_LENGTH, SIZES, ModelSize, custom_size
+from harness.models.variants import DIAGNOSTIC_LABEL, VARIANTS, get_variant, is_diagnostic, make_variant
 from harness.training.config import TrainConfig
 
 #: Names of studies and inline variants become directory names and trial ids.
@@ -156,10 +163,8 @@ class CustomSize(_Strict):
             )
         return self
 
-    def model_size(self) -> Any:
+    def model_size(self) -> ModelSize:
         """The :class:`harness.models.ModelSize` of this shape."""
-        from harness.models.sizes import custom_size
-
         return custom_size(self.n_layer, self.n_head, self.d_model, name=self.name)
 
 
@@ -263,6 +268,60 @@ class AnalysisSpec(_Strict):
     smallest_effect: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
 
 
+class SeedSchedule(_Strict):
+    """Sequential seeds (``seeds: {min: 3, max: 20, batch: 2}``): seeds 0..min-1 first,
+    then ``batch`` more at a time while the stopping rule (``stop_when``) does not hold,
+    up to ``max`` seeds. A batch is whole seed blocks: every variant and cell of its seeds."""
+
+    min: int = Field(ge=2)
+    max: int = Field(ge=2)
+    batch: PositiveInt = 1
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SeedSchedule:
+        if self.min > self.max:
+            raise ValueError(
+                f"seeds.min ({self.min}) is larger than seeds.max ({self.max}): a sequential study runs min seeds "
+                "first and never more than max"
+            )
+        return self
+
+
+def _seeds_tag(value: Any) -> str:
+    return "schedule" if isinstance(value, (dict, SeedSchedule)) else "list"
+
+
+SeedsEntry = Annotated[
+    Annotated[list[int], Tag("list")] | Annotated[SeedSchedule, Tag("schedule")],
+    Discriminator(_seeds_tag),
+]
+
+
+class PrecisionRule(_Strict):
+    """Stop once the primary effect's anytime-valid half-width is at most ``precision``
+    (in units of the metric: nats of validation loss)."""
+
+    precision: float = Field(gt=0.0, allow_inf_nan=False)
+
+
+def _stop_tag(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "settled"
+    if isinstance(value, (dict, PrecisionRule)):
+        return "precision_rule"
+    return None
+
+
+StopRule = Annotated[
+    Annotated[Literal["settled"], Tag("settled")] | Annotated[PrecisionRule, Tag("precision_rule")],
+    Discriminator(
+        _stop_tag,
+        custom_error_type="stop_rule",
+        custom_error_message="expected 'settled' or {precision: <half-width in nats>}",
+    ),
+]
+
+
 #: The papers' 2x2 design; used when a study runs all four and names no factorial.
 DEFAULT_FACTORIAL = Factorial(base="baseline", a="ega", b="mope", ab="ega-mope")
 
@@ -274,7 +333,7 @@ class StudySpec(_Strict):
     description: str | None = None
     datasets: list[str] = Field(min_length=1)
     variants: list[VariantEntry] = Field(min_length=1)
-    seeds: list[int]
+    seeds: SeedsEntry  # a list (an int becomes 0..n-1), or a SeedSchedule (sequential)
     sizes: list[SizeEntry] = Field(min_length=1)
     context_lengths: list[PositiveInt] = Field(min_length=1)
     train: TrainOverrides = TrainOverrides()  # type: ignore[valid-type]
@@ -287,16 +346,20 @@ class StudySpec(_Strict):
     storage_shared: bool = False
     tracking: Tracking = Tracking()
     analysis: AnalysisSpec = AnalysisSpec()
+    stop_when: StopRule | None = None  # with sequential seeds: when to stop adding batches
     #: Run diagnostics (variants that leak future tokens, not models): refused unless true.
     allow_diagnostics: bool = False
 
     @field_validator("seeds", mode="before")
     @classmethod
-    def _seeds(cls, value: Any) -> list[int]:
+    def _seeds(cls, value: Any) -> list[int] | Any:
         expected = (
-            "a count of seeds (a positive integer: 10 means seeds 0..9) "
-            "or a non-empty list of distinct non-negative integers"
+            "a count of seeds (a positive integer: 10 means seeds 0..9), "
+            "a non-empty list of distinct non-negative integers, "
+            "or sequential seeds {min: 3, max: 20, batch: 2}"
         )
+        if isinstance(value, (dict, SeedSchedule)):
+            return value  # validated as a SeedSchedule
         if isinstance(value, bool):
             raise ValueError(f"expected {expected}, got {value!r}")
         if isinstance(value, int):
@@ -368,6 +431,7 @@ class StudySpec(_Strict):
                         f"variants: {', '.join(names)})"
                     )
         self._check_primary(names)
+        self._check_sequential()
         # TrainConfig's cross-field checks (e.g. min_lr <= lr) on the merged settings.
         try:
             TrainConfig(**self.train_overrides())
@@ -393,7 +457,49 @@ class StudySpec(_Strict):
             if primary.treatment == primary.control:
                 raise ValueError(f"analysis.primary: treatment and control are the same variant {primary.treatment!r}")
 
+    def _check_sequential(self) -> None:
+        """Sequential seeds and a stopping rule come together, and the rule can be evaluated."""
+        schedule = self.seed_schedule
+        if self.stop_when is None:
+            if schedule is not None:
+                raise ValueError(
+                    "seeds: sequential seeds {min, max, batch} need a stopping rule: add stop_when: {precision: 0.01} "
+                    "(stop once the primary effect's anytime-valid half-width is at most 0.01) or stop_when: settled"
+                )
+            return
+        if schedule is None:
+            raise ValueError(
+                "stop_when needs sequential seeds: write seeds as {min: 3, max: 20, batch: 2} (a plain count or list "
+                "runs every seed)"
+            )
+        if self.primary() is None:
+            raise ValueError(
+                "stop_when: the rule is evaluated on the study's primary effect, and this study has none: set "
+                "analysis.primary ({treatment: X, control: Y}) or run a 2x2 factorial (analysis.factorial)"
+            )
+        if self.stop_when == "settled" and self.analysis.smallest_effect is None:
+            raise ValueError(
+                "stop_when: settled stops when the interval excludes 0 or lies within +-analysis.smallest_effect; "
+                "set analysis.smallest_effect (the smallest effect of interest, in nats), or use "
+                "stop_when: {precision: ...}"
+            )
+        if self.tau_inits is not None:
+            raise ValueError(
+                "stop_when with tau_inits: the primary effect pairs one run per variant and seed in a cell, and "
+                "tau_inits runs several; run the tau_inits sweep with a fixed number of seeds"
+            )
+
     # -- derived views ---------------------------------------------------------------
+    @property
+    def seed_schedule(self) -> SeedSchedule | None:
+        """The sequential seeds ``{min, max, batch}``; None for a fixed list of seeds."""
+        return self.seeds if isinstance(self.seeds, SeedSchedule) else None
+
+    def grid_seeds(self) -> list[int]:
+        """Every seed the study may run: the list, or 0..max-1 of sequential seeds."""
+        schedule = self.seed_schedule
+        return list(range(schedule.max)) if schedule is not None else list(self.seeds)  # type: ignore[arg-type]
+
     @property
     def variant_names(self) -> list[str]:
         return [v if isinstance(v, str) else v.name for v in self.variants]
@@ -438,8 +544,15 @@ class StudySpec(_Strict):
         return self.tracking.experiment or self.name
 
     def canonical_yaml(self) -> str:
-        """The spec as validated (defaults filled in), stable across formatting changes."""
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=True)
+        """The spec as validated (defaults filled in), stable across formatting changes
+        (a spec without ``stop_when``, or with ``allow_diagnostics`` false, hashes as it did
+        before those fields existed, so that studies started then still resume)."""
+        data = self.model_dump(mode="json")
+        if data.get("stop_when") is None:
+            data.pop("stop_when", None)
+        if not data.get("allow_diagnostics"):
+            data.pop("allow_diagnostics", None)
+        return yaml.safe_dump(data, sort_keys=True)
 
     def sha256(self) -> str:
         """Identity of the study's content: same grid and settings <=> same hash."""
@@ -457,6 +570,8 @@ _NESTED_MODELS: dict[str, type[BaseModel]] = {
     "tau": TauSettings,
     "train": TrainOverrides,
     "variants": InlineVariant,
+    "seeds": SeedSchedule,
+    "stop_when": PrecisionRule,
     "sizes": CustomSize,
 }
 
@@ -475,6 +590,10 @@ def _loc(loc: tuple) -> str:
             continue  # discriminator tag of a variant entry
         elif part in ("interaction", "contrast") and out == "analysis.primary":
             continue  # discriminator tag of the primary hypothesis
+        elif part in ("list", "schedule") and out == "seeds":
+            continue  # discriminator tag of the seeds
+        elif part in ("settled", "precision_rule") and out == "stop_when":
+            continue  # discriminator tag of the stopping rule
         elif part in ("preset", "custom") and out.endswith("]") and out.startswith("sizes"):
             continue  # discriminator tag of a size entry
         else:
@@ -572,9 +691,6 @@ def check_registries(spec: StudySpec, *, source: str = "<spec>") -> None:
     """Names against the model zoo and the dataset registry; context lengths against sizes.
 
     Raises one InputError listing every problem (so a user fixes a spec in one go)."""
-    from harness.datasets import REGISTRY
-    from harness.models import SIZES, VARIANTS, make_variant
-    from harness.models.sizes import CUSTOM_MAX_CONTEXT_LENGTH
 
     problems: list[str] = []
     for i, dataset in enumerate(spec.datasets):
@@ -636,7 +752,6 @@ def check_registries(spec: StudySpec, *, source: str = "<spec>") -> None:
 
 def _diagnostic_problems(spec: StudySpec) -> list[str]:
     """Diagnostics (variants that leak future tokens) are refused unless ``allow_diagnostics: true``."""
-    from harness.models.variants import DIAGNOSTIC_LABEL, is_diagnostic
 
     if spec.allow_diagnostics:
         return []
@@ -661,10 +776,11 @@ def _shape_problems(spec: StudySpec) -> list[str]:
     custom = [(i, size) for i, size in enumerate(spec.sizes) if not isinstance(size, str)]
     if not custom:
         return []
+    # torch only when the spec has a custom shape: a spec is checked (`harness run --dry-run`,
+    # a bad spec) without paying for it otherwise.
     import torch
 
-    from harness.models import build_model, get_variant, make_variant
-    from harness.models.sizes import custom_size
+    from harness.models.transformer import build_model
 
     variants = [
         get_variant(entry)
@@ -692,6 +808,7 @@ def _suggest(name: str, known: Any) -> str:
 
 
 def grid_size(spec: StudySpec) -> int:
-    """Number of trials the spec expands to."""
-    factors = [spec.datasets, spec.sizes, spec.context_lengths, spec.variants, spec.seeds, spec.tau_inits or [None]]
+    """Number of trials the spec expands to (a sequential study: at its maximum seeds)."""
+    seeds = spec.grid_seeds()
+    factors = [spec.datasets, spec.sizes, spec.context_lengths, spec.variants, seeds, spec.tau_inits or [None]]
     return math.prod(len(f) for f in factors)

@@ -34,16 +34,17 @@ from urllib.parse import urlparse
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 from harness.errors import InputError
+from harness.mlflow_client import TrackingClient, check_tracking_uri, redact_uri, resolve_tracking_uri
 from harness.studies.destinations import (
     refuse_local_destinations,
     storage_local_path,
     tracking_local_path,
 )
 from harness.studies.ray_auth import enable_token_auth_if_available
-from harness.studies.runner import check_storage, resolve_storage, shared_storage_declared
+from harness.studies.runner import resolve_storage, shared_storage_declared
 from harness.studies.spec import StudySpec, load_spec
+from harness.studies.storage import check_storage
 from harness.studies.tracking import run_ui_url
-from harness.training.tracking import check_tracking_uri, redact_uri, resolve_tracking_uri
 
 #: Settings of the client's shell that the job needs and would not inherit (sent as the
 #: job's ``runtime_env`` ``env_vars``): the shared-storage declaration, the corpus mirror,
@@ -313,14 +314,8 @@ def find_parent_run(tracking_uri: str, experiment: str, study_prefix: str, since
     local = tracking_local_path(tracking_uri)
     if local is not None and not local.exists():
         return None  # looking must not create a store
-    # MLflow costs about a second to import; only this last step needs it.
-    from mlflow import MlflowClient
-
-    from harness.studies.tracking import quick_failing_http
-
-    quick_failing_http()
-    try:
-        client = MlflowClient(tracking_uri)
+    try:  # MLflow loads with the first client: only this last step needs it
+        client = TrackingClient(tracking_uri)
         found = client.get_experiment_by_name(experiment)
         if found is None:
             return None

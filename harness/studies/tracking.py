@@ -14,7 +14,7 @@ Tune event            MLflow
 on_trial_start        child run (``parent_run_id``) named by the trial id: factor tags,
                       ``harness.trial_id``, ``status=running``, params = TrainConfig,
                       its corpus as dataset inputs (:mod:`harness.datasets.mlflow_datasets`)
-on_trial_result       the reported metrics at their ``step`` (``MlflowClient.log_batch``)
+on_trial_result       the reported metrics at their ``step`` (in ``log_batch`` calls)
 on_trial_complete     final metrics, ``window_losses.parquet`` (and gate/MOPE parameter
                       tables), ``status`` finished|diverged, the run description
                       (``mlflow.note.content``: slots, seed, shape, final numbers), run FINISHED
@@ -28,45 +28,45 @@ under that parent. Metrics a restarted trial reports again (it replays from its 
 checkpoint) are skipped up to the last step already logged.
 
 An unreachable tracking server does not stop a study: the first failure is reported once,
-clearly, and the study goes on with its results kept in the Tune storage directory.
+clearly, and the study goes on with its results kept in the Tune storage directory. Every
+call goes through :class:`harness.mlflow_client.TrackingClient`, whose HTTP policy (the one of
+``harness train`` too) makes a dead server's first failure cost about 0.2 s, not a stall of
+Tune's driver loop.
 """
 
 from __future__ import annotations
 
-import math
-import os
+import logging
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from ray.tune import Callback
 
+from harness.datasets.mlflow_datasets import corpus_inputs
 from harness.errors import InputError
+from harness.mlflow_client import (
+    RunStatus,
+    TrackingClient,
+    check_tracking_uri,
+    ensure_experiment,
+    is_server_uri,
+    redact_uri,
+    resolve_tracking_uri,
+)
 from harness.studies.progress import trial_error_summary
 from harness.studies.runner import results_table
+from harness.studies.trainable import FINAL_ARTIFACTS
 from harness.training.description import NOTE_TAG, trial_description
-from harness.training.tracking import ensure_experiment, redact_uri
 
-# MLflow REST/SQL batch limits.
-_MAX_METRICS = 1000
-_MAX_PARAMS = 100
-_MAX_TAGS = 100
+if TYPE_CHECKING:  # MLflow's entity, for annotations: MLflow loads with the first client (harness.mlflow_client)
+    from mlflow.entities import Run
 
 #: Result keys that are bookkeeping, not metrics (Tune's own and the trainable's).
 _NOT_METRICS = {"step", "steps", "status", "wall_time_s", "resumed_from_step", "done"}
-
-#: MLflow run status for each trial/study status tag.
-_RUN_STATUS = {
-    "finished": "FINISHED",
-    "diverged": "FINISHED",
-    "failed": "FAILED",
-    "killed": "KILLED",
-    "interrupted": "KILLED",
-}
 
 
 def is_metric(key: str, value: Any) -> bool:
@@ -89,7 +89,7 @@ class StudyRecorder:
         self.created_parent = False  # the parent run was created (not continued) here
         self.broken: str | None = None  # why MLflow calls stopped
         self._warn = warn or (lambda msg: print(f"warning: {msg}", file=sys.stderr))
-        self._client: Any = None
+        self._client: TrackingClient | None = None
         self._children: dict[str, str] = {}  # trial id -> child run id
         self._logged_step: dict[str, int] = {}  # trial id -> last metric step in MLflow
         self._inputs: dict[str, list[Any]] = {}  # corpus name -> its MLflow dataset inputs
@@ -110,18 +110,18 @@ class StudyRecorder:
         self._warn = lambda msg: print(f"warning: {msg}", file=sys.stderr)
 
     @property
-    def client(self) -> Any:
+    def client(self) -> TrackingClient:
         if self._client is None:
-            from mlflow import MlflowClient
-
-            self._client = MlflowClient(tracking_uri=self.tracking_uri)
+            self._client = TrackingClient(self.tracking_uri)
         return self._client
 
     @property
     def active(self) -> bool:
         return self.broken is None and self.experiment_id is not None
 
-    def _fail(self, what: str, exc: BaseException) -> None:
+    def fail(self, what: str, exc: BaseException) -> None:
+        """Record that the store failed while doing ``what``: the first failure is warned
+        about (once) and :attr:`broken` set, after which every MLflow call is a no-op."""
 
         if self.broken is None:
             self.broken = f"{type(exc).__name__}: {exc}"
@@ -140,7 +140,7 @@ class StudyRecorder:
         try:
             return fn()
         except Exception as exc:  # noqa: BLE001 - a tracking failure must not kill the study
-            self._fail(what, exc)
+            self.fail(what, exc)
             return None
 
     # -- set-up ---------------------------------------------------------------------------
@@ -150,11 +150,7 @@ class StudyRecorder:
         Raises :class:`InputError` for URIs that cannot work (a file store, a SQLite
         database in a missing or read-only directory); an unreachable server is warned
         about and the study runs without MLflow."""
-        from harness.training.tracking import check_tracking_uri
-
         check_tracking_uri(self.tracking_uri)
-        import logging
-
         logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # "Creating initial tables..."
         try:
             self.experiment_id = ensure_experiment(
@@ -166,7 +162,7 @@ class StudyRecorder:
         except InputError:
             raise
         except Exception as exc:  # noqa: BLE001
-            if urlparse(self.tracking_uri).scheme in ("http", "https", "databricks"):
+            if is_server_uri(self.tracking_uri):
                 self.experiment_id = None
                 self.broken = f"{type(exc).__name__}: {exc}"
 
@@ -206,18 +202,10 @@ class StudyRecorder:
         return run_id
 
     def _start_parent(self, study, study_run, spec_text, spec_sha256, params, tags, previous_run_id) -> str:
-        from mlflow.entities import Param
-        from mlflow.exceptions import MlflowException
-
         client = self.client
-        run = None
-        if previous_run_id:
-            try:
-                run = client.get_run(previous_run_id)
-                if run.info.experiment_id != self.experiment_id or run.info.lifecycle_stage != "active":
-                    run = None
-            except MlflowException:
-                run = None
+        run = client.find_run(previous_run_id) if previous_run_id else None
+        if run is not None and (run.info.experiment_id != self.experiment_id or run.info.lifecycle_stage != "active"):
+            run = None
         if run is None:
             found = client.search_runs(
                 [self.experiment_id],
@@ -227,8 +215,7 @@ class StudyRecorder:
             run = found[0] if found else None
         if run is not None:
             self.parent_run_id = run.info.run_id
-            client.update_run(self.parent_run_id, status="RUNNING")
-            client.set_tag(self.parent_run_id, "status", "running")
+            client.reopen_run(self.parent_run_id)
             self._load_children()
             return self.parent_run_id
         all_tags = {
@@ -242,14 +229,25 @@ class StudyRecorder:
         run = client.create_run(self.experiment_id, run_name=study_run.replace("/", "-"), tags=all_tags)
         self.parent_run_id = run.info.run_id
         self.created_parent = True
-        items = [Param(k, _text(v)) for k, v in params.items()]
-        for i in range(0, len(items), _MAX_PARAMS):
-            client.log_batch(self.parent_run_id, params=items[i : i + _MAX_PARAMS])
+        client.log_params(self.parent_run_id, params)
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "spec.yaml"
             path.write_text(spec_text)
-            client.log_artifact(self.parent_run_id, str(path))
+            client.log_artifact(self.parent_run_id, path)
         return self.parent_run_id
+
+    def child_run_id(self, trial_id: str) -> str | None:
+        """The MLflow run id of trial ``trial_id``'s child run (created here, or found under a
+        continued parent run); None when it has none."""
+        return self._children.get(trial_id)
+
+    def child_run(self, trial_id: str) -> Run | None:
+        """Trial ``trial_id``'s child run as the store holds it now; None when the trial has
+        none or the store failed (:attr:`broken` then says why)."""
+        run_id = self._children.get(trial_id)
+        if run_id is None:
+            return None
+        return self._safely(f"reading the run of trial {trial_id}", lambda: self.client.get_run(run_id))
 
     def _load_children(self) -> None:
         """Child runs of the parent by trial id, and the last step each has logged."""
@@ -265,7 +263,7 @@ class StudyRecorder:
 
     def end_parent(
         self,
-        status: str,
+        status: RunStatus,
         *,
         results: Any = None,
         files: Sequence[Path] = (),
@@ -281,35 +279,25 @@ class StudyRecorder:
                 if results is not None:
                     path = Path(tmp) / "results.parquet"
                     results.write_parquet(path)
-                    client.log_artifact(self.parent_run_id, str(path))
+                    client.log_artifact(self.parent_run_id, path)
                 for f in files:
-                    client.log_artifact(self.parent_run_id, str(f))
+                    client.log_artifact(self.parent_run_id, f)
             if metrics:
-                self._log_metrics(self.parent_run_id, metrics, step=0)
+                client.log_metrics(self.parent_run_id, metrics, step=0)
             client.set_tag(self.parent_run_id, "status", status)
-            client.set_terminated(self.parent_run_id, status=_RUN_STATUS.get(status, "FAILED"))
+            client.set_terminated(self.parent_run_id, status)
 
         self._safely("finishing the study's parent run", _end)
 
     def set_parent_tags(self, tags: Mapping[str, Any]) -> None:
-        from mlflow.entities import RunTag
-
         if self.parent_run_id is not None and tags:
-            self._safely(
-                "tagging the parent run",
-                lambda: self.client.log_batch(self.parent_run_id, tags=[RunTag(k, _text(v)) for k, v in tags.items()]),
-            )
+            self._safely("tagging the parent run", lambda: self.client.log_tags(self.parent_run_id, tags))
 
     # -- child runs -------------------------------------------------------------------------
     def set_child_tags(self, trial_id: str, tags: Mapping[str, Any]) -> None:
-        from mlflow.entities import RunTag
-
         run_id = self._children.get(trial_id)
         if run_id is not None and tags:
-            self._safely(
-                f"tagging the run of trial {trial_id}",
-                lambda: self.client.log_batch(run_id, tags=[RunTag(k, _text(v)) for k, v in tags.items()]),
-            )
+            self._safely(f"tagging the run of trial {trial_id}", lambda: self.client.log_tags(run_id, tags))
 
     def child(
         self,
@@ -340,9 +328,6 @@ class StudyRecorder:
         """The MLflow dataset inputs of the corpora ``names`` (built once per corpus: see
         :mod:`harness.datasets.mlflow_datasets`). A corpus that cannot be described is
         warned about and left out: a declaration is context, never a reason to stop recording."""
-        # mlflow.data loads with MLflow, inside the call, like every MLflow import of this module.
-        from harness.datasets.mlflow_datasets import corpus_inputs
-
         inputs = []
         for name in dict.fromkeys(names):
             if name not in self._inputs:
@@ -355,15 +340,12 @@ class StudyRecorder:
         return inputs
 
     def _child(self, trial_id: str, study: str, tags: Mapping[str, str], params: Mapping[str, Any]) -> str:
-        from mlflow.entities import Param
-
         client = self.client
         run_id = self._children.get(trial_id)
         if run_id is not None:
             if trial_id not in self._logged_step:
                 self._logged_step[trial_id] = self._last_step(run_id)
-            client.update_run(run_id, status="RUNNING")
-            client.set_tag(run_id, "status", "running")
+            client.reopen_run(run_id)
             return run_id
         all_tags = {
             "mlflow.parentRunId": self.parent_run_id,
@@ -376,9 +358,7 @@ class StudyRecorder:
         run_id = run.info.run_id
         self._children[trial_id] = run_id
         self._logged_step[trial_id] = -1
-        items = [Param(k, _text(v)) for k, v in params.items()]
-        for i in range(0, len(items), _MAX_PARAMS):
-            client.log_batch(run_id, params=items[i : i + _MAX_PARAMS])
+        client.log_params(run_id, params)
         return run_id
 
     def _last_step(self, run_id: str) -> int:
@@ -394,16 +374,18 @@ class StudyRecorder:
         values = {k: float(v) for k, v in metrics.items() if is_metric(k, v)}
         if not values:
             return
-        if (
-            self._safely(f"logging metrics of trial {trial_id}", lambda: self._log_metrics(run_id, values, step=step))
-            is not None
-        ):
+
+        def log() -> bool:
+            self.client.log_metrics(run_id, values, step=step)
+            return True
+
+        if self._safely(f"logging metrics of trial {trial_id}", log):
             self._logged_step[trial_id] = step
 
     def end_trial(
         self,
         trial_id: str,
-        status: str,
+        status: RunStatus,
         *,
         metrics: Mapping[str, Any] | None = None,
         step: int = 0,
@@ -417,9 +399,7 @@ class StudyRecorder:
         if run_id is None:
             return
 
-        def _end() -> bool:
-            from mlflow.entities import RunTag
-
+        def _end() -> None:
             client = self.client
             # The evaluation metrics of the last step are logged already (on_trial_result):
             # only the end-of-run summary is new here.
@@ -429,29 +409,16 @@ class StudyRecorder:
                 if is_metric(k, v) and (k.startswith(("final/", "best/")) or k == "num_parameters")
             }
             if values:
-                self._log_metrics(run_id, values, step=step)
+                client.log_metrics(run_id, values, step=step)
             for f in files:
-                client.log_artifact(run_id, str(f))
+                client.log_artifact(run_id, f)
             all_tags = {**(tags or {}), "status": status}
             if description is not None:
                 all_tags[NOTE_TAG] = description
-            client.log_batch(run_id, tags=[RunTag(k, _text(v)) for k, v in all_tags.items()])
-            client.set_terminated(run_id, status=_RUN_STATUS.get(status, "FAILED"))
-            return True
+            client.log_tags(run_id, all_tags)
+            client.set_terminated(run_id, status)
 
         self._safely(f"finishing the run of trial {trial_id}", _end)
-
-    def _log_metrics(self, run_id: str, metrics: Mapping[str, float], *, step: int) -> bool:
-        from mlflow.entities import Metric
-
-        now = int(time.time() * 1000)
-        # MLflow stores NaN but not +-inf consistently across stores: clamp inf to NaN.
-        items = [
-            Metric(k, v if math.isfinite(v) or math.isnan(v) else math.nan, now, int(step)) for k, v in metrics.items()
-        ]
-        for i in range(0, len(items), _MAX_METRICS):
-            self.client.log_batch(run_id, metrics=items[i : i + _MAX_METRICS])
-        return True
 
     def ui_url(self, host: str = "127.0.0.1", port: int = 5000) -> str | None:
         """Where the MLflow UI (``harness ui``, or the tracking server itself) shows the
@@ -473,37 +440,13 @@ def run_ui_url(tracking_uri: str, experiment_id: str, run_id: str, *, host: str 
     return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}?workflowType=machine_learning"
 
 
-def _text(value: Any) -> str:
-    """A param or tag value as MLflow stores it, without the password of any URI in it."""
-    return "None" if value is None else redact_uri(str(value))
-
-
 def default_tracking_uri(flag: str | None, spec_uri: str | None) -> str:
     """Precedence: ``--tracking-uri`` > the spec's ``tracking.uri`` > ``$MLFLOW_TRACKING_URI``
     > ``sqlite:///<cwd>/mlflow.db``."""
-    from harness.training.tracking import resolve_tracking_uri
-
     return resolve_tracking_uri(flag or spec_uri)
 
 
-def _setdefault_env(values: Mapping[str, str]) -> None:
-    for key, value in values.items():
-        os.environ.setdefault(key, value)
-
-
-def quick_failing_http() -> None:
-    """A dead tracking server should cost seconds, not MLflow's minutes of retries; the user's
-    own settings win."""
-    _setdefault_env({"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "15"})
-    # MLflow prints "View run ... at: URL" to stdout for every run it ends on a server, through
-    # the live table; the study prints where its parent run is once, at the end.
-    _setdefault_env({"MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"})
-
-
 # -- the Tune callback ----------------------------------------------------------------------
-
-#: Files of a trial's final checkpoint that become artifacts of its child run.
-FINAL_ARTIFACTS = ("window_losses.parquet", "gate_parameters.parquet", "mope_parameters.parquet")
 
 
 class MlflowStudyCallback(Callback):

@@ -8,6 +8,12 @@ storage asynchronously. A driver killed in between leaves a snapshot whose lates
 checkpoint no longer exists, and ``Tuner.restore`` then fails the trial on every retry
 with "Could not recover from checkpoint as it does not exist on storage anymore".
 
+Ray's private names used here (``_find_newest_experiment_checkpoint``,
+``_loads_with_cloudpickle``, ``get_fs_and_path``, the checkpoint manager's
+``_latest_checkpoint_result`` and ``_checkpoint_results``, the tuner's ``_local_tuner``) are
+those of Ray 2.60; tests/studies/test_studies_tune_state.py and
+tests/studies/test_studies_ray_internals.py fail when Ray changes them.
+
 Only older checkpoints are ever deleted, so a newer checkpoint of the trial is on storage:
 the one whose registration deleted the stale one. Complete checkpoints are told from one
 being written when the driver died by the trial's ``result.json``: a worker persists a
@@ -102,6 +108,18 @@ def _repair_manager(manager: Any) -> tuple[str, str] | None:
         if ckpt is not None and (ckpt.path == old_path or not _exists(ckpt.filesystem, ckpt.path)):
             result.checkpoint = replacement
     return old_path, newest
+
+
+def replace_restored_callbacks(tuner: Any, callbacks: list[Any]) -> None:
+    """Give a restored ``tune.Tuner`` today's driver callbacks.
+
+    ``Tuner.restore`` brings back the RunConfig Tune pickled when the study started, with the
+    callbacks of that day (a stale MLflow recorder and progress view); it takes no new ones.
+    The only way to set them is the tuner's private ``_local_tuner`` (Ray 2.60);
+    tests/studies/test_studies_ray_internals.py and
+    tests/studies/test_studies_resume.py::test_interrupted_study_resumes_without_repeating_finished_trials
+    fail when Ray changes it."""
+    tuner._local_tuner.get_run_config().callbacks = callbacks
 
 
 def repair_stale_checkpoints(experiment_path: str) -> list[tuple[str, str]]:

@@ -5,31 +5,29 @@
 - :class:`CharLMModule` (``module``), :class:`CharDataModule` (``data``), callbacks
   (``callbacks``), MLflow bookkeeping (``tracking``), the CLI (``cli``).
 
-Importing this package imports neither torch, Lightning nor MLflow (the ``harness`` CLI
-imports it for ``--help``); the names below load their module on first use.
+Importing this package imports neither torch, Lightning, MLflow nor pydantic (the
+``harness`` CLI imports it for ``--help``); the names below load their module on first use
+(:mod:`harness.lazy_exports`).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING
 
-from harness.training.config import TrainConfig
+from harness.lazy_exports import lazy_exports
 
-_LAZY = {
-    "train": "harness.training.run",
-    "TrainResult": "harness.training.run",
-    "config_from_checkpoint": "harness.training.run",
-    "load_checkpoint_meta": "harness.training.run",
-    "CharLMModule": "harness.training.module",
-    "learning_rate": "harness.training.module",
-    "CharDataModule": "harness.training.data",
-}
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "config": ["TrainConfig"],
+        "run": ["train", "TrainResult", "config_from_checkpoint", "load_checkpoint_meta"],
+        "module": ["CharLMModule", "learning_rate"],
+        "data": ["CharDataModule"],
+    },
+)
 
-__all__ = ["TrainConfig", *_LAZY]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'harness.training' has no attribute {name!r}")
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from harness.training.config import TrainConfig
+    from harness.training.data import CharDataModule
+    from harness.training.module import CharLMModule, learning_rate
+    from harness.training.run import TrainResult, config_from_checkpoint, load_checkpoint_meta, train

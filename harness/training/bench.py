@@ -24,6 +24,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from harness.errors import InputError
+from harness.models.sizes import get_size
+from harness.models.transformer import build_model
+from harness.models.variants import VARIANTS
+from harness.training import callbacks as cb
+from harness.training import tracking
+from harness.training.config import TrainConfig
+from harness.training.module import learning_rate, optimizer_groups, reseed_dropout
+from harness.training.run import available_cpus, train
+
 _REPO = Path(__file__).resolve().parents[2]
 
 
@@ -36,10 +46,6 @@ def _make_step(variant: str, *, size: str, context_length: int, batch_size: int,
     """A closure running one training step of ``variant`` on fixed random batches."""
     import torch
     import torch.nn.functional as F
-
-    from harness.models import build_model
-    from harness.training.config import TrainConfig
-    from harness.training.module import learning_rate, optimizer_groups
 
     torch.manual_seed(seed)
     model = build_model(variant, size=size, vocab_size=vocab_size, block_size=context_length, dropout=0.2)
@@ -150,11 +156,6 @@ def measure_overhead(
     """
     import torch
 
-    from harness.training import callbacks as cb
-    from harness.training import tracking
-    from harness.training.config import TrainConfig
-    from harness.training.run import train
-
     step, _ = _make_step(variant, size=size, context_length=context_length, batch_size=batch_size, vocab_size=65)
     for _ in range(2):
         step()
@@ -162,8 +163,6 @@ def measure_overhead(
     for _ in range(steps):
         step()
     plain = (time.perf_counter() - t0) / steps
-
-    from harness.training.module import reseed_dropout
 
     t0 = time.perf_counter()
     for k in range(1000):
@@ -247,9 +246,6 @@ def main(
     """Run the benchmark, print a table, write JSON; returns the JSON payload."""
     import torch
 
-    from harness.errors import InputError
-    from harness.models import VARIANTS, get_size
-
     get_size(size)
     names = list(variants) if variants else list(VARIANTS)
     unknown = [v for v in names if v not in VARIANTS]
@@ -257,7 +253,6 @@ def main(
         raise InputError(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
     if "baseline" not in names:
         names.insert(0, "baseline")
-    from harness.training.run import available_cpus
 
     threads = num_threads or available_cpus()
     saved = torch.get_num_threads()

@@ -109,11 +109,8 @@ def train_command(
             raise InputError("--variant is required (or --resume CHECKPOINT); see `harness zoo` for the variants")
         fields.update(_shape_fields(size, n_layer=n_layer, n_head=n_head, d_model=d_model))
         config = as_train_config({k: v for k, v in fields.items() if v is not None})
-    # MLflow prints "View run ... at: <tracking URI>" when a run on a server ends, password
-    # included; the summary below names the run (and the URI without its password).
-    import os
-
-    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+    # MLflow's own "View run ... at: <tracking URI>" (password included) is off for every call of
+    # the harness (harness.mlflow_client.QUIET_CALLS); the summary below names the run.
     result = train(config, resume_from=resume, progress_bar=True)
     _print_summary(result)
 
@@ -144,7 +141,7 @@ def _print_summary(result: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from harness.training.tracking import redact_uri, resolve_tracking_uri
+    from harness.mlflow_client import redact_uri, resolve_tracking_uri
 
     c = result.config
     table = Table(

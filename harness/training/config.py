@@ -5,15 +5,34 @@ unknown key or a bad value is one error that names the field. Defaults are the p
 nanoGPT's ``shakespeare_char`` recipe (AdamW betas 0.9/0.99, weight decay 0.1 on
 matrices, lr 1e-3, 100 warmup steps, cosine to 1e-4 at ``max_steps``, clip 1.0, batch 64,
 context 256, dropout 0.2, 5,000 steps, evaluation every 250 steps).
+
+The resume contract is marked on the fields themselves: a resumed run (``harness train
+--resume``, a resumed study) must match its checkpoint or its study on every field except
+those marked :data:`MAY_CHANGE_ON_RESUME` (:meth:`TrainConfig.resume_contract_fields`). A new
+field is part of the contract unless it is marked: forgetting the mark refuses a resume, it
+never mixes two trajectories.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
 from harness.models.sizes import ModelSize, custom_size, get_size, shape_name
+
+
+class MayChangeOnResume:
+    """Field marker (in ``Annotated[...]``): a resumed run may change this field. It says
+    where and how a run computes (threads, device, compilation, checkpoints, tracking, the
+    corpus folder, the evaluation batch), never what: the trajectory and its evaluations
+    stay those of the run it continues."""
+
+    def __repr__(self) -> str:
+        return "MAY_CHANGE_ON_RESUME"
+
+
+MAY_CHANGE_ON_RESUME = MayChangeOnResume()
 
 
 class TrainConfig(BaseModel):
@@ -61,25 +80,46 @@ class TrainConfig(BaseModel):
     # -- evaluation ----------------------------------------------------------------
     eval_every: PositiveInt = 250
     eval_windows: PositiveInt | None = 256  # fixed evaluation windows per split (None: cover the split)
-    eval_batch_size: PositiveInt = 64
+    eval_batch_size: Annotated[PositiveInt, MAY_CHANGE_ON_RESUME] = 64
 
     # -- hardware -------------------------------------------------------------------
-    accelerator: Literal["auto", "cpu", "gpu"] = "auto"
-    compile: bool | None = None  # None: on for GPU, off for CPU
-    num_threads: PositiveInt | None = None  # torch threads on CPU (None: the CPUs given to the process)
+    accelerator: Annotated[Literal["auto", "cpu", "gpu"], MAY_CHANGE_ON_RESUME] = "auto"
+    compile: Annotated[bool | None, MAY_CHANGE_ON_RESUME] = None  # None: on for GPU, off for CPU
+    # torch threads on CPU (None: the CPUs given to the process)
+    num_threads: Annotated[PositiveInt | None, MAY_CHANGE_ON_RESUME] = None
 
     # -- bookkeeping -----------------------------------------------------------------
-    checkpoint_every: PositiveInt | None = None  # steps; None: at every evaluation
-    checkpoint_dir: str | None = None
-    tracking_uri: str | None = None  # None: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db
-    experiment: str = "harness"
-    data_dir: str | None = None
+    checkpoint_every: Annotated[PositiveInt | None, MAY_CHANGE_ON_RESUME] = None  # steps; None: every evaluation
+    checkpoint_dir: Annotated[str | None, MAY_CHANGE_ON_RESUME] = None
+    # None: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db
+    tracking_uri: Annotated[str | None, MAY_CHANGE_ON_RESUME] = None
+    experiment: Annotated[str, MAY_CHANGE_ON_RESUME] = "harness"
+    data_dir: Annotated[str | None, MAY_CHANGE_ON_RESUME] = None
 
     @model_validator(mode="after")
     def _check_schedule(self) -> TrainConfig:
         if self.min_lr > self.lr:
             raise ValueError(f"min_lr ({self.min_lr}) must not exceed lr ({self.lr})")
         return self
+
+    @classmethod
+    def resume_contract_fields(cls) -> tuple[str, ...]:
+        """The fields a resume must not change (every field not marked
+        :data:`MAY_CHANGE_ON_RESUME`): what shapes the training trajectory or its evaluations."""
+        return tuple(name for name, info in cls.model_fields.items() if MAY_CHANGE_ON_RESUME not in info.metadata)
+
+    def resume_contract(self) -> dict[str, Any]:
+        """This config's values of :meth:`resume_contract_fields`."""
+        return {name: getattr(self, name) for name in self.resume_contract_fields()}
+
+    def resume_mismatches(self, saved: TrainConfig) -> list[str]:
+        """``field: saved value vs this value`` for each contract field that differs from
+        ``saved`` (the config of the run or study being resumed); empty when it may resume."""
+        return [
+            f"{name}: checkpoint {getattr(saved, name)!r} vs config {getattr(self, name)!r}"
+            for name in self.resume_contract_fields()
+            if getattr(saved, name) != getattr(self, name)
+        ]
 
     @model_validator(mode="before")
     @classmethod

@@ -23,6 +23,7 @@ import torch
 from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
+from harness.datasets.sampling import eval_window_starts, sample_train_batch, window_batch
 from harness.errors import InputError
 
 #: Splits evaluated at every evaluation (``test`` only at the final one, where it exists).
@@ -58,7 +59,6 @@ def make_eval_windows(
 ) -> EvalWindows:
     """Cut ``tokens`` into the fixed windows of ``split`` (raises :class:`InputError`
     when the split is shorter than one window)."""
-    from harness.datasets import eval_window_starts, window_batch
 
     starts = np.asarray(eval_window_starts(len(tokens), block_size=block_size, max_windows=max_windows), dtype=np.int64)
     if starts.size == 0:
@@ -91,7 +91,6 @@ class TrainBatchStream(IterableDataset):
         self.start_step = start_step
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        from harness.datasets import sample_train_batch
 
         step = self.start_step
         while True:

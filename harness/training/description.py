@@ -19,6 +19,7 @@ from typing import Any
 
 from harness.datasets.cards import get_card
 from harness.errors import InputError
+from harness.mlflow_client import TrackingClient
 from harness.models.sizes import get_size
 
 #: The MLflow tag that holds a run's description (markdown).
@@ -101,7 +102,7 @@ def _bits_per_unit(row: Mapping[str, Any]) -> tuple[str, str] | None:
 
 def trial_description(row: Mapping[str, Any]) -> str:
     """The markdown description of a trial (or a single training run) from its row of the
-    results table (the columns of ``harness.studies.runner.RESULTS_SCHEMA_COLUMNS``; any
+    results table (the columns of ``harness.results_schema.RESULT_COLUMNS``; any
     further numeric column is listed too, so a new metric shows without a change here).
 
     Examples
@@ -154,9 +155,9 @@ def trial_description(row: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def refresh_trial_descriptions(client: Any, parent_run_id: str, rows: Iterable[Mapping[str, Any]]) -> int:
+def refresh_trial_descriptions(client: TrackingClient, parent_run_id: str, rows: Iterable[Mapping[str, Any]]) -> int:
     """Rewrite the description of every ended trial of a study from its row (e.g. after
-    ``harness report`` recomputed the table). ``client`` is an ``mlflow.MlflowClient``;
+    ``harness report`` recomputed the table). ``client`` is the harness's MLflow client;
     trials are found by the tag ``harness.trial_id`` under the parent run. Returns how many
     descriptions were written."""
     parent = client.get_run(parent_run_id)

@@ -37,6 +37,9 @@ from lightning.pytorch import LightningModule
 from torch import Tensor
 
 from harness.errors import InputError
+from harness.mlflow_client import redact_uri
+from harness.models.transformer import CharTransformer, build_model
+from harness.models.variants import VARIANTS, Variant, get_variant, make_variant
 from harness.training.config import TrainConfig
 
 #: Format of the ``harness`` entry of a checkpoint (bump on incompatible changes).
@@ -81,15 +84,13 @@ def reseed_dropout(seed: int, step: int, device: torch.device) -> None:
         torch.cuda.manual_seed(s)  # the current device's generator
 
 
-def resolve_variant(config: TrainConfig) -> Any:
+def resolve_variant(config: TrainConfig) -> Variant:
     """The :class:`harness.models.Variant` a config names.
 
     A registry name, or an inline combination when ``position``/``gate``/``scoring`` is
     set: the slots not given are taken from the registry variant of the same name if there
     is one, else default to sinusoidal / no gate / dot. Raises :class:`InputError`.
     """
-    from harness.models import VARIANTS, get_variant, make_variant
-
     if not config.is_inline_variant:
         return get_variant(config.variant)
     base = VARIANTS.get(config.variant)
@@ -102,10 +103,8 @@ def resolve_variant(config: TrainConfig) -> Any:
     )
 
 
-def build_char_model(config: TrainConfig, vocab_size: int) -> Any:
+def build_char_model(config: TrainConfig, vocab_size: int) -> CharTransformer:
     """The model of ``config`` (initialised from the global torch RNG: seed it first)."""
-    from harness.models import build_model
-
     overrides: dict[str, Any] = {}
     if config.tau_init is not None:
         overrides["tau_init"] = config.tau_init
@@ -139,7 +138,7 @@ def optimizer_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[s
     ]
 
 
-def _auc_from_histograms(pos: Tensor, neg: Tensor) -> Tensor:
+def auc_from_histograms(pos: Tensor, neg: Tensor) -> Tensor:
     """ROC AUC P(g_pos > g_neg) + P(tie)/2 from histograms ``[..., bins]`` of the scores of
     positives and negatives (ties within a bin count one half)."""
     pos, neg = pos.double(), neg.double()
@@ -347,13 +346,12 @@ class CharLMModule(LightningModule):
             metrics["gate/content_precision"] = tp / n_open if n_open else math.nan
             metrics["gate/content_recall"] = tp / positives if positives else math.nan
             pos, neg = state["hist_pos"], state["hist_neg"]
-            metrics["gate/content_auc"] = float(_auc_from_histograms(pos.sum(dim=(0, 1)), neg.sum(dim=(0, 1))))
-            metrics["gate/content_auc_best_head"] = float(_auc_from_histograms(pos, neg).max())
+            metrics["gate/content_auc"] = float(auc_from_histograms(pos.sum(dim=(0, 1)), neg.sum(dim=(0, 1))))
+            metrics["gate/content_auc_best_head"] = float(auc_from_histograms(pos, neg).max())
         return metrics
 
     # -- checkpoints -------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        from harness.training.tracking import redact_uri
 
         config = self.config.model_dump(mode="json")
         # Plain containers only: the checkpoint must load with torch.load(weights_only=True).

@@ -42,7 +42,9 @@ from pydantic import ValidationError
 
 from harness import datasets
 from harness.errors import InputError
+from harness.mlflow_client import harness_git_commit, redact_uri
 from harness.models.variants import DIAGNOSTIC_LABEL
+from harness.results_schema import RESULT_COLUMNS, head_taus
 from harness.training.callbacks import (
     LAST_CHECKPOINT,
     BatchLossMonitor,
@@ -56,43 +58,7 @@ from harness.training.config import TrainConfig
 from harness.training.data import CharDataModule
 from harness.training.description import trial_description
 from harness.training.module import CharLMModule, build_char_model, resolve_variant
-from harness.training.tracking import (
-    TrackedRun,
-    TrackingTarget,
-    harness_git_commit,
-    prepare_tracking,
-    redact_uri,
-)
-
-#: Config fields that shape the training trajectory or its evaluations: a resumed run
-#: must match its checkpoint on all of them (the others, e.g. tracking or threads, may change).
-TRAJECTORY_FIELDS = (
-    "variant",
-    "position",
-    "gate",
-    "scoring",
-    "tau_init",
-    "dataset",
-    "size",
-    "n_layer",
-    "n_head",
-    "d_model",
-    "context_length",
-    "seed",
-    "max_steps",
-    "batch_size",
-    "lr",
-    "min_lr",
-    "warmup_steps",
-    "weight_decay",
-    "beta1",
-    "beta2",
-    "grad_clip",
-    "dropout",
-    "attention_dropout",
-    "eval_every",
-    "eval_windows",
-)
+from harness.training.tracking import TrackedRun, TrackingTarget, prepare_tracking
 
 
 @dataclass(frozen=True)
@@ -234,12 +200,9 @@ def _prepare(config: TrainConfig, resume_from: str | os.PathLike[str] | None, *,
     resume_path, resume_meta, start_step = None, None, 0
     if resume_from is not None:
         resume_path, resume_meta, start_step = load_checkpoint_meta(resume_from)
-        saved = as_train_config(resume_meta["config"])
-        mismatched = [f for f in TRAJECTORY_FIELDS if getattr(saved, f) != getattr(config, f)]
+        mismatched = config.resume_mismatches(as_train_config(resume_meta["config"]))
         if mismatched:
-            detail = ", ".join(
-                f"{f}: checkpoint {getattr(saved, f)!r} vs config {getattr(config, f)!r}" for f in mismatched
-            )
+            detail = ", ".join(mismatched)
             raise InputError(
                 f"checkpoint {str(resume_path)!r} belongs to another run ({detail}); resume with its settings"
             )
@@ -592,34 +555,39 @@ def _record_artifacts(run: TrackedRun, module: CharLMModule, diverged: TrainingD
 
 
 def result_row(result: TrainResult, variant: Any) -> dict[str, Any]:
-    """The run as a row of a study's results table (its columns, ``study`` empty and the
-    run's name as ``trial_id``): what :func:`~harness.training.description.trial_description`
-    renders. ``variant`` is the run's resolved variant (its position, gate, scoring)."""
+    """The run as a row of a study's results table (its columns,
+    :data:`~harness.results_schema.RESULT_COLUMNS`; ``study`` empty and the run's name as
+    ``trial_id``): what :func:`~harness.training.description.trial_description` renders.
+    ``variant`` is the run's resolved variant (its position, gate, scoring)."""
     c = result.config
-    return {
-        "study": None,
-        "trial_id": run_name(c),
-        "dataset": c.dataset,
-        "size": c.size,
-        "params": result.num_parameters,
-        "context_length": c.context_length,
-        "variant": c.variant,
-        "position": variant.position,
-        "gate": variant.gate,
-        "scoring": variant.scoring,
-        "seed": c.seed,
-        "tau_init": c.tau_init,
-        "val_loss": result.final_val_loss,
-        "test_loss": result.final_test_loss,
-        "train_loss": result.final_train_loss,
-        "best_val_loss": result.best_val_loss,
-        "gen_gap": result.gen_gap,
-        "tau_mean": result.tau_mean,
-        "open_fraction": result.open_fraction,
-        "tokens_per_s": result.tokens_per_s,
-        "steps": result.steps,
-        "status": result.status,
-    }
+    row: dict[str, Any] = dict.fromkeys(RESULT_COLUMNS)
+    row.update(
+        {
+            "trial_id": run_name(c),
+            "dataset": c.dataset,
+            "size": c.size,
+            "params": result.num_parameters,
+            "context_length": c.context_length,
+            "variant": c.variant,
+            "position": variant.position,
+            "gate": variant.gate,
+            "scoring": variant.scoring,
+            "seed": c.seed,
+            "tau_init": c.tau_init,
+            "val_loss": result.final_val_loss,
+            "test_loss": result.final_test_loss,
+            "train_loss": result.final_train_loss,
+            "best_val_loss": result.best_val_loss,
+            "gen_gap": result.gen_gap,
+            "tau_mean": result.tau_mean,
+            "tau_heads": head_taus(result.metrics),
+            "open_fraction": result.open_fraction,
+            "tokens_per_s": result.tokens_per_s,
+            "steps": result.steps,
+            "status": result.status,
+        }
+    )
+    return row
 
 
 def _result(

@@ -79,7 +79,7 @@ def populate_mlflow_study(
     from mlflow import MlflowClient
     from mlflow.entities import Metric, Param, RunTag
 
-    from harness.training.tracking import ensure_experiment
+    from harness.mlflow_client import ensure_experiment
 
     client = MlflowClient(tracking_uri=tracking_uri)
     exp_id = ensure_experiment(

@@ -82,7 +82,7 @@ def test_results_frame_falls_back_to_the_parents_results_parquet(
 ) -> None:
     from mlflow import MlflowClient
 
-    from harness.training.tracking import ensure_experiment
+    from harness.mlflow_client import ensure_experiment
 
     uri = shared_mlflow_study[0]
     client = MlflowClient(tracking_uri=uri)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from harness_support import REPO, cli_env, free_port, stop_session
+from harness_support import REPO, cli_env, free_port, stop_session, warning_lines
 from mlflow import MlflowClient
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -70,7 +70,7 @@ def test_readme_command_then_the_report_in_the_mlflow_ui(tmp_path: Path, shared_
     print(f"smoke study: {wall:.0f} s wall")
     assert "Study smoke: 8 trials (4 variants x 2 seeds x nano x tinyshakespeare x T=128), 1 CPU each" in out.stdout
     assert "interaction (superadd.)" in out.stdout  # the report's verdicts are printed
-    assert "warning" not in (out.stdout + out.stderr).lower(), out.stderr[-3000:]
+    assert not warning_lines(out.stdout + out.stderr), out.stderr[-3000:]
     assert sorted(p.name for p in work.iterdir()) == ["mlartifacts", "mlflow.db", "results", "studies"]
     ui_line = next(line for line in out.stdout.splitlines() if line.startswith("View it: "))
     assert ui_line.startswith("View it: harness ui  ->  http://127.0.0.1:5000/#/experiments/"), ui_line

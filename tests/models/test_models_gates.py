@@ -122,7 +122,7 @@ def test_wavelet_energy_equals_causal_fir_loop(kind):
     torch.manual_seed(4)
     d, T = 5, 20
     gate = WaveletEnergyGate(d, 2, kind=kind)
-    psi = gate._filters().detach().double().numpy()  # (n_out, M)
+    psi = gate.filters().detach().double().numpy()  # (n_out, M)
     x = torch.randn(2, T, d)
     xn = x.double().numpy()
     M = psi.shape[1]

@@ -33,6 +33,7 @@ from harness_support import (
     session_processes,
     tune_trial_states,
     wait_until,
+    warning_lines,
     write_spec,
 )
 from mlflow import MlflowClient
@@ -106,7 +107,7 @@ def test_killed_driver_resumes_to_the_uninterrupted_result(
     assert (
         "- resuming" in resumed.stdout and "Study tiny finished" in resumed.stdout and ": 4 finished" in resumed.stdout
     )
-    assert "warning" not in (resumed.stdout + resumed.stderr).lower(), resumed.stderr
+    assert not warning_lines(resumed.stdout + resumed.stderr), resumed.stderr
 
     # The finished trials did not run again: Tune's record of them is unchanged.
     reports_after = result_reports(study_dir)

@@ -24,6 +24,7 @@ from harness_support import (
     run_harness,
     tune_trial_states,
     wait_until,
+    warning_lines,
     write_spec,
 )
 from mlflow import MlflowClient
@@ -39,7 +40,7 @@ def _record_command(stdout: str) -> list[str]:
 
 
 def _assert_warned_once(output: str, what: str) -> None:
-    warnings = [line for line in output.splitlines() if "warning" in line.lower()]
+    warnings = warning_lines(output)
     assert len(warnings) == 1, "\n".join(warnings)  # once: not per metric, not per trial
     assert what in warnings[0] and "without MLflow" in warnings[0]
     assert "Traceback" not in output and "View run" not in output

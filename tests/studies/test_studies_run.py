@@ -14,16 +14,19 @@ from mlflow import MlflowClient
 from numpy.testing import assert_allclose
 
 from harness.analysis.report import parent_description
-from harness.studies.runner import RESULTS_SCHEMA_COLUMNS, resolve_address, resolve_storage, run_study
+from harness.analysis.results import normalise
+from harness.models import get_variant
+from harness.results_schema import RESULT_COLUMNS, RESULT_SCHEMA
+from harness.studies.grid import expand_grid
+from harness.studies.runner import resolve_address, resolve_storage, results_table, run_study
 from harness.studies.spec import load_spec, parse_spec
 from harness.studies.tracking import default_tracking_uri
+from harness.training.config import TrainConfig
 from harness.training.description import NOTE_TAG
+from harness.training.run import TrainResult, result_row
 
-CONTRACT_COLUMNS = (
-    "study, trial_id, dataset, size, params, context_length, variant, position, gate, scoring, seed, tau_init, "
-    "val_loss, test_loss, train_loss, best_val_loss, gen_gap, tau_mean, tau_heads, open_fraction, tokens_per_s, steps, "
-    "status"
-).split(", ")
+#: The results table's columns: their one definition is harness.results_schema.
+CONTRACT_COLUMNS = list(RESULT_COLUMNS)
 
 
 def test_precedence_flag_spec_env_default(tiny: dict, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -50,10 +53,41 @@ def test_precedence_flag_spec_env_default(tiny: dict, monkeypatch: pytest.Monkey
     assert resolve_address("other:6379") == "other:6379"
 
 
-def test_results_columns_are_the_contract() -> None:
-    assert list(RESULTS_SCHEMA_COLUMNS) == CONTRACT_COLUMNS
-    analysis = pytest.importorskip("harness.analysis.results")
-    assert list(analysis.RESULT_COLUMNS) == CONTRACT_COLUMNS
+def test_results_columns_are_the_contract(tiny: dict) -> None:
+    """Every producer of the table writes the one schema, names and types: the runner (a
+    finished and a failed trial), the analysis (a table read back with text columns) and
+    `harness train` (its run as a row)."""
+    trials = expand_grid(parse_spec(yaml.safe_dump({**tiny, "seeds": 1})))
+    finished = {"status": "finished", "steps": 10, "final/val_loss": 2.5, "gate/tau/l0h1": 0.2, "gate/tau/l0h0": 0.1}
+    table = results_table("tiny", trials, {trials[0].trial_id: (finished, None), trials[1].trial_id: (None, "boom")})
+    assert table.columns == CONTRACT_COLUMNS and dict(table.schema) == RESULT_SCHEMA
+    assert table.get_column("status").to_list() == ["finished", "failed"]
+    as_text = table.with_columns(pl.col("seed", "params", "steps").cast(pl.String))
+    assert dict(normalise(as_text).schema) == RESULT_SCHEMA
+    nan = math.nan
+    result = TrainResult(
+        config=TrainConfig(variant="ega"),
+        status="finished",
+        steps=10,
+        final_val_loss=2.5,
+        final_test_loss=None,
+        best_val_loss=2.5,
+        final_train_loss=2.4,
+        gen_gap=0.1,
+        val_bpc=nan,
+        tau_mean=0.15,
+        open_fraction=0.5,
+        tokens_per_s=1.0,
+        num_parameters=7,
+        window_losses={},
+        metrics=finished,
+        mlflow_run_id=None,
+        checkpoint_path=None,
+        wall_time_s=0.0,
+    )
+    row = result_row(result, get_variant("ega"))
+    assert list(row) == CONTRACT_COLUMNS and row["tau_heads"] == [0.1, 0.2]
+    assert dict(pl.DataFrame([row], schema=RESULT_SCHEMA).schema) == RESULT_SCHEMA
 
 
 def test_tiny_study_records_one_parent_and_a_child_per_trial(write_spec, study_env: dict, tmp_path: Path) -> None:

@@ -191,6 +191,9 @@ def test_custom_sizes_beside_presets(make_spec) -> None:
     assert grid_size(spec) == 2 * 4
     # A spec of presets only keeps its canonical form (and so its hash: running studies resume).
     assert "n_layer" not in parse_spec(make_spec(sizes=["nano"])).canonical_yaml()
+    # likewise a spec that runs no diagnostic (allow_diagnostics false: the default)
+    assert "allow_diagnostics" not in parse_spec(make_spec(sizes=["nano"])).canonical_yaml()
+    assert "allow_diagnostics: true" in parse_spec(make_spec(allow_diagnostics=True)).canonical_yaml()
 
 
 def test_unknown_variant_lists_known_names(make_spec) -> None:

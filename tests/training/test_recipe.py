@@ -10,7 +10,7 @@ import torch
 from scipy import stats
 
 from harness.training.config import TrainConfig
-from harness.training.module import _auc_from_histograms, build_char_model, learning_rate, optimizer_groups, step_seed
+from harness.training.module import auc_from_histograms, build_char_model, learning_rate, optimizer_groups, step_seed
 
 
 def test_learning_rate_is_nanogpt_warmup_then_cosine() -> None:
@@ -65,7 +65,7 @@ def test_auc_from_histograms_matches_mann_whitney() -> None:
     hist_pos = torch.bincount(torch.from_numpy(pos), minlength=bins)
     hist_neg = torch.bincount(torch.from_numpy(neg), minlength=bins)
     u = stats.mannwhitneyu(pos, neg).statistic  # counts ties as one half
-    assert float(_auc_from_histograms(hist_pos, hist_neg)) == pytest.approx(u / (300 * 500))
+    assert float(auc_from_histograms(hist_pos, hist_neg)) == pytest.approx(u / (300 * 500))
 
 
 def test_train_stream_resumes_at_any_step(shared_data_dir) -> None:

@@ -9,8 +9,9 @@ import pytest
 from mlflow import MlflowClient
 
 from harness.errors import InputError
+from harness.mlflow_client import EXPERIMENT_TAGS
 from harness.studies.tracking import StudyRecorder
-from harness.training.tracking import EXPERIMENT_TAGS, prepare_tracking
+from harness.training.tracking import prepare_tracking
 
 
 def test_new_experiment_is_tagged_and_keeps_artifacts_beside_the_database(

@@ -1,0 +1,427 @@
+"""The harness's one MLflow client: every call the harness makes to MLflow goes through here.
+
+``harness train`` (:mod:`harness.training.tracking`), the study recorder
+(:mod:`harness.studies.tracking`), the record of a study from its storage directory
+(:mod:`harness.studies.replay`), the report (:func:`harness.analysis.report.log_report`), the
+analysis reading a study back (:mod:`harness.analysis.results`) and ``harness submit`` all hold a
+:class:`TrackingClient`, so they share one set of rules:
+
+- **where**: :func:`resolve_tracking_uri` (flag > ``$MLFLOW_TRACKING_URI`` >
+  ``sqlite:///<cwd>/mlflow.db``), :func:`check_tracking_uri` (no file store; a SQLite database in
+  an existing, writable directory) and :func:`ensure_experiment` (a new experiment keeps its
+  artifacts beside a SQLite database and opens in MLflow's "model training" view);
+- **the HTTP policy** (:data:`HTTP_POLICY`): how often a failed request is tried again, the pause
+  between tries and how long one request may take, the same for a study and for a single run;
+- **batches**: params, tags and metrics go out with ``log_batch`` in chunks of the REST API's
+  limits (:data:`MAX_PARAMS_PER_BATCH`, :data:`MAX_TAGS_PER_BATCH`, :data:`MAX_METRICS_PER_BATCH`);
+- **values**: a param or tag is text (``None`` -> ``"None"``) without the password of any URI in
+  it (:func:`redact_uri`); a metric is a float, and +-inf is written as NaN
+  (:func:`metric_value`);
+- **statuses**: the ``status`` tag of a run (:data:`RunStatus`) and the MLflow run status it
+  ends with (:data:`MLFLOW_RUN_STATUS`).
+
+MLflow is imported by the first :class:`TrackingClient`, not by this module: ``import mlflow``
+costs about 5 s on the shared 2-CPU machine (``python -X importtime -c "import mlflow"``: 5.5 s
+cumulative), which ``harness --help``, ``harness run --dry-run``, a bad spec and a bad URI
+(all of which import this module for the URI rules) do not pay.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, get_args
+from urllib.parse import urlparse
+
+from harness.errors import InputError
+
+if TYPE_CHECKING:  # MLflow's types, for annotations only: see the module docstring
+    from mlflow.entities import DatasetInput, Experiment, FileInfo, Metric, Run
+    from mlflow.store.entities.paged_list import PagedList
+
+# -- where ----------------------------------------------------------------------------------------
+
+
+def resolve_tracking_uri(uri: str | None = None) -> str:
+    """The tracking URI to use: ``uri``, else ``$MLFLOW_TRACKING_URI``, else a SQLite
+    database ``mlflow.db`` in the working directory (absolute, so that a later ``chdir``
+    changes nothing)."""
+    if uri:
+        return uri
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    if env:
+        return env
+    return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///path`` URI (``None`` for an in-memory database)."""
+    rest = uri[len("sqlite://") :]
+    if rest in ("", "/", "/:memory:"):
+        return None
+    # sqlite:///relative.db -> "/relative.db" after the scheme's two slashes; SQLAlchemy reads
+    # three slashes as relative, four as absolute.
+    path = rest[1:] if rest.startswith("/") else rest
+    return Path(path.split("?", 1)[0])
+
+
+def check_tracking_uri(uri: str) -> None:
+    """Raise :class:`InputError` for URIs that cannot work, without touching the store.
+
+    The file store is refused (MLflow 3 deprecates it and raises unless
+    ``MLFLOW_ALLOW_FILE_STORE`` is set); a SQLite database must lie in an existing,
+    writable directory and, if it exists, be a writable file.
+    """
+    scheme = urlparse(uri).scheme.lower()
+    if scheme in ("", "file") or (len(scheme) == 1 and uri[1:3] in (":\\", ":/")):  # plain path or C:\...
+        raise InputError(
+            f"tracking URI {uri!r} is a file store, which MLflow no longer supports; "
+            "use a database such as sqlite:///path/to/mlflow.db or an http(s):// server"
+        )
+    if scheme == "sqlite":
+        path = sqlite_path(uri)
+        if path is None:
+            return
+        directory = path.parent.resolve()
+        if not directory.is_dir():
+            raise InputError(
+                f"tracking URI {uri!r}: directory {directory} does not exist; create it or pass another --tracking-uri"
+            )
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise InputError(
+                f"tracking URI {uri!r}: directory {directory} is not writable; pass another --tracking-uri"
+            )
+        if path.exists() and (not path.is_file() or not os.access(path, os.R_OK | os.W_OK)):
+            raise InputError(f"tracking URI {uri!r}: {path} is not a writable database file")
+
+
+def is_server_uri(uri: str) -> bool:
+    """Whether ``uri`` names a tracking server (reached over HTTP) rather than a database."""
+    return urlparse(uri).scheme in ("http", "https", "databricks")
+
+
+# -- values ---------------------------------------------------------------------------------------
+
+# scheme://user:password@  (the password is everything up to the last '@' of the authority)
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)([^:/@\s]*):[^/\s]*@")
+
+
+def redact_uri(text: str) -> str:
+    """``text`` without the password of a URI in it (``http://user:secret@host`` ->
+    ``http://user:***@host``): params, tags and printed lines never carry credentials."""
+    if "@" not in text or "://" not in text:
+        return text
+    return _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:***@", text)
+
+
+def text_value(value: Any) -> str:
+    """A param or tag value as MLflow stores it: text, ``None`` as ``"None"``, without the
+    password of any URI in it."""
+    return "None" if value is None else redact_uri(str(value))
+
+
+def metric_value(value: float) -> float:
+    """A metric as MLflow stores it: a float, with +-inf as NaN (the SQL store and the REST
+    API disagree on infinities; NaN is stored alike by both)."""
+    value = float(value)
+    return value if math.isfinite(value) or math.isnan(value) else math.nan
+
+
+# -- statuses -------------------------------------------------------------------------------------
+
+#: The ``status`` tag of a run (a trial's, a study's parent's or a ``harness train`` run's).
+RunStatus = Literal["running", "finished", "diverged", "failed", "killed", "interrupted"]
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
+
+#: MLflow's own run status for each ended ``status`` tag: a diverged run finished (divergence
+#: is a finding), an interrupted one was stopped and continues on resume. Anything else: FAILED.
+MLFLOW_RUN_STATUS: dict[str, str] = {
+    "finished": "FINISHED",
+    "diverged": "FINISHED",
+    "failed": "FAILED",
+    "killed": "KILLED",
+    "interrupted": "KILLED",
+}
+
+#: MLflow run statuses that mean "ended".
+ENDED_MLFLOW_STATUSES = ("FINISHED", "FAILED", "KILLED")
+
+
+# -- the HTTP policy ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HttpPolicy:
+    """How an MLflow request over HTTP is retried and timed out (a SQLite store makes none).
+
+    A failed request (connection refused or reset, HTTP 408, 429 or 5xx) is sent again up to
+    ``max_retries`` times: the first retry at once, the next after a random pause of up to
+    ``backoff_jitter`` seconds (urllib3's ``backoff_factor * 2**(n - 1)`` is 0 here). One
+    request waits at most ``timeout_s`` seconds to connect and as long again for its answer.
+
+    So a flaky server (a request in a few failing) is ridden out, and a server that is down
+    costs about 0.2 s before the caller knows: the study recorder's first failing call inside
+    Tune's driver loop stays under Tune's 0.5 s slow-callback warning, and ``harness train``
+    reports an unreachable server at once instead of after MLflow's minutes of retries.
+    """
+
+    max_retries: int = 2
+    backoff_factor: int = 0  # MLflow parses an integer
+    backoff_jitter: float = 0.2
+    timeout_s: int = 10
+
+    def environ(self) -> dict[str, str]:
+        """The policy as MLflow's environment variables (see :func:`http_policy`)."""
+        return {
+            "MLFLOW_HTTP_REQUEST_MAX_RETRIES": str(self.max_retries),
+            "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": str(self.backoff_factor),
+            "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": str(self.backoff_jitter),
+            "MLFLOW_HTTP_REQUEST_TIMEOUT": str(self.timeout_s),
+        }
+
+
+#: The one HTTP policy of the harness.
+HTTP_POLICY = HttpPolicy()
+
+#: What else holds during an MLflow call: MLflow prints "View run ... at: URL" (password
+#: included) for every run it ends on a server, and a progress bar per downloaded artifact.
+QUIET_CALLS = {"MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
+
+# Why the policy is put into the environment for the duration of each call: MLflow 3.17 has no
+# setting per client or per call for it. RestStore._call_endpoint -> rest_utils.call_endpoint ->
+# rest_utils.http_request(max_retries=None, backoff_factor=None, timeout=None, ...) reads
+# MLFLOW_HTTP_REQUEST_MAX_RETRIES / _BACKOFF_FACTOR / _BACKOFF_JITTER / _TIMEOUT from os.environ
+# at every request; the artifact repository of a server (HttpArtifactRepository) calls
+# http_request the same way; and MlflowClient resolves its store through a process-wide registry
+# (tracking._tracking_service.utils._get_store) on every call, so no store of our own can be
+# slipped in for one client. The variables are therefore set around each TrackingClient call
+# and taken out again afterwards: outside a call the environment is the user's, and a variable
+# the user set wins over the policy. Nested and concurrent calls share one setting (a depth
+# count under a lock), so no call ever sees the environment restored under it.
+_policy_lock = threading.Lock()
+_policy_depth = 0
+_policy_set: list[str] = []  # the variables the outermost call set (the user had not)
+
+
+@contextmanager
+def http_policy() -> Iterator[None]:
+    """Run the enclosed MLflow calls under :data:`HTTP_POLICY` (and :data:`QUIET_CALLS`)."""
+    global _policy_depth
+    with _policy_lock:
+        if _policy_depth == 0:
+            for key, value in {**HTTP_POLICY.environ(), **QUIET_CALLS}.items():
+                if key not in os.environ:
+                    os.environ[key] = value
+                    _policy_set.append(key)
+        _policy_depth += 1
+    try:
+        yield
+    finally:
+        with _policy_lock:
+            _policy_depth -= 1
+            if _policy_depth == 0:
+                for key in _policy_set:
+                    os.environ.pop(key, None)
+                _policy_set.clear()
+
+
+# -- the client -----------------------------------------------------------------------------------
+
+#: ``log_batch`` limits of the MLflow REST API (the SQL store enforces them too).
+MAX_METRICS_PER_BATCH = 1000
+MAX_PARAMS_PER_BATCH = 100
+MAX_TAGS_PER_BATCH = 100
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class TrackingClient:
+    """``mlflow.MlflowClient`` under the harness's rules: every call runs under
+    :func:`http_policy`; params, tags and metrics are written in batches of the API's limits
+    with the harness's value rules; a run ends with the MLflow status of its ``status`` tag.
+    Methods take and return MLflow's own entities (``Run``, ``Experiment``, ...)."""
+
+    def __init__(self, tracking_uri: str) -> None:
+        from mlflow import MlflowClient  # MLflow loads with the first client: see the module docstring
+
+        self.tracking_uri = tracking_uri
+        with http_policy():
+            self._mlflow = MlflowClient(tracking_uri=tracking_uri)
+
+    # -- experiments ------------------------------------------------------------------------------
+    def get_experiment_by_name(self, name: str) -> Experiment | None:
+        with http_policy():
+            return self._mlflow.get_experiment_by_name(name)
+
+    def get_experiment(self, experiment_id: str) -> Experiment:
+        with http_policy():
+            return self._mlflow.get_experiment(experiment_id)
+
+    def create_experiment(
+        self, name: str, *, artifact_location: str | None = None, tags: Mapping[str, str] | None = None
+    ) -> str:
+        with http_policy():
+            return self._mlflow.create_experiment(name, artifact_location=artifact_location, tags=tags)
+
+    def search_experiments(self, *, max_results: int = 1000, page_token: str | None = None) -> PagedList[Experiment]:
+        with http_policy():
+            return self._mlflow.search_experiments(max_results=max_results, page_token=page_token)
+
+    # -- runs -------------------------------------------------------------------------------------
+    def create_run(
+        self, experiment_id: str, *, run_name: str | None = None, tags: Mapping[str, Any] | None = None
+    ) -> Run:
+        """A new run (MLflow status RUNNING) holding ``tags`` (as :func:`text_value`)."""
+        texts = {k: text_value(v) for k, v in (tags or {}).items()}
+        with http_policy():
+            return self._mlflow.create_run(experiment_id, run_name=run_name, tags=texts)
+
+    def get_run(self, run_id: str) -> Run:
+        with http_policy():
+            return self._mlflow.get_run(run_id)
+
+    def find_run(self, run_id: str) -> Run | None:
+        """The run ``run_id``, or None when the store does not hold it (or cannot be asked:
+        MLflow raises the same ``MlflowException`` for both)."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return self.get_run(run_id)
+        except MlflowException:
+            return None
+
+    def search_runs(
+        self,
+        experiment_ids: list[str],
+        filter_string: str = "",
+        *,
+        max_results: int = 1000,
+        order_by: list[str] | None = None,
+        page_token: str | None = None,
+    ) -> PagedList[Run]:
+        with http_policy():
+            return self._mlflow.search_runs(
+                experiment_ids, filter_string, max_results=max_results, order_by=order_by, page_token=page_token
+            )
+
+    def get_metric_history(self, run_id: str, key: str) -> list[Metric]:
+        with http_policy():
+            return self._mlflow.get_metric_history(run_id, key)
+
+    def reopen_run(self, run_id: str) -> None:
+        """Set an earlier run back to RUNNING (tag ``status=running``): a resumed run continues it."""
+        with http_policy():
+            self._mlflow.update_run(run_id, status="RUNNING")
+            self._mlflow.set_tag(run_id, "status", "running")
+
+    def set_tag(self, run_id: str, key: str, value: Any) -> None:
+        with http_policy():
+            self._mlflow.set_tag(run_id, key, text_value(value))
+
+    def set_terminated(self, run_id: str, status: str) -> None:
+        """End the run with the MLflow status of the harness status ``status``
+        (:data:`MLFLOW_RUN_STATUS`; FAILED for any other)."""
+        with http_policy():
+            self._mlflow.set_terminated(run_id, status=MLFLOW_RUN_STATUS.get(status, "FAILED"))
+
+    # -- batches ----------------------------------------------------------------------------------
+    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
+        """``params`` as text (:func:`text_value`), in batches of :data:`MAX_PARAMS_PER_BATCH`."""
+        from mlflow.entities import Param
+
+        self._log_batch(run_id, "params", [Param(k, text_value(v)) for k, v in params.items()], MAX_PARAMS_PER_BATCH)
+
+    def log_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
+        """``tags`` as text (:func:`text_value`), in batches of :data:`MAX_TAGS_PER_BATCH`."""
+        from mlflow.entities import RunTag
+
+        self._log_batch(run_id, "tags", [RunTag(k, text_value(v)) for k, v in tags.items()], MAX_TAGS_PER_BATCH)
+
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float], *, step: int) -> None:
+        """``metrics`` at ``step`` (one timestamp; :func:`metric_value`), in as few batches
+        as :data:`MAX_METRICS_PER_BATCH` allows."""
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = [Metric(k, metric_value(v), now, int(step)) for k, v in metrics.items()]
+        self._log_batch(run_id, "metrics", items, MAX_METRICS_PER_BATCH)
+
+    def _log_batch(self, run_id: str, kind: str, items: Sequence[Any], size: int) -> None:
+        """The harness's only ``log_batch``: ``items`` of one ``kind`` in chunks of ``size``."""
+        with http_policy():
+            for chunk in _chunks(items, size):
+                self._mlflow.log_batch(run_id, **{kind: list(chunk)})
+
+    # -- artifacts and inputs ---------------------------------------------------------------------
+    def log_artifact(self, run_id: str, path: str | os.PathLike[str], artifact_path: str | None = None) -> None:
+        with http_policy():
+            self._mlflow.log_artifact(run_id, str(path), artifact_path)
+
+    def list_artifacts(self, run_id: str, path: str | None = None) -> list[FileInfo]:
+        with http_policy():
+            return self._mlflow.list_artifacts(run_id, path)
+
+    def download_artifacts(self, run_id: str, path: str, dst_path: str | None = None) -> str:
+        with http_policy():
+            return self._mlflow.download_artifacts(run_id, path, dst_path)
+
+    def log_inputs(self, run_id: str, datasets: Sequence[DatasetInput]) -> None:
+        with http_policy():
+            self._mlflow.log_inputs(run_id, datasets=list(datasets))
+
+
+# -- experiments ----------------------------------------------------------------------------------
+
+#: Tags of every experiment the harness creates. ``mlflow.experimentKind`` makes MLflow 3's
+#: UI open it as model training (runs table, metric charts), not as a GenAI app (traces).
+EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "experiment"
+
+
+def ensure_experiment(client: TrackingClient, tracking_uri: str, name: str, *, deleted_hint: str) -> str:
+    """The id of the active experiment ``name``, created (with :data:`EXPERIMENT_TAGS`) if
+    missing. A new experiment in a SQLite store keeps its artifacts beside the database
+    (``<db dir>/mlartifacts/<name>``) instead of MLflow's default ``./mlruns`` in whatever
+    the working directory is. A deleted one is an :class:`InputError` ending in
+    ``deleted_hint`` (what the user does instead)."""
+    found = client.get_experiment_by_name(name)
+    if found is not None and found.lifecycle_stage != "active":
+        raise InputError(f"MLflow experiment {name!r} at {redact_uri(tracking_uri)} is deleted; {deleted_hint}")
+    if found is not None:
+        return str(found.experiment_id)
+    location = None
+    db = sqlite_path(tracking_uri) if urlparse(tracking_uri).scheme == "sqlite" else None
+    if db is not None:
+        location = (db.parent.resolve() / "mlartifacts" / _slug(name)).as_uri()
+    return str(client.create_experiment(name, artifact_location=location, tags=EXPERIMENT_TAGS))
+
+
+# -- provenance -----------------------------------------------------------------------------------
+
+
+def harness_git_commit() -> str:
+    """``git rev-parse HEAD`` of the repository holding this harness (the tag
+    ``harness.git_commit`` of every run it records), or ``unknown`` when it is not a git
+    checkout (e.g. an installed wheel) or git is missing."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"

@@ -1,0 +1,71 @@
+"""The results table: one row per trial, the one definition of its columns and their types.
+
+The study runner writes it (``results.parquet``, :func:`harness.studies.runner.results_table`),
+``harness train`` renders its run as a row of it (:func:`harness.training.run.result_row`), the
+analysis reads it (:mod:`harness.analysis.results`) and the tests check against it; all of them
+import :data:`RESULT_SCHEMA` from here.
+
+Columns (CONTRACTS.md), in order: ``study, trial_id, dataset, size, params, context_length,
+variant, position, gate, scoring, seed, tau_init, val_loss, test_loss, train_loss,
+best_val_loss, gen_gap, tau_mean, tau_heads, open_fraction, tokens_per_s, steps, status``.
+``tau_heads`` is a list column: the run's learned tau of every head, layer by layer
+(``gate/tau/l0h0, l0h1, ...``; null for variants without a gate). ``status`` is a
+:data:`TrialStatus`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Literal, get_args
+
+import polars as pl
+
+#: How a trial ended: from its final report (``finished``, ``diverged``: the loss became
+#: non-finite), Tune gave up on it (``failed``), or the study stopped before it ended
+#: (``incomplete``: ``--resume`` continues it).
+TrialStatus = Literal["finished", "diverged", "failed", "incomplete"]
+TRIAL_STATUSES: tuple[str, ...] = get_args(TrialStatus)
+
+#: The columns of the results table and their polars types, in order.
+RESULT_SCHEMA: dict[str, pl.DataType] = {
+    "study": pl.String(),
+    "trial_id": pl.String(),
+    "dataset": pl.String(),
+    "size": pl.String(),
+    "params": pl.Int64(),
+    "context_length": pl.Int64(),
+    "variant": pl.String(),
+    "position": pl.String(),
+    "gate": pl.String(),
+    "scoring": pl.String(),
+    "seed": pl.Int64(),
+    "tau_init": pl.Float64(),
+    "val_loss": pl.Float64(),
+    "test_loss": pl.Float64(),
+    "train_loss": pl.Float64(),
+    "best_val_loss": pl.Float64(),
+    "gen_gap": pl.Float64(),
+    "tau_mean": pl.Float64(),
+    "tau_heads": pl.List(pl.Float64()),
+    "open_fraction": pl.Float64(),
+    "tokens_per_s": pl.Float64(),
+    "steps": pl.Int64(),
+    "status": pl.String(),
+}
+RESULT_COLUMNS: tuple[str, ...] = tuple(RESULT_SCHEMA)
+
+#: Per-head gate metrics: ``gate/tau/l0h3`` is layer 0, head 3.
+HEAD_TAU = re.compile(r"^gate/tau/l(\d+)h(\d+)$")
+
+
+def head_taus(metrics: Mapping[str, Any]) -> list[float] | None:
+    """The per-head taus of one run, layer by layer then head by head, from its metrics
+    (``gate/tau/l<i>h<j>``); None when the run has no gate. The source of the results
+    table's ``tau_heads`` for the study runner, ``harness train`` and a table rebuilt from MLflow."""
+    found = []
+    for key, value in metrics.items():
+        match = HEAD_TAU.match(str(key))
+        if match is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+            found.append(((int(match.group(1)), int(match.group(2))), float(value)))
+    return [value for _, value in sorted(found)] or None
