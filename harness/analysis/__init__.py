@@ -60,7 +60,15 @@ __getattr__, __dir__, __all__ = lazy_exports(
         ],
         "mope": ["mope_scales"],
         "sequential": ["confidence_sequence", "ConfidenceSequenceResult"],
-        "report": ["build_report", "log_report", "format_verdict_table", "headline_family", "Report", "Verdict"],
+        "report": [
+            "build_report",
+            "log_report",
+            "format_verdict_table",
+            "parent_description",
+            "headline_family",
+            "Report",
+            "Verdict",
+        ],
         "corpus": ["corpus_info_for"],
         "results_types": [
             "AnalysisSettings",
@@ -104,6 +112,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         format_verdict_table,
         headline_family,
         log_report,
+        parent_description,
     )
     from harness.analysis.results import (
         CELL_COLUMNS,

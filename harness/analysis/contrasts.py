@@ -48,6 +48,8 @@ from harness.analysis.results_types import (
     BOOTSTRAP_MIN_SEEDS,
     BOOTSTRAP_SMALL_N,
     NEEDS_TWO_SEEDS,
+    NOT_DISTINGUISHABLE,
+    SETTLED,
     AnalysisSettings,
     ConfidenceInterval,
     ContrastKind,
@@ -709,14 +711,23 @@ def effects_table(
             rej, adj, _, _ = multipletests(pvals[idx], alpha=1.0 - confidence, method="holm")
             adjusted[idx], reject[idx] = adj, rej
     # an interval that excludes 0 in one cell of many may not survive the correction: say so
+    lost = [
+        kind == SETTLED and np.isfinite(p) and not r
+        for kind, p, r in zip(table.get_column("verdict_kind").to_list(), adjusted, reject, strict=False)
+    ]
     verdicts = [
-        f"{v} — not significant after Holm" if "excludes 0" in v and np.isfinite(p) and not r else v
-        for v, p, r in zip(table.get_column("verdict").to_list(), adjusted, reject, strict=False)
+        f"{v} — not significant after Holm" if gone else v
+        for v, gone in zip(table.get_column("verdict").to_list(), lost, strict=True)
+    ]
+    kinds = [
+        NOT_DISTINGUISHABLE if gone else kind
+        for kind, gone in zip(table.get_column("verdict_kind").to_list(), lost, strict=True)
     ]
     return table.with_columns(
         pl.Series("pvalue_holm", adjusted).fill_nan(None),
         pl.Series("reject_holm", reject),
         pl.Series("verdict", verdicts, dtype=pl.String),
+        pl.Series("verdict_kind", kinds, dtype=pl.String),
     )
 
 

@@ -55,20 +55,27 @@ from harness.analysis.mope import mope_scales
 from harness.analysis.results import cell_columns, diverged_mask, require_columns, require_table, unfinished_mask
 from harness.analysis.results_types import (
     BOOTSTRAP_MIN_SEEDS,
+    NOT_DISTINGUISHABLE,
+    NOT_TESTABLE,
+    SETTLED,
+    VERDICT_KINDS,
     AnalysisSettings,
     ConfidenceInterval,
     ContrastResult,
     OpenFractionResult,
     TauStabilityResult,
     TrendResult,
+    VerdictKind,
     format_interval,
     format_pvalue,
 )
 from harness.analysis.sequential import SequentialSummary, confidence_sequence, sequential_verdict
+from harness.analysis.tables import frame_table_html, loss_unit, strip_external_resources, verdict_table_html
 from harness.analysis.tau import tau_runs, tau_stability
 from harness.errors import InputError
 from harness.mlflow_client import TrackingClient, redact_uri
 from harness.models.variants import DIAGNOSTIC_LABEL, is_diagnostic
+from harness.training.description import NOTE_TAG
 
 _MAX_FOREST_ROWS = 60
 
@@ -93,7 +100,11 @@ class Verdict:
     level) or ``"secondary"`` (Holm-adjusted across the headline family:
     ``pvalue_holm``); ``claim`` says whether the verdict's words rest on ``pvalue``
     being below alpha (an interval excluding 0, an equivalence, a difference), so that
-    a claim that does not survive Holm's adjustment can say so.
+    a claim that does not survive Holm's adjustment can say so. ``kind`` is what the
+    verdict amounts to (:data:`~harness.analysis.results_types.VerdictKind`: settled, not
+    distinguishable, not testable), set from the result the verdict comes from (by
+    default: not testable without a p-value, settled with a claim); the report colours
+    verdicts by it. ``unit`` is the unit of ``estimate`` (``nats`` for a loss effect).
     """
 
     effect: str
@@ -107,6 +118,15 @@ class Verdict:
     role: str = "secondary"
     pvalue_holm: float | None = None
     claim: bool = False
+    kind: VerdictKind | None = None
+    unit: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind is None:
+            kind = NOT_TESTABLE if not _finite(self.pvalue) else SETTLED if self.claim else NOT_DISTINGUISHABLE
+            object.__setattr__(self, "kind", kind)
+        elif self.kind not in VERDICT_KINDS:
+            raise ValueError(f"Verdict.kind must be one of {', '.join(VERDICT_KINDS)}, got {self.kind!r}")
 
     def to_row(self) -> dict[str, Any]:
         ci = self.confidence_interval
@@ -121,13 +141,16 @@ class Verdict:
             "pvalue_holm": self.pvalue_holm,
             "n_seeds": self.n_seeds,
             "verdict": self.verdict,
+            "kind": self.kind,
+            "unit": self.unit,
         }
 
 
 def headline_family(verdicts: Sequence[Verdict], *, alpha: float = 0.05) -> list[Verdict]:
     """The primary row first, then the secondary rows with Holm-adjusted p-values across
     them (``statsmodels.stats.multitest.multipletests``); a secondary claim whose
-    adjusted p is not below ``alpha`` gets "not significant after Holm" in its verdict."""
+    adjusted p is not below ``alpha`` gets "not significant after Holm" in its verdict and
+    is no longer settled (kind "not distinguishable")."""
     from statsmodels.stats.multitest import multipletests
 
     primary = [v for v in verdicts if v.role == "primary"]
@@ -139,17 +162,27 @@ def headline_family(verdicts: Sequence[Verdict], *, alpha: float = 0.05) -> list
     out = []
     for i, v in enumerate(secondary):
         p = adjusted.get(i)
-        text = v.verdict
+        text, kind = v.verdict, v.kind
         if p is not None and v.claim and p >= alpha:
             text += f" — not significant after Holm (p={format_pvalue(float(p))})"
-        out.append(dataclasses.replace(v, pvalue_holm=None if p is None else float(p), verdict=text))
+            kind = NOT_DISTINGUISHABLE if kind == SETTLED else kind
+        out.append(dataclasses.replace(v, pvalue_holm=None if p is None else float(p), verdict=text, kind=kind))
     return [*primary, *out]
 
 
 def _verdict_of(label: str, res: ContrastResult, role: str = "secondary") -> Verdict:
     claim = res.confidence_interval is not None and res.confidence_interval.excludes(0.0)
     return Verdict(
-        label, res.estimate, res.confidence_interval, res.pvalue, res.n_seeds, res.verdict, role=role, claim=claim
+        label,
+        res.estimate,
+        res.confidence_interval,
+        res.pvalue,
+        res.n_seeds,
+        res.verdict,
+        role=role,
+        claim=claim,
+        kind=res.verdict_kind,
+        unit=loss_unit(res.metric),
     )
 
 
@@ -176,19 +209,101 @@ def format_verdict_table(verdicts: Sequence[Verdict], *, confidence: float = 0.9
     lines = [title] if title else []
     for r in rows:
         lines.append(" " + "  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=False)) + "  " + r[-1])
-    used = [t for t in TEST_ABBREVIATIONS if any(v.test == t and v.pvalue is not None for v in verdicts)]
-    if used:
-        footer = "; ".join(f"{t}: {TEST_ABBREVIATIONS[t]}" for t in used)
-        if any(v.role == "primary" for v in verdicts):
-            footer += "; * primary hypothesis (unadjusted); Holm p: the other rows adjusted as one family"
+    footer = verdict_footer(verdicts)
+    if footer:
         lines.append(f" ({footer})")
     return "\n".join(lines)
+
+
+def verdict_footer(verdicts: Sequence[Verdict]) -> str:
+    """The tests behind the p column, the primary mark and Holm's family, in words (the
+    footer of every form of the verdict table); ``""`` when no row has a p-value."""
+    used = [t for t in TEST_ABBREVIATIONS if any(v.test == t and v.pvalue is not None for v in verdicts)]
+    if not used:
+        return ""
+    footer = "; ".join(f"{t}: {TEST_ABBREVIATIONS[t]}" for t in used)
+    if any(v.role == "primary" for v in verdicts):
+        footer += "; * primary hypothesis (unadjusted); Holm p: the other rows adjusted as one family"
+    return footer
+
+
+#: MLflow keeps at most this many characters of a tag's value (``mlflow.note.content`` too).
+DESCRIPTION_MAX_CHARS = 8000
+
+
+def _md(text: str) -> str:
+    """Text inside a markdown table cell: markdown's special characters escaped."""
+    return re.sub(r"([\\`*_|\[\]])", r"\\\1", text)
+
+
+def _verdict_markdown_row(v: Verdict, max_verdict: int | None) -> str:
+    est = "n/a" if not _finite(v.estimate) else (f"{v.estimate:+.4f}" if v.signed else f"{v.estimate:.4f}")
+    if v.unit and est != "n/a":
+        est += f" {v.unit}"
+    text = v.verdict if max_verdict is None or len(v.verdict) <= max_verdict else v.verdict[:max_verdict] + "…"
+    # the kind, in markdown's only means: bold = settled, plain = not distinguishable, italic = not testable
+    verdict = {SETTLED: f"**{_md(text)}**", NOT_TESTABLE: f"_{_md(text)}_"}.get(v.kind, _md(text))
+    cells = (
+        f"**{_md(v.effect)}** \\*" if v.role == "primary" else _md(v.effect),
+        est,
+        format_interval(v.confidence_interval, v.signed, 4),
+        "" if v.pvalue is None else f"{format_pvalue(v.pvalue)} ({_md(v.test)})",
+        "" if v.pvalue_holm is None else format_pvalue(v.pvalue_holm),
+        "" if v.n_seeds is None else str(v.n_seeds),
+        verdict,
+    )
+    return "| " + " | ".join(cells) + " |"
+
+
+def parent_description(report: Report, *, report_link: str = "report/report.html") -> str:
+    """The markdown description of the study's parent run (MLflow tag
+    ``mlflow.note.content``, shown first on the run's Overview tab): the verdict table
+    (effect, estimate, interval, ``p (test)``, ``Holm p``, seeds, verdict; the primary row
+    marked ``*``; settled verdicts in bold, untestable ones in italics), one line on how
+    to read it, and the link to the full report (``report_link``: the run page's
+    artifact URL of ``report/report.html``). Longer than MLflow keeps
+    (:data:`DESCRIPTION_MAX_CHARS`), the verdicts' words are shortened, never the rows.
+
+    Examples
+    --------
+    >>> v = Verdict("ega gain", 0.02, ConfidenceInterval(-0.01, 0.05), 0.2, 3,
+    ...             "not distinguishable from control", unit="nats")
+    >>> r = Report(Path("."), Path("report.html"), Path("summary.md"), "", {}, {}, {}, (v,), "",
+    ...            heading="demo — 3 seeds")
+    >>> parent_description(r).splitlines()[4]
+    '| ega gain | +0.0200 nats | [-0.0100, +0.0500] | 0.2 (t) |  | 3 | not distinguishable from control |'
+    """
+    head = [
+        f"### Verdicts: {_md(report.heading)}" if report.heading else "### Verdicts",
+        "",
+        f"| effect | estimate | {report.confidence:.0%} CI | p (test) | Holm p | seeds | verdict |",
+        "| :-- | --: | :-- | :-- | --: | --: | :-- |",
+    ]
+    if not report.verdicts:
+        head = head[:2] + ["No headline question could be computed from this study's table: see the report's notes."]
+    footer = verdict_footer(report.verdicts)
+    reading = (
+        "How to read it: one row per question, over seeds (the unit of replication); a gain is "
+        "L(control) − L(treatment) in nats of loss, positive = lower loss (interaction: positive = superadditive); "
+        f"intervals are {report.confidence:.0%} t-intervals. **Bold**: a claim the test supports; plain: not "
+        "distinguishable (the test ran and supports no claim); _italic_: no test possible."
+        + (f" {_md(footer)}." if footer else "")
+    )
+    link = f"Full report, with every plot and table: [report/report.html]({report_link}) (Artifacts tab → report)."
+    notes = [f"{len(report.notes)} note(s) in the report (sections skipped, runs dropped)."] if report.notes else []
+    for limit in (None, 160, 60, 0):
+        rows = [_verdict_markdown_row(v, limit) for v in report.verdicts]
+        text = "\n".join([*head, *rows, "", reading, "", link, *([""] + notes if notes else [])]) + "\n"
+        if len(text) <= DESCRIPTION_MAX_CHARS:
+            return text
+    return text[: DESCRIPTION_MAX_CHARS - 1] + "…"
 
 
 @dataclass(frozen=True)
 class Report:
     """What :func:`build_report` wrote: paths, the markdown text, the headline metrics
-    and the verdicts (``verdict_table`` is the terminal version)."""
+    and the verdicts (``verdict_table`` is the terminal version, :func:`parent_description`
+    the markdown one for the parent run's page)."""
 
     out_dir: Path
     html_path: Path
@@ -201,6 +316,8 @@ class Report:
     verdict_table: str
     notes: tuple[str, ...] = ()
     results: Mapping[str, Any] = field(default_factory=dict)
+    heading: str = ""  # "smoke — 2 seeds: too few for narrow intervals"
+    confidence: float = 0.95
 
     @property
     def files(self) -> list[Path]:
@@ -257,18 +374,28 @@ def _contrast_headline(prefix: str, res: ContrastResult) -> dict[str, float]:
     return out
 
 
-def _df_to_html(df: pl.DataFrame, max_rows: int = 200) -> str:
-    cols = df.columns
-    out = ["<table><thead><tr>", *(f"<th>{html.escape(c)}</th>" for c in cols), "</tr></thead><tbody>"]
-    for row in df.head(max_rows).iter_rows():
-        out.append("<tr>" + "".join(f"<td>{html.escape(_cell_text(v))}</td>" for v in row) + "</tr>")
-    out.append("</tbody></table>")
-    if df.height > max_rows:
-        out.append(f"<p class='note'>{df.height - max_rows} more rows in the parquet table.</p>")
-    return "".join(out)
+def _df_to_html(df: pl.DataFrame, max_rows: int = 200, **style: Any) -> str:
+    """A report table as HTML, by great-tables: number formats, intervals, units and
+    grouping (``style``: see :func:`~harness.analysis.tables.frame_table_html`)."""
+    return frame_table_html(df, max_rows=max_rows, **style)
+
+
+def _effect_style(metric: str, *, value: str = "estimate", per: str = "", group_by: Sequence[str] = ()) -> dict:
+    """How a table of effects on ``metric`` shows: ``value`` and its intervals signed, in
+    the metric's unit (nats for a loss, ``per`` appended: "per e-fold"), a bits column
+    beside a loss effect, rows grouped by ``group_by`` (e.g. the cell)."""
+    unit = loss_unit(metric)
+    shown_unit = f"{unit} {per}".strip() if unit else ""
+    return {
+        "units": {value: shown_unit, "ci": shown_unit, "boot": shown_unit},
+        "signed": (value, "ci_low", "boot_low"),
+        "bits": (value,) if unit and not per else (),
+        "group_by": tuple(group_by),
+    }
 
 
 def _df_to_markdown(df: pl.DataFrame, max_rows: int = 50) -> str:
+    df = df.drop("verdict_kind", strict=False)  # the HTML colours by it; in text the verdict's words say it
     cols = df.columns
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in df.head(max_rows).iter_rows():
@@ -734,11 +861,11 @@ def _contrasts_table(results: Mapping[str, ContrastResult], parts: _Parts, h: li
     summary = pl.DataFrame([r.to_row() for r in results.values()], infer_schema_length=None)
     parts.tables["contrasts"] = summary
     columns = ["effect", "estimate", "ci_low", "ci_high", "pvalue", "boot_low", "boot_high", "permutation_pvalue"]
-    columns += ["n_seeds", "n_dropped", "verdict", "message"]
+    columns += ["n_seeds", "n_dropped", "verdict", "verdict_kind", "message"]
     shown = summary.select(columns)
     if shown.get_column("boot_low").null_count() == shown.height:  # fewer than 10 seeds: no bootstrap interval
         shown = shown.drop("boot_low", "boot_high")
-    h.append(_df_to_html(shown))
+    h.append(_df_to_html(shown, **_effect_style(summary.get_column("metric")[0])))
     m.append(_df_to_markdown(shown))
     h.append(
         "<p>Gain = L<sub>control</sub> − L<sub>treatment</sub> per seed (positive: lower loss); "
@@ -849,8 +976,9 @@ def _cells_section(
         parts.tables["effects"] = effects
         parts.pngs["forest"] = _forest_plot(effects, cells, settings.confidence)
         columns = [*cells, "effect", "estimate", "ci_low", "ci_high", "pvalue", "pvalue_holm", "n_seeds"]
-        shown = effects.select(*columns, "n_dropped", "verdict")
-        h = [_df_to_html(shown), "<p>p-values adjusted with Holm's method across the table.</p>"]
+        shown = effects.select(*columns, "n_dropped", "verdict", "verdict_kind")
+        style = _effect_style(settings.metric, group_by=cells)
+        h = [_df_to_html(shown, **style), "<p>p-values adjusted with Holm's method across the table.</p>"]
         if effects.height > _MAX_FOREST_ROWS:
             h.append(f"<p class='note'>The forest plot shows the first {_MAX_FOREST_ROWS} rows.</p>")
         parts.sections.append(
@@ -896,7 +1024,11 @@ def _multi_bootstrap_section(
         "seeds.</p>"
     )
     parts.sections.append(
-        ("Multi-bootstrap (seeds × evaluation windows)", [_df_to_html(shown), text], [_df_to_markdown(shown)])
+        (
+            "Multi-bootstrap (seeds × evaluation windows)",
+            [_df_to_html(shown, **_effect_style(settings.metric, group_by=wcells)), text],
+            [_df_to_markdown(shown)],
+        )
     )
     if len(rows) == 1 and rows[0]["ci_low"] is not None:
         parts.headline["superadditivity/multiboot_low"] = rows[0]["ci_low"]
@@ -934,7 +1066,11 @@ def _trends_section(
         images = [f"![{n}]({n}.png)" for n in ("effects_vs_size", "effects_vs_context") if n in parts.pngs]
         shown = trend_df.drop("metric", "method")
         parts.sections.append(
-            ("Trends with size and context", [_df_to_html(shown), text], [_df_to_markdown(shown), "", *images])
+            (
+                "Trends with size and context",
+                [_df_to_html(shown, **_effect_style(settings.metric, value="slope", per="per e-fold")), text],
+                [_df_to_markdown(shown), "", *images],
+            )
         )
 
 
@@ -979,6 +1115,8 @@ def _trends_against(
                     tr.verdict,
                     test="slope t",
                     claim=claim,
+                    kind=tr.verdict_kind,
+                    unit=f"{unit} per e-fold" if (unit := loss_unit(tr.metric)) else "",
                 )
             )
     return trends
@@ -1011,7 +1149,11 @@ def _divergence_section(df: pl.DataFrame, settings: AnalysisSettings, parts: _Pa
         "contrast of a variant with diverged runs is conditional on the runs that converged."
     )
     parts.sections.append(
-        ("Divergence", [f"<p>{html.escape(text)}</p>", _df_to_html(table)], [text, "", _df_to_markdown(table)])
+        (
+            "Divergence",
+            [f"<p>{html.escape(text)}</p>", _df_to_html(table, percent=("rate", "ci_low", "ci_high"))],
+            [text, "", _df_to_markdown(table)],
+        )
     )
 
 
@@ -1067,8 +1209,19 @@ def _seeds_needed_section(contrasts: Mapping[str, ContrastResult], settings: Ana
             f"basis for a study's size. The range uses the ends of the sd's {level} chi-square interval."
         )
     parts.sections.append(
-        ("Seeds needed", [_df_to_html(table), f"<p>{html.escape(text)}</p>"], [_df_to_markdown(table), "", text])
+        (
+            "Seeds needed",
+            [_df_to_html(table, units=_seeds_needed_units(table, settings.metric)), f"<p>{html.escape(text)}</p>"],
+            [_df_to_markdown(table), "", text],
+        )
     )
+
+
+def _seeds_needed_units(table: pl.DataFrame, metric: str) -> dict[str, str]:
+    """The effect and the seed-to-seed sd (and its interval) in the metric's unit."""
+    unit = loss_unit(metric)
+    effect = [c for c in table.columns if c.startswith(("smallest_effect", "observed_effect"))]
+    return {c: unit for c in (*effect, "seed_sd", "sd_ci")} if unit else {}
 
 
 def _tau_section(
@@ -1106,6 +1259,7 @@ def _tau_section(
             signed=False,
             test="TOST",
             claim=tau.equivalent,
+            kind=tau.verdict_kind,
         )
     )
     runs = tau_runs(df)
@@ -1184,6 +1338,7 @@ def _heterogeneity_table(tau: TauStabilityResult) -> pl.DataFrame:
                 "tost_max_pvalue": r.equivalence_pvalue,
                 "tost_max_pvalue_holm": r.equivalence_pvalue_holm,
                 "verdict": r.verdict,
+                "verdict_kind": r.verdict_kind,
             }
             for r in tau.heterogeneity
         ],
@@ -1251,6 +1406,7 @@ def _open_fraction_part(
             signed=False,
             test="diff t",
             claim=claim,
+            kind=of.verdict_kind,
         )
     )
     letters = [v["content_letter_fraction"] for v in corpus_info.values() if _finite(v.get("content_letter_fraction"))]
@@ -1282,7 +1438,10 @@ def _mope_section(
     )
     parts.tables["mope_scales"] = tab
     parts.pngs["mope_scales"] = _mope_plot(sigmas, scales)
-    h = [f"<p>{html.escape(scales.method)}: k = {scales.k}. {html.escape(scales.message)}</p>", _df_to_html(tab)]
+    h = [
+        f"<p>{html.escape(scales.method)}: k = {scales.k}. {html.escape(scales.message)}</p>",
+        _df_to_html(tab, units={"centre_sigma": "characters"}, percent=("weight",)),
+    ]
     m = [f"{scales.method}: k = {scales.k}.", "", _df_to_markdown(tab), "", "![mope](mope_scales.png)"]
     parts.sections.append(("MOPE scales", h, m))
 
@@ -1299,9 +1458,8 @@ def _write_report(df: pl.DataFrame, settings: AnalysisSettings, study: _Study, o
         if v.pvalue_holm is not None:
             parts.headline[f"holm/{v.effect.replace(' (superadd.)', '').replace(' ', '_')}"] = v.pvalue_holm
     n_seeds_note = f" — {_seeds(len(study.seeds))}: too few for narrow intervals" if 0 < len(study.seeds) < 5 else ""
-    verdict_table = format_verdict_table(
-        verdicts, confidence=settings.confidence, title=f"Report ({study.name}{n_seeds_note}):"
-    )
+    heading = f"{study.name}{n_seeds_note}"
+    verdict_table = format_verdict_table(verdicts, confidence=settings.confidence, title=f"Report ({heading}):")
     parts.tables["verdicts"] = (
         pl.DataFrame([v.to_row() for v in verdicts], infer_schema_length=None, schema_overrides=_VERDICT_SCHEMA)
         if verdicts
@@ -1311,7 +1469,10 @@ def _write_report(df: pl.DataFrame, settings: AnalysisSettings, study: _Study, o
     headline = {_metric_key(k): float(v) for k, v in parts.headline.items() if _finite(v)}
     doc_title = f"Study report: {study.name}"
     markdown = _markdown(doc_title, verdict_table, parts.sections, parts.notes)
-    page = _html(doc_title, verdict_table, parts.sections, parts.notes, parts.pngs)
+    verdicts_html = verdict_table_html(
+        verdicts, confidence=settings.confidence, title=heading, footer=verdict_footer(verdicts)
+    )
+    page = _html(doc_title, verdicts_html, parts.sections, parts.notes, parts.pngs)
     out_dir.mkdir(parents=True, exist_ok=True)
     html_path = _write(out_dir / "report.html", page.encode("utf-8"))
     md_path = _write(out_dir / "summary.md", markdown.encode("utf-8"))
@@ -1333,6 +1494,8 @@ def _write_report(df: pl.DataFrame, settings: AnalysisSettings, study: _Study, o
         verdict_table=verdict_table,
         notes=tuple(parts.notes),
         results=parts.results,
+        heading=heading,
+        confidence=settings.confidence,
     )
 
 
@@ -1438,13 +1601,22 @@ _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;
 color:#222;line-height:1.45}
 h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
-pre{background:#f6f8fa;padding:.8em;overflow-x:auto;font-size:.85em}
-table{border-collapse:collapse;font-size:.82em;margin:.6em 0}th,td{border:1px solid #ddd;padding:.25em .5em;
-text-align:left}th{background:#f0f0f0}img{max-width:100%;margin:.6em 0}.note{color:#8a5a00}
+img{max-width:100%;margin:.6em 0}.note{color:#8a5a00}.gt_table{margin-left:0 !important}
 """
 
+#: How to read the verdict table, under it on the page.
+_VERDICT_READING = (
+    "One row per headline question, over seeds (the unit of replication). A gain is L(control) − L(treatment) "
+    "(positive: the treatment lowers the loss); the interaction I = L(a) + L(b) − L(base) − L(ab) (positive: "
+    "superadditive). The primary hypothesis (*) is read at the unadjusted level; the other rows' p-values are "
+    "Holm-adjusted as one family. The verdict's colour says what its test decided."
+)
 
-def _html(title: str, verdict_table: str, sections, notes, pngs: Mapping[str, bytes]) -> str:
+
+def _html(title: str, verdicts_html: str, sections, notes, pngs: Mapping[str, bytes]) -> str:
+    """The page: the verdict table (great-tables), then each section's text, tables and
+    plots (PNG as ``data:`` URIs); nothing is loaded from outside the file."""
+
     def img(name: str) -> str:
         data = base64.b64encode(pngs[name]).decode("ascii")
         return f"<img alt='{html.escape(name)}' src='data:image/png;base64,{data}'>"
@@ -1463,7 +1635,8 @@ def _html(title: str, verdict_table: str, sections, notes, pngs: Mapping[str, by
         f"<h1>{html.escape(title)}</h1>",
         f"<p>Generated {time.strftime('%Y-%m-%d %H:%M:%S')} by harness.analysis.</p>",
         "<h2>Verdicts</h2>",
-        f"<pre>{html.escape(verdict_table)}</pre>",
+        verdicts_html,
+        f"<p>{html.escape(_VERDICT_READING)}</p>",
     ]
     for sec_title, body, _ in sections:
         parts.append(f"<h2>{html.escape(sec_title)}</h2>")
@@ -1472,7 +1645,7 @@ def _html(title: str, verdict_table: str, sections, notes, pngs: Mapping[str, by
     if notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li class='note'>{html.escape(n)}</li>" for n in notes) + "</ul>")
     parts.append("</body></html>")
-    return "\n".join(parts)
+    return strip_external_resources("\n".join(parts))
 
 
 def _markdown(title: str, verdict_table: str, sections, notes) -> str:
@@ -1487,16 +1660,27 @@ def _markdown(title: str, verdict_table: str, sections, notes) -> str:
 # ----------------------------------------------------------------------------- MLflow
 def log_report(report: Report, *, run_id: str, tracking_uri: str, artifact_path: str = "report") -> None:
     """Log the report's files under ``artifact_path`` and its headline metrics to the
-    MLflow run ``run_id`` (the study's parent run)."""
+    MLflow run ``run_id`` (the study's parent run), and write the run's description
+    (:func:`parent_description`: the verdict table, shown first on the run's page) with
+    the link to ``report.html`` in the run page's Artifacts tab."""
     client = TrackingClient(tracking_uri)
-    if client.find_run(run_id) is None:
+    run = client.find_run(run_id)
+    if run is None:
         raise InputError(f"no MLflow run {run_id!r} at {redact_uri(tracking_uri)} (or the store cannot be reached)")
     for path in report.files:
         client.log_artifact(run_id, path, artifact_path)
     client.log_metrics(run_id, report.headline_metrics, step=0)
+    # a link relative to the MLflow UI's page (its routes live in the URL's fragment): it
+    # works whatever host and port serve the UI; in MLflow 3's "Model training" view
+    link = (
+        f"#/experiments/{run.info.experiment_id}/runs/{run_id}/artifacts/{artifact_path}/{report.html_path.name}"
+        "?workflowType=machine_learning"
+    )
+    client.set_tag(run_id, NOTE_TAG, parent_description(report, report_link=link))
 
 
 __all__ = [
+    "DESCRIPTION_MAX_CHARS",
     "TEST_ABBREVIATIONS",
     "Report",
     "Verdict",
@@ -1504,4 +1688,6 @@ __all__ = [
     "format_verdict_table",
     "headline_family",
     "log_report",
+    "parent_description",
+    "verdict_footer",
 ]

@@ -24,6 +24,22 @@ from harness.errors import InputError
 
 NEEDS_TWO_SEEDS = "needs at least 2 seeds for an interval"
 
+#: What a verdict amounts to, as its test decided it (the report colours verdicts by it):
+#: ``settled``: the test supports the verdict's claim (an interval excluding 0, an
+#: equivalence shown, a difference shown; for a Holm-adjusted row, also after the
+#: adjustment); ``not distinguishable``: the test ran and supports no claim (an interval
+#: covering 0, an equivalence not shown); ``not testable``: no test was possible (too few
+#: seeds, zero spread, no complete seed).
+VerdictKind = Literal["settled", "not distinguishable", "not testable"]
+SETTLED: VerdictKind = "settled"
+NOT_DISTINGUISHABLE: VerdictKind = "not distinguishable"
+NOT_TESTABLE: VerdictKind = "not testable"
+VERDICT_KINDS: dict[str, str] = {
+    SETTLED: "a claim the test supports",
+    NOT_DISTINGUISHABLE: "the test ran and supports no claim",
+    NOT_TESTABLE: "no test possible (too few seeds, zero spread)",
+}
+
 #: Below this many seeds no bootstrap interval is shown (the percentile bootstrap covers
 #: 47 % at n = 2 and 83 % at n = 5 for a nominal 95 %: benchmarks/calibration.py); from
 #: here on the BCa interval is shown.
@@ -66,6 +82,14 @@ def format_pvalue(p: float | None) -> str:
     if p is None or math.isnan(p):
         return "n/a"
     return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
+
+
+def interval_kind(ci: ConfidenceInterval | None, *, untestable: bool = False, value: float = 0.0) -> VerdictKind:
+    """The kind of a verdict that rests on ``ci`` excluding ``value``: not testable without
+    an interval (or when ``untestable``), settled when it excludes ``value``."""
+    if untestable or ci is None:
+        return NOT_TESTABLE
+    return SETTLED if ci.excludes(value) else NOT_DISTINGUISHABLE
 
 
 def has_spread(values: np.ndarray) -> bool:
@@ -310,6 +334,11 @@ class ContrastResult:
             return f"worse than control ({level} excludes 0)"
         return "not distinguishable from control"
 
+    @property
+    def verdict_kind(self) -> VerdictKind:
+        """What :attr:`verdict` amounts to (:data:`VerdictKind`): its interval decides."""
+        return interval_kind(self.confidence_interval, untestable=no_test_reason(self.per_seed) is not None)
+
     def to_row(self) -> dict[str, Any]:
         """One flat row for tables (polars/parquet)."""
         ci, boot = self.confidence_interval, self.bootstrap_interval
@@ -331,6 +360,7 @@ class ContrastResult:
             "n_cells": self.n_cells,
             "method": self.method,
             "verdict": self.verdict,
+            "verdict_kind": self.verdict_kind,
             "message": self.message,
         }
 
@@ -387,6 +417,12 @@ class TrendResult:
             return f"effect shrinks with {what} ({self.confidence:.0%} CI of slope < 0)"
         return f"slope against {what} not distinguishable from 0"
 
+    @property
+    def verdict_kind(self) -> VerdictKind:
+        """What :attr:`verdict` amounts to: the slope's interval decides."""
+        untestable = no_test_reason(self.per_seed) is not None and self.method.startswith("per-seed")
+        return interval_kind(self.confidence_interval, untestable=untestable)
+
     def to_row(self) -> dict[str, Any]:
         ci = self.confidence_interval
         return {
@@ -402,6 +438,7 @@ class TrendResult:
             "n_x": int(len(self.x_values)),
             "method": self.method,
             "verdict": self.verdict,
+            "verdict_kind": self.verdict_kind,
             "message": self.message,
         }
 
@@ -492,6 +529,13 @@ class HeterogeneityResult:
         return p is not None and p < self.alpha
 
     @property
+    def verdict_kind(self) -> VerdictKind:
+        """Settled when tau differs across the levels, or lies within the band at every level."""
+        if self.pvalue is None:
+            return NOT_TESTABLE
+        return SETTLED if self.differs or self.equivalent_at_every_level else NOT_DISTINGUISHABLE
+
+    @property
     def verdict(self) -> str:
         if self.pvalue is None:
             return self.message or "no test possible"
@@ -541,6 +585,11 @@ class OpenFractionResult:
     @property
     def test(self) -> str:
         return "t-test of open - tail over seeds"
+
+    @property
+    def verdict_kind(self) -> VerdictKind:
+        """The interval of the difference open - tail decides."""
+        return interval_kind(self.difference_interval)
 
     @property
     def verdict(self) -> str:
@@ -606,6 +655,13 @@ class TauStabilityResult:
         return "TOST (two one-sided t-tests)"
 
     @property
+    def verdict_kind(self) -> VerdictKind:
+        """Settled when the mean is shown equivalent to the band (TOST), stable or not."""
+        if no_test_reason(self.per_seed) is not None or self.tost_pvalue is None or self.prediction_interval is None:
+            return NOT_TESTABLE
+        return SETTLED if self.equivalent or self.stable else NOT_DISTINGUISHABLE
+
+    @property
     def verdict(self) -> str:
         reason = no_test_reason(self.per_seed)
         if reason is not None:
@@ -650,6 +706,10 @@ __all__ = [
     "BOOTSTRAP_MIN_SEEDS",
     "BOOTSTRAP_SMALL_N",
     "NEEDS_TWO_SEEDS",
+    "NOT_DISTINGUISHABLE",
+    "NOT_TESTABLE",
+    "SETTLED",
+    "VERDICT_KINDS",
     "AnalysisSettings",
     "ConfidenceInterval",
     "ContrastResult",
@@ -660,9 +720,11 @@ __all__ = [
     "SeedsNeededResult",
     "TauStabilityResult",
     "TrendResult",
+    "VerdictKind",
     "format_interval",
     "format_pvalue",
     "has_spread",
+    "interval_kind",
     "no_test_reason",
     "readonly_array",
 ]

@@ -19,10 +19,13 @@ from harness.analysis import (
     find_study_run,
     interaction_contrast,
     log_report,
+    parent_description,
     results_frame,
     window_losses_frame,
 )
+from harness.analysis.results_types import format_interval, format_pvalue
 from harness.errors import InputError
+from harness.training.description import NOTE_TAG
 
 
 # ----------------------------------------------------------------------------- results_frame
@@ -229,6 +232,20 @@ def test_log_report_to_mlflow_and_read_it_back(
         assert metrics[key] == pytest.approx(report.headline_metrics[key])
     local = client.download_artifacts(pid, "report/report.html", str(tmp_path / "dl"))
     _standalone(Path(local).read_text())
+    # The parent run's page opens on the verdict table, with the link to the full report.
+    run = client.get_run(pid)
+    link = f"#/experiments/{run.info.experiment_id}/runs/{pid}/artifacts/report/report.html"
+    link += "?workflowType=machine_learning"  # MLflow 3's "Model training" view
+    note = run.data.tags[NOTE_TAG]
+    assert note == parent_description(report, report_link=link)
+    assert note.startswith("### Verdicts: synthetic — 3 seeds: too few for narrow intervals\n")
+    rows = [line for line in note.splitlines() if line.startswith("| ")][2:]
+    assert len(rows) == len(report.verdicts)
+    for row, v in zip(rows, report.verdicts, strict=True):
+        assert row.startswith(f"| **{v.effect}** \\* |" if v.role == "primary" else f"| {v.effect} |"), row
+        assert f" | {format_interval(v.confidence_interval, v.signed, 4)} | " in row
+        assert f" | {format_pvalue(v.pvalue)} ({v.test}) | " in row and row.endswith(" |")
+    assert f"[report/report.html]({link})" in note
     with pytest.raises(InputError, match="no MLflow run"):
         log_report(report, run_id="0" * 32, tracking_uri=sqlite_tracking_uri)
 
@@ -240,6 +257,8 @@ def test_harness_report_command_logs_to_the_parent_run(tmp_path: Path, shared_ml
     from harness.cli import main
 
     sqlite_tracking_uri, pid, df = shared_mlflow_study
+    client = MlflowClient(tracking_uri=sqlite_tracking_uri)
+    client.set_tag(pid, NOTE_TAG, "stale description")
     with pytest.raises(SystemExit) as exit_info:
         main(["report", "synthetic", "--tracking-uri", sqlite_tracking_uri, "--out", str(tmp_path / "out")])
     assert exit_info.value.code in (0, None)
@@ -247,9 +266,19 @@ def test_harness_report_command_logs_to_the_parent_run(tmp_path: Path, shared_ml
     assert "interaction (superadd.)" in out and pid in out
     assert (tmp_path / "out" / "report.html").is_file()
     assert (tmp_path / "out" / "multi_bootstrap.parquet").is_file()
-    client = MlflowClient(tracking_uri=sqlite_tracking_uri)
-    assert "superadditivity/estimate" in client.get_run(pid).data.metrics
+    run = client.get_run(pid)
+    assert "superadditivity/estimate" in run.data.metrics
     assert any(f.path == "report/report.html" for f in client.list_artifacts(pid, "report"))
+    # `harness report` rewrote the parent's description from the recomputed verdicts
+    note = run.data.tags[NOTE_TAG]
+    assert note.startswith("### Verdicts: synthetic — 3 seeds") and "stale" not in note
+    verdicts = pl.read_parquet(tmp_path / "out" / "verdicts.parquet")
+    rows = [line for line in note.splitlines() if line.startswith("| ")][2:]
+    assert len(rows) == verdicts.height
+    for row, effect in zip(rows, verdicts["effect"], strict=True):
+        assert row.startswith((f"| {effect} |", f"| **{effect}** \\* |")), row
+    link = f"#/experiments/{run.info.experiment_id}/runs/{pid}/artifacts/report/report.html"
+    assert f"({link}?workflowType=machine_learning)" in note
     # --from a results table, no MLflow store at the default URI: nothing is created there
     df.write_parquet(tmp_path / "results.parquet")
     windows = df.filter(pl.col("status") == "finished").select(

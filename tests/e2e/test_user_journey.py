@@ -6,10 +6,13 @@ report.
    store ./mlflow.db, default storage ./results) leaves one parent MLflow run with 8 child
    runs, each finished with its final validation loss, the results table and the report.
 2. `harness ui --port P` serves that store on 127.0.0.1 only.
-3. In Chromium: the parent run's page (the URL the study printed), its Artifacts tab,
-   report/report.html (MLflow shows it in a sandboxed iframe) with the report's title and
-   the superadditivity verdict; the artifact's own URL shows the same page. Screenshots
-   are saved in the test's temporary directory (their paths are printed).
+3. In Chromium: the parent run's page (the URL the study printed) shows the verdict table
+   in its description on the Overview tab (one row per verdict, the primary marked); the
+   description's link opens report/report.html in the Artifacts tab (MLflow shows it in a
+   sandboxed iframe) with the report's title, its great-tables verdict table and the
+   superadditivity verdict; a trial run's page shows its description and its corpus in the
+   Datasets panel (name and digest); the artifact's own URL shows the report alone.
+   Screenshots are saved in the test's temporary directory (their paths are printed).
 
 This is the slow suite's only run of the smoke study (about 4 minutes on 2 cores)."""
 
@@ -98,6 +101,7 @@ def test_readme_command_then_the_report_in_the_mlflow_ui(tmp_path: Path, shared_
     assert df["val_loss"].max() < 3.0  # it trained: a 65-character vocabulary starts at ln(65) = 4.17 nats
     verdicts = pl.read_parquet(table.parent / "report" / "verdicts.parquet")
     (superadditivity,) = verdicts.filter(pl.col("effect") == "interaction (superadd.)")["verdict"].to_list()
+    assert client.get_run(parent.info.run_id).data.tags["mlflow.note.content"].startswith("### Verdicts: smoke")
 
     # -- 2. `harness ui` on loopback --------------------------------------------------------
     if not CHROMIUM.exists():
@@ -128,45 +132,18 @@ def test_readme_command_then_the_report_in_the_mlflow_ui(tmp_path: Path, shared_
             listening
         )
 
-        # -- 3. the report in Chromium ---------------------------------------------------------
+        # -- 3. the run pages and the report in Chromium ----------------------------------------
         run_url = ui_line.split("->", 1)[1].strip().replace("http://127.0.0.1:5000", base)
         shots = []
         with playwright.sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
             try:
                 page = browser.new_page(viewport={"width": 1400, "height": 1100})
-                page.goto(run_url)
-                page.get_by_text(parent.info.run_name, exact=True).first.wait_for(timeout=60_000)
-                close = page.get_by_role("button", name="Close")  # MLflow's assistant panel, if shown
-                if close.count():
-                    close.first.click()
-                page.get_by_text("Artifacts", exact=True).first.click()
-                page.get_by_text("report", exact=True).first.click()
-                page.get_by_text("report.html", exact=True).first.click()
-                report = page.frame_locator("iframe")  # MLflow's sandboxed preview of an HTML artifact
-                report.get_by_text("Study report: smoke").wait_for(timeout=60_000)
-                shown = report.locator("body").inner_text()
-                assert "interaction (superadd.)" in shown and superadditivity in shown, shown[:3000]
-                page.wait_for_timeout(1000)  # let the preview paint
-                shots.append(tmp_path / "mlflow-ui-report.png")
-                page.screenshot(path=str(shots[-1]))
-
-                # The artifact's own URL (MLflow serves it as a download): the same self-contained
-                # page, opened on its own, plots included.
-                served = page.request.get(f"{base}/get-artifact?path=report/report.html&run_uuid={parent.info.run_id}")
-                assert served.ok, served.status
-                page.set_content(served.text())
-                page.get_by_text("Study report: smoke").first.wait_for(timeout=30_000)
-                text = page.locator("body").inner_text()
-                assert "interaction (superadd.)" in text and superadditivity in text
-                images = page.locator("img")
-                assert images.count() >= 2 and all(
-                    (images.nth(i).get_attribute("src") or "").startswith("data:image/png")
-                    for i in range(images.count())
-                )
-                assert page.evaluate("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
-                shots.append(tmp_path / "report-artifact.png")
-                page.screenshot(path=str(shots[-1]), full_page=True)
+                shots.append(_parent_run_page(page, run_url, parent.info.run_name, verdicts, tmp_path))
+                shots.append(_report_from_the_description(page, superadditivity, tmp_path))
+                trial_url = f"{base}/#/experiments/{parent.info.experiment_id}/runs/{trial.info.run_id}"
+                shots.append(_trial_run_page(page, f"{trial_url}?workflowType=machine_learning", trial, tmp_path))
+                shots.append(_report_artifact(page, base, parent.info.run_id, superadditivity, tmp_path))
             finally:
                 browser.close()
         for shot in shots:
@@ -174,3 +151,113 @@ def test_readme_command_then_the_report_in_the_mlflow_ui(tmp_path: Path, shared_
             print(f"screenshot: {shot}")
     finally:
         stop_session(ui, grace=10)
+
+
+def _close_assistant(page) -> None:
+    """MLflow 3's assistant panel, if shown, takes a third of the page: close it."""
+    close = page.get_by_role("button", name="Close")
+    if close.count():
+        close.first.click()
+
+
+def _unfold_description(page) -> None:
+    """MLflow folds a long description behind "Show more": unfold it."""
+    more = page.get_by_text("Show more", exact=True)
+    if more.count():
+        more.first.click()
+
+
+def _parent_run_page(page, run_url: str, run_name: str, verdicts: pl.DataFrame, tmp_path: Path) -> Path:
+    """The URL the study printed opens the parent run; its Overview tab shows the verdict
+    table in the run's description: one row per verdict, the primary marked, the reading
+    line, the link to the report."""
+    page.goto(run_url)
+    page.get_by_text(run_name, exact=True).first.wait_for(timeout=60_000)
+    _close_assistant(page)
+    page.get_by_text("Verdicts: smoke", exact=False).first.wait_for(timeout=60_000)
+    _unfold_description(page)
+    table = page.locator("table").filter(has_text="p (test)")
+    table.wait_for(timeout=30_000)
+    head = [t.strip() for t in table.locator("th").all_inner_texts()]
+    assert head == ["effect", "estimate", "95% CI", "p (test)", "Holm p", "seeds", "verdict"], head
+    rows = table.locator("tbody tr")
+    assert rows.count() == verdicts.height
+    for i, row in enumerate(verdicts.iter_rows(named=True)):
+        cells = [t.strip() for t in rows.nth(i).locator("td").all_inner_texts()]
+        effect = f"{row['effect']} *" if row["role"] == "primary" else row["effect"]
+        assert cells[0] == effect and cells[-1] == row["verdict"] and cells[5] == str(row["n_seeds"]), cells
+    assert page.get_by_text("How to read it:", exact=False).count() == 1
+    table.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+    shot = tmp_path / "mlflow-ui-parent-description.png"
+    page.screenshot(path=str(shot))
+    return shot
+
+
+def _report_from_the_description(page, superadditivity: str, tmp_path: Path) -> Path:
+    """The description's link opens report/report.html in the run's Artifacts tab (a new
+    tab), where MLflow previews it in a sandboxed iframe: the great-tables verdict table."""
+    link = page.get_by_role("link", name="report/report.html")
+    assert "/artifacts/report/report.html" in (link.get_attribute("href") or "")
+    with page.context.expect_page(timeout=30_000) as opened:
+        link.click()
+    tab = opened.value
+    try:
+        report = tab.frame_locator("iframe")  # MLflow's sandboxed preview of an HTML artifact
+        report.get_by_text("Study report: smoke").wait_for(timeout=60_000)
+        shown = report.locator("body").inner_text()
+        assert "interaction (superadd.) *" in shown and superadditivity in shown, shown[:3000]
+        assert report.locator("table.gt_table").count() >= 2  # rendered by great-tables
+        tab.wait_for_timeout(1000)  # let the preview paint
+        shot = tmp_path / "mlflow-ui-report.png"
+        tab.screenshot(path=str(shot))
+    finally:
+        tab.close()
+    return shot
+
+
+def _trial_run_page(page, trial_url: str, trial, tmp_path: Path) -> Path:
+    """A trial run's Overview tab: its description and the corpus in its Datasets panel
+    (name and digest, the split as context)."""
+    page.goto(trial_url)
+    page.get_by_text(trial.info.run_name, exact=True).first.wait_for(timeout=60_000)
+    _close_assistant(page)
+    tags = trial.data.tags
+    page.get_by_text(f"{tags['variant']} - seed {tags['seed']} - finished", exact=True).wait_for(timeout=30_000)
+    _unfold_description(page)
+    settings = page.locator("table").filter(has_text="setting").first
+    settings.wait_for(timeout=30_000)
+    rows = settings.locator("tbody tr")
+    shown = {
+        cells[0].strip(): cells[-1].strip()
+        for cells in (rows.nth(i).locator("td").all_inner_texts() for i in range(rows.count()))
+    }
+    assert shown["gate"] == tags["gate"] and shown["seed"] == tags["seed"], shown
+    assert page.get_by_text("val loss (nats)", exact=True).is_visible()  # its final numbers
+    (declared,) = trial.inputs.dataset_inputs
+    dataset = page.get_by_text(f"tinyshakespeare ({declared.dataset.digest})", exact=True)
+    dataset.wait_for(timeout=30_000)
+    assert dataset.is_visible()
+    page.wait_for_timeout(500)
+    shot = tmp_path / "mlflow-ui-trial.png"
+    page.screenshot(path=str(shot))
+    return shot
+
+
+def _report_artifact(page, base: str, run_id: str, superadditivity: str, tmp_path: Path) -> Path:
+    """The artifact's own URL (MLflow serves it as a download): the same self-contained
+    page, opened on its own, plots included."""
+    served = page.request.get(f"{base}/get-artifact?path=report/report.html&run_uuid={run_id}")
+    assert served.ok, served.status
+    page.set_content(served.text())
+    page.get_by_text("Study report: smoke").first.wait_for(timeout=30_000)
+    text = page.locator("body").inner_text()
+    assert "interaction (superadd.)" in text and superadditivity in text
+    images = page.locator("img")
+    assert images.count() >= 2 and all(
+        (images.nth(i).get_attribute("src") or "").startswith("data:image/png") for i in range(images.count())
+    )
+    assert page.evaluate("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
+    shot = tmp_path / "report-artifact.png"
+    page.screenshot(path=str(shot), full_page=True)
+    return shot

@@ -13,6 +13,7 @@ import yaml
 from mlflow import MlflowClient
 from numpy.testing import assert_allclose
 
+from harness.analysis.report import parent_description
 from harness.analysis.results import normalise
 from harness.models import get_variant
 from harness.results_schema import RESULT_COLUMNS, RESULT_SCHEMA
@@ -21,6 +22,7 @@ from harness.studies.runner import resolve_address, resolve_storage, results_tab
 from harness.studies.spec import load_spec, parse_spec
 from harness.studies.tracking import default_tracking_uri
 from harness.training.config import TrainConfig
+from harness.training.description import NOTE_TAG
 from harness.training.run import TrainResult, result_row
 
 #: The results table's columns: their one definition is harness.results_schema.
@@ -112,8 +114,13 @@ def test_tiny_study_records_one_parent_and_a_child_per_trial(write_spec, study_e
     assert parent.data.params["grid_size"] == "2"
     parent_files = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"spec.yaml", "results.parquet"} <= parent_files
-    if outcome.report is not None:
-        assert "report" in parent_files
+    assert outcome.report is not None and "report" in parent_files, log
+    if outcome.report is not None:  # the parent run's page opens on the verdict table, linked to the full report
+        link = (
+            f"#/experiments/{experiment.experiment_id}/runs/{parent.info.run_id}/artifacts/report/report.html"
+            "?workflowType=machine_learning"
+        )
+        assert parent.data.tags[NOTE_TAG] == parent_description(outcome.report, report_link=link)
 
     table = pl.read_parquet(Path(outcome.study_dir) / "results.parquet")
     assert table.columns == CONTRACT_COLUMNS and table.height == 2
