@@ -216,6 +216,7 @@ class StudyRecorder:
         if run is not None:
             self.parent_run_id = run.info.run_id
             client.reopen_run(self.parent_run_id)
+            self._complete_params(run, params)
             self._load_children()
             return self.parent_run_id
         all_tags = {
@@ -346,6 +347,7 @@ class StudyRecorder:
             if trial_id not in self._logged_step:
                 self._logged_step[trial_id] = self._last_step(run_id)
             client.reopen_run(run_id)
+            self._complete_params(client.get_run(run_id), params)
             return run_id
         all_tags = {
             "mlflow.parentRunId": self.parent_run_id,
@@ -360,6 +362,14 @@ class StudyRecorder:
         self._logged_step[trial_id] = -1
         client.log_params(run_id, params)
         return run_id
+
+    def _complete_params(self, run: Run, params: Mapping[str, Any]) -> None:
+        """Log the ``params`` a continued run lacks. A run is created, then given its params:
+        when the store goes away between the two calls, the run exists without them, and
+        continuing it (a resume, ``harness report``) must finish its record, not skip it."""
+        missing = {key: value for key, value in params.items() if key not in run.data.params}
+        if missing:
+            self.client.log_params(run.info.run_id, missing)
 
     def _last_step(self, run_id: str) -> int:
         steps = [m.step for key in ("val/loss", "train/loss") for m in self.client.get_metric_history(run_id, key)]
