@@ -92,6 +92,7 @@ class StudyRecorder:
         self._client: TrackingClient | None = None
         self._children: dict[str, str] = {}  # trial id -> child run id
         self._logged_step: dict[str, int] = {}  # trial id -> last metric step in MLflow
+        self._param_keys: dict[str, set[str]] = {}  # trial id -> params its child run holds
         self._inputs: dict[str, list[Any]] = {}  # corpus name -> its MLflow dataset inputs
 
     # pickling (Tune stores its callbacks): live clients stay behind
@@ -216,7 +217,7 @@ class StudyRecorder:
         if run is not None:
             self.parent_run_id = run.info.run_id
             client.reopen_run(self.parent_run_id)
-            self._complete_params(run, params)
+            self._complete_params(self.parent_run_id, set(run.data.params), params)
             self._load_children()
             return self.parent_run_id
         all_tags = {
@@ -251,7 +252,7 @@ class StudyRecorder:
         return self._safely(f"reading the run of trial {trial_id}", lambda: self.client.get_run(run_id))
 
     def _load_children(self) -> None:
-        """Child runs of the parent by trial id, and the last step each has logged."""
+        """Child runs of the parent by trial id, and the params each holds."""
         runs = self.client.search_runs(
             [self.experiment_id],
             filter_string=f"tags.`mlflow.parentRunId` = '{self.parent_run_id}'",
@@ -261,6 +262,7 @@ class StudyRecorder:
             trial_id = run.data.tags.get("harness.trial_id")
             if trial_id and trial_id not in self._children:
                 self._children[trial_id] = run.info.run_id
+                self._param_keys[trial_id] = set(run.data.params)
 
     def end_parent(
         self,
@@ -347,7 +349,7 @@ class StudyRecorder:
             if trial_id not in self._logged_step:
                 self._logged_step[trial_id] = self._last_step(run_id)
             client.reopen_run(run_id)
-            self._complete_params(client.get_run(run_id), params)
+            self._param_keys[trial_id] = self._complete_params(run_id, self._param_keys.get(trial_id, set()), params)
             return run_id
         all_tags = {
             "mlflow.parentRunId": self.parent_run_id,
@@ -361,15 +363,18 @@ class StudyRecorder:
         self._children[trial_id] = run_id
         self._logged_step[trial_id] = -1
         client.log_params(run_id, params)
+        self._param_keys[trial_id] = set(params)
         return run_id
 
-    def _complete_params(self, run: Run, params: Mapping[str, Any]) -> None:
-        """Log the ``params`` a continued run lacks. A run is created, then given its params:
-        when the store goes away between the two calls, the run exists without them, and
-        continuing it (a resume, ``harness report``) must finish its record, not skip it."""
-        missing = {key: value for key, value in params.items() if key not in run.data.params}
+    def _complete_params(self, run_id: str, have: set[str], params: Mapping[str, Any]) -> set[str]:
+        """Log the ``params`` a continued run lacks (``have``: the keys it holds); returns the
+        keys it holds now. A run is created, then given its params: when the store goes away
+        between the two calls, the run exists without them, and continuing it (a resume,
+        ``harness report``) must finish its record, not skip it."""
+        missing = {key: value for key, value in params.items() if key not in have}
         if missing:
-            self.client.log_params(run.info.run_id, missing)
+            self.client.log_params(run_id, missing)
+        return have | set(missing)
 
     def _last_step(self, run_id: str) -> int:
         steps = [m.step for key in ("val/loss", "train/loss") for m in self.client.get_metric_history(run_id, key)]
