@@ -83,6 +83,20 @@ def harness_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "harness.cli", *args]
 
 
+def start_driver(*args: str, cwd: Path, log: Path) -> subprocess.Popen:
+    """``harness ARGS`` started in its own session (so that the test can later kill it and
+    end exactly what it started), its output going to ``log``."""
+    with open(log, "w") as out:
+        return subprocess.Popen(
+            harness_cmd(*args),
+            cwd=cwd,
+            env=cli_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
 def run_harness(
     *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess:

@@ -35,6 +35,7 @@ from typing import Any
 
 from harness.datasets.corpus import load
 from harness.errors import InputError
+from harness.studies.tune_state import write_manifest
 from harness.training.config import TrainConfig
 
 # Imports that stay inside the functions that use them, for a measured start-up cost: the
@@ -144,7 +145,7 @@ def _report_callback(
             if trainer.state.fn == TrainerFn.FITTING and last.is_file():
                 # The harness's RollingCheckpoint (earlier in the callback list) has just written
                 # last.ckpt for this step; Tune copies the folder to the study's storage now.
-                ray.tune.report(metrics, checkpoint=ray.tune.Checkpoint.from_directory(str(checkpoint_dir)))
+                ray.tune.report(metrics, checkpoint=_checkpoint(checkpoint_dir))
             else:
                 ray.tune.report(metrics)
 
@@ -229,7 +230,7 @@ def run_trial(
             if (restored / FINAL_RESULT).is_file():
                 # Finished already; only its end was not recorded: report it again, train nothing.
                 metrics = json.loads((restored / FINAL_RESULT).read_text())
-                ray.tune.report(metrics, checkpoint=ray.tune.Checkpoint.from_directory(str(restored)))
+                ray.tune.report(metrics, checkpoint=_checkpoint(restored))
                 return
             if (restored / LAST_CHECKPOINT).is_file():
                 shutil.copy2(restored / LAST_CHECKPOINT, checkpoint_dir / LAST_CHECKPOINT)
@@ -243,9 +244,19 @@ def run_trial(
         metrics = final_report(result)
         if resume_from is not None:
             metrics["resumed_from_step"] = _checkpoint_step(resume_from)
-        ray.tune.report(metrics, checkpoint=ray.tune.Checkpoint.from_directory(str(final_dir)))
+        ray.tune.report(metrics, checkpoint=_checkpoint(final_dir))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _checkpoint(directory: Path) -> Any:
+    """The Tune checkpoint of ``directory``, its manifest written last: a copy on storage cut
+    short by a dying driver is then told from a complete one on resume
+    (:func:`harness.studies.tune_state.is_complete`)."""
+    import ray.tune
+
+    write_manifest(directory)
+    return ray.tune.Checkpoint.from_directory(str(directory))
 
 
 def _checkpoint_step(path: Path) -> int:

@@ -15,11 +15,21 @@ those of Ray 2.60; tests/studies/test_studies_tune_state.py and
 tests/studies/test_studies_ray_internals.py fail when Ray changes them.
 
 Only older checkpoints are ever deleted, so a newer checkpoint of the trial is on storage:
-the one whose registration deleted the stale one. Complete checkpoints are told from one
-being written when the driver died by the trial's ``result.json``: a worker persists a
-checkpoint before it reports the result naming it (``checkpoint_dir_name``), and the
-driver logs that result before it registers the checkpoint. :func:`repair_stale_checkpoints`
-points each stale reference at the newest reported checkpoint before the resume.
+the one whose registration deleted the stale one. Which newer folder that is, and whether
+it is complete, cannot be read from the trial's ``result.json`` on storage alone: the
+driver writes that file in its local staging folder and uploads it with the snapshot, so
+after a kill it lags behind storage just as the snapshot does (CI, Ray 2.60: the stale
+``checkpoint_000001`` beside a complete ``checkpoint_000002`` that result.json did not
+name yet). Each checkpoint the harness reports therefore carries a manifest
+(:data:`MANIFEST`, the size of each of its files, written before ``ray.tune.report``
+hands the folder to Tune); a folder whose files all have their listed sizes is complete.
+:func:`repair_stale_checkpoints` points each stale reference at
+
+1. the newest checkpoint newer than the stale one that ``result.json`` names (the driver
+   handled its result, so the MLflow record has it), or else
+2. the oldest complete checkpoint newer than the stale one: the one whose registration
+   deleted the stale one (a worker runs at most one report ahead of the driver, so a
+   newer folder may hold a result the driver never handled).
 
 The snapshot stores each trial's checkpoint manager as a cloudpickle blob inside the
 JSON (``TuneFunctionEncoder``); decoding it runs pickle on the study's own storage,
@@ -32,11 +42,44 @@ from __future__ import annotations
 import json
 import logging
 import re
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 _CHECKPOINT_DIR = re.compile(r"^checkpoint_(\d+)$")
+
+#: The file, in each checkpoint folder the harness reports, that lists the sizes of the others.
+MANIFEST = "harness_checkpoint.json"
+
+
+def write_manifest(directory: Path) -> None:
+    """Write :data:`MANIFEST` into ``directory``: ``{"files": {relative path: size in bytes}}``
+    of every other file under it. Call it last, just before the folder is reported."""
+    files = {
+        path.relative_to(directory).as_posix(): path.stat().st_size
+        for path in sorted(directory.rglob("*"))
+        if path.is_file() and path.name != MANIFEST
+    }
+    (directory / MANIFEST).write_text(json.dumps({"files": files}))
+
+
+def is_complete(fs: Any, checkpoint_dir: str) -> bool:
+    """Whether the checkpoint folder ``checkpoint_dir`` (a path on ``fs``) holds its
+    :data:`MANIFEST` and every file it lists at its listed size (a folder still being
+    copied when the driver died lacks a file, or has one short)."""
+    import pyarrow.fs
+
+    try:
+        with fs.open_input_stream(f"{checkpoint_dir}/{MANIFEST}") as f:
+            files = json.loads(f.read())["files"]
+        infos = fs.get_file_info([f"{checkpoint_dir}/{name}" for name in files])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return all(
+        info.type == pyarrow.fs.FileType.File and info.size == size
+        for info, size in zip(infos, files.values(), strict=True)
+    )
 
 
 def reported_checkpoints(fs: Any, trial_dir: str) -> set[str] | None:
@@ -59,23 +102,36 @@ def reported_checkpoints(fs: Any, trial_dir: str) -> set[str] | None:
     return names
 
 
-def newest_checkpoint_dir(fs: Any, trial_dir: str, *, among: set[str] | None = None) -> str | None:
-    """The ``checkpoint_<n>`` folder with the largest ``n`` under ``trial_dir`` (a path
-    on ``fs``), only those named in ``among`` if given; None when there is none."""
+def numbered_checkpoint_dirs(fs: Any, trial_dir: str) -> list[tuple[int, str]]:
+    """The ``checkpoint_<n>`` folders under ``trial_dir`` (a path on ``fs``) as (n, path),
+    by increasing ``n``; [] when there is none."""
     import pyarrow.fs
 
     try:
         infos = fs.get_file_info(pyarrow.fs.FileSelector(trial_dir, allow_not_found=True))
     except OSError:
-        return None
-    numbered = [
+        return []
+    return sorted(
         (int(m.group(1)), info.path)
         for info in infos
-        if info.type == pyarrow.fs.FileType.Directory
-        and (m := _CHECKPOINT_DIR.match(info.base_name))
-        and (among is None or info.base_name in among)
-    ]
-    return max(numbered)[1] if numbered else None
+        if info.type == pyarrow.fs.FileType.Directory and (m := _CHECKPOINT_DIR.match(info.base_name))
+    )
+
+
+def replacement_checkpoint(fs: Any, stale_path: str) -> str | None:
+    """The checkpoint a trial resumes from in place of its deleted ``stale_path``: the newest
+    newer one that the trial's ``result.json`` names, else the oldest newer complete one
+    (:func:`is_complete`); None when there is none (see the module docstring for why)."""
+    trial_dir, stale_name = stale_path.rstrip("/").rsplit("/", 1)
+    m = _CHECKPOINT_DIR.match(stale_name)
+    if m is None:
+        return None
+    newer = [(n, path) for n, path in numbered_checkpoint_dirs(fs, trial_dir) if n > int(m.group(1))]
+    reported = reported_checkpoints(fs, trial_dir) or set()
+    named = [path for _, path in newer if path.rsplit("/", 1)[-1] in reported]
+    if named:
+        return named[-1]
+    return next((path for _, path in newer if is_complete(fs, path)), None)
 
 
 def _exists(fs: Any, path: str) -> bool:
@@ -85,8 +141,8 @@ def _exists(fs: Any, path: str) -> bool:
 
 
 def _repair_manager(manager: Any) -> tuple[str, str] | None:
-    """Point a trial checkpoint manager's missing latest checkpoint at the newest reported
-    one on storage; returns (old path, new path) when it changed something."""
+    """Point a trial checkpoint manager's missing latest checkpoint at its
+    :func:`replacement_checkpoint`; returns (old path, new path) when it changed something."""
     from ray.tune import Checkpoint
 
     latest = getattr(manager, "_latest_checkpoint_result", None)
@@ -96,9 +152,8 @@ def _repair_manager(manager: Any) -> tuple[str, str] | None:
     fs, old_path = checkpoint.filesystem, checkpoint.path
     if _exists(fs, old_path):
         return None
-    trial_dir = old_path.rstrip("/").rsplit("/", 1)[0]
-    newest = newest_checkpoint_dir(fs, trial_dir, among=reported_checkpoints(fs, trial_dir))
-    if newest is None or newest == old_path:
+    newest = replacement_checkpoint(fs, old_path)
+    if newest is None:
         return None
     replacement = Checkpoint(path=newest, filesystem=fs)
     # The latest result is also an entry of the kept list (same object after unpickling);

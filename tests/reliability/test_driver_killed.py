@@ -17,7 +17,6 @@ import io
 import json
 import os
 import signal
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -25,12 +24,11 @@ import polars as pl
 import pytest
 from harness_support import (
     all_runs,
-    cli_env,
     end_session,
-    harness_cmd,
     result_reports,
     run_harness,
     session_processes,
+    start_driver,
     tune_trial_states,
     wait_until,
     warning_lines,
@@ -69,15 +67,7 @@ def test_killed_driver_resumes_to_the_uninterrupted_result(
     storage = tmp_path / "results"
     args = ["run", str(spec), "--tracking-uri", uri, "--storage-path", str(storage)]
     log = tmp_path / "killed.log"
-    with open(log, "w") as out:
-        driver = subprocess.Popen(
-            harness_cmd(*args),
-            cwd=tmp_path,
-            env=cli_env(),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    driver = start_driver(*args, cwd=tmp_path, log=log)
     try:
         wait_until(lambda: "TERMINATED" in tune_trial_states(storage).values(), timeout=300, what="a finished trial")
         os.kill(driver.pid, signal.SIGKILL)

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from pathlib import Path
 
 import polars as pl
 import pytest
 from harness_support import (
     all_runs,
-    cli_env,
     end_session,
-    harness_cmd,
     result_reports,
     run_harness,
+    start_driver,
     tune_trial_states,
     wait_until,
     write_spec,
@@ -50,15 +48,7 @@ def test_sequential_study_killed_mid_batch_resumes_with_its_decisions(
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     storage = tmp_path / "results"
     args = ["run", str(spec), "--tracking-uri", uri, "--storage-path", str(storage)]
-    with open(tmp_path / "killed.log", "w") as out:
-        driver = subprocess.Popen(
-            harness_cmd(*args),
-            cwd=tmp_path,
-            env=cli_env(),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    driver = start_driver(*args, cwd=tmp_path, log=tmp_path / "killed.log")
     second_batch = {"baseline_s2_nano_T32_tinyshakespeare", "ega_s2_nano_T32_tinyshakespeare"}
     try:
         # Mid-batch: the first decision is logged and one trial of the second batch finished.

@@ -21,6 +21,7 @@ from harness.studies.grid import expand_grid
 from harness.studies.runner import resolve_address, resolve_storage, results_table, run_study
 from harness.studies.spec import load_spec, parse_spec
 from harness.studies.tracking import default_tracking_uri
+from harness.studies.tune_state import is_complete
 from harness.training.config import TrainConfig
 from harness.training.description import NOTE_TAG
 from harness.training.run import TrainResult, result_row
@@ -161,6 +162,12 @@ def test_tiny_study_records_one_parent_and_a_child_per_trial(write_spec, study_e
 
     windows = pl.read_parquet(Path(outcome.study_dir) / "window_losses.parquet")
     assert {"split", "window", "loss", "variant", "seed", "dataset", "size", "context_length"} <= set(windows.columns)
+
+    # Each checkpoint on storage carries its manifest: a resume tells it from one cut short.
+    import pyarrow.fs
+
+    kept = sorted(Path(outcome.study_dir).glob("*/checkpoint_*"))
+    assert len(kept) == 2 and all(is_complete(pyarrow.fs.LocalFileSystem(), str(folder)) for folder in kept), kept
 
 
 def test_trial_equals_a_plain_training_run(write_spec, study_env: dict, tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """A Tune snapshot that names a checkpoint Tune already deleted (the driver was killed
 between ``num_to_keep`` pruning and the next snapshot) is repaired before a resume, and
-the trial continues from its newest checkpoint instead of failing on every retry."""
+the trial continues from the checkpoint that replaced it instead of failing on every
+retry, whether or not the trial's ``result.json`` on storage caught up with it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ from pathlib import Path
 
 from ray import cloudpickle, tune
 
-from harness.studies.tune_state import newest_checkpoint_dir, repair_stale_checkpoints, reported_checkpoints
+from harness.studies.tune_state import (
+    MANIFEST,
+    is_complete,
+    numbered_checkpoint_dirs,
+    repair_stale_checkpoints,
+    replacement_checkpoint,
+    reported_checkpoints,
+    write_manifest,
+)
 
 # Ray's workers cannot import this test module: ship the trainable by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -73,23 +82,82 @@ def test_stale_checkpoint_reference_is_repointed_and_the_trial_resumes(tmp_path:
     assert result.metrics["start"] == 10 and result.metrics["step"] == 12
 
 
-def test_newest_checkpoint_dir_orders_by_number_and_keeps_to_reported_ones(tmp_path: Path) -> None:
+def test_stale_reference_is_repaired_when_result_json_lags_behind_storage(tmp_path: Path, local_ray: None) -> None:
+    # CI, Ray 2.60: result.json is uploaded with the snapshot, so after the kill it did not
+    # name the checkpoint whose registration deleted the stale one.
+    (result,) = list(_run(tmp_path))
+    trial_dir = Path(result.path)
+    registered = trial_dir / "checkpoint_000003"
+    (trial_dir / "checkpoint_000002").rename(registered)
+    (registered / "state.json").write_text(json.dumps({"step": 9}))
+    write_manifest(registered)
+    cut_short = trial_dir / "checkpoint_000004"  # the worker's next copy, cut by the kill
+    cut_short.mkdir()
+    (cut_short / "state.json").write_text(json.dumps({"step": 12}))
+    write_manifest(cut_short)
+    (cut_short / "state.json").write_text("{")
+
+    assert repair_stale_checkpoints(str(tmp_path / "exp")) == [(str(trial_dir / "checkpoint_000002"), str(registered))]
+    resumed = tune.Tuner.restore(str(tmp_path / "exp"), trainable=_trainable, resume_errored=True).fit()
+    (result,) = list(resumed)
+    assert result.error is None, result.error
+    assert result.metrics["start"] == 10 and result.metrics["step"] == 12
+
+
+def _checkpoint_folder(parent: Path, name: str, *, files: dict[str, bytes], manifest: bool = True) -> str:
+    folder = parent / name
+    folder.mkdir()
+    for relative, content in files.items():
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        (folder / relative).write_bytes(content)
+    if manifest:
+        write_manifest(folder)
+    return str(folder)
+
+
+def test_a_checkpoint_is_complete_when_every_file_of_its_manifest_has_its_size(tmp_path: Path) -> None:
     import pyarrow.fs
 
-    for name in ("checkpoint_000009", "checkpoint_000010", "checkpoint_000100", "checkpoint_tmp", "other"):
-        (tmp_path / name).mkdir()
-    (tmp_path / "checkpoint_000101").write_text("a file, not a checkpoint")
     fs = pyarrow.fs.LocalFileSystem()
-    assert newest_checkpoint_dir(fs, str(tmp_path)) == str(tmp_path / "checkpoint_000100")
-    assert newest_checkpoint_dir(fs, str(tmp_path / "missing")) is None
+    whole = _checkpoint_folder(tmp_path, "whole", files={"last.ckpt": b"x" * 100, "tables/a.parquet": b"y"})
+    assert json.loads((Path(whole) / MANIFEST).read_text()) == {"files": {"last.ckpt": 100, "tables/a.parquet": 1}}
+    assert is_complete(fs, whole)
+    short = _checkpoint_folder(tmp_path, "short", files={"last.ckpt": b"x" * 100})
+    (Path(short) / "last.ckpt").write_bytes(b"x" * 60)
+    assert not is_complete(fs, short)
+    missing = _checkpoint_folder(tmp_path, "missing", files={"last.ckpt": b"x", "b": b"y"})
+    (Path(missing) / "b").unlink()
+    assert not is_complete(fs, missing)
+    assert not is_complete(fs, _checkpoint_folder(tmp_path, "no-manifest", files={"last.ckpt": b"x"}, manifest=False))
+    garbled = _checkpoint_folder(tmp_path, "garbled", files={"last.ckpt": b"x"})
+    (Path(garbled) / MANIFEST).write_text('{"files": ')
+    assert not is_complete(fs, garbled)
+
+
+def test_the_replacement_is_the_newest_named_newer_checkpoint_else_the_oldest_complete_one(tmp_path: Path) -> None:
+    import pyarrow.fs
+
+    fs = pyarrow.fs.LocalFileSystem()
+    stale = str(tmp_path / "checkpoint_000009")  # deleted: not on disk
+    older = _checkpoint_folder(tmp_path, "checkpoint_000008", files={"f": b"1"})
+    incomplete = _checkpoint_folder(tmp_path, "checkpoint_000010", files={"f": b"1"}, manifest=False)
+    first = _checkpoint_folder(tmp_path, "checkpoint_000011", files={"f": b"1"})
+    second = _checkpoint_folder(tmp_path, "checkpoint_000100", files={"f": b"1"})
+    (tmp_path / "checkpoint_tmp").mkdir()
+    (tmp_path / "checkpoint_000101").write_text("a file, not a checkpoint")
+    assert [path for _, path in numbered_checkpoint_dirs(fs, str(tmp_path))] == [older, incomplete, first, second]
+    assert numbered_checkpoint_dirs(fs, str(tmp_path / "missing")) == []
 
     assert reported_checkpoints(fs, str(tmp_path)) is None  # no result.json
+    assert replacement_checkpoint(fs, stale) == first  # the oldest complete newer one
+
     rows = [
-        {"step": 1, "checkpoint_dir_name": "checkpoint_000009"},
+        {"step": 1, "checkpoint_dir_name": "checkpoint_000008"},
         {"step": 2, "checkpoint_dir_name": None},
         {"step": 3, "checkpoint_dir_name": "checkpoint_000010"},
     ]
     (tmp_path / "result.json").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 4, "checkpo')
     reported = reported_checkpoints(fs, str(tmp_path))
-    assert reported == {"checkpoint_000009", "checkpoint_000010"}  # the line cut by the kill is skipped
-    assert newest_checkpoint_dir(fs, str(tmp_path), among=reported) == str(tmp_path / "checkpoint_000010")
+    assert reported == {"checkpoint_000008", "checkpoint_000010"}  # the line cut by the kill is skipped
+    assert replacement_checkpoint(fs, stale) == incomplete  # named by result.json: the driver handled it
+    assert replacement_checkpoint(fs, second) is None  # nothing newer
