@@ -203,26 +203,39 @@ def linguistic_scale_grid(n: int) -> Tensor:
     return scale
 
 
-@torch.no_grad()
-def _init_morlet_scales(omega: Tensor, log_sigma: Tensor, init: str) -> None:
-    """The two initialisations of a Morlet encoding's (omega, sigma), see :class:`MorletPositionalEncoding`."""
-    n = omega.numel()
-    if init == "random":
-        u_omega, u_sigma = torch.rand(n), torch.rand(n)
-        omega.copy_(torch.exp(math.log(1e-4) * (1.0 - u_omega)))  # log-uniform [1e-4, 1]
-        log_sigma.copy_(math.log(1e4) * u_sigma)  # log-uniform [1, 1e4]
-    else:
-        scale = linguistic_scale_grid(n)
-        omega.copy_(2 * math.pi / scale)
-        log_sigma.copy_(torch.log(scale))
+class MorletScales(PositionalEncoding):
+    """Base of the two Morlet encodings: one learned frequency omega and width
+    sigma = exp(log_sigma) (positive) per slot, a dimension pair for
+    :class:`MorletPositionalEncoding` and a head for :class:`MorletRelativePositionalEncoding`,
+    initialised by ``init`` as :class:`MorletPositionalEncoding` describes."""
+
+    def __init__(self, n_slots: int, init: str) -> None:
+        super().__init__()
+        if init not in MORLET_INITS:
+            raise InputError(f"unknown MOPE initialisation {init!r}; known: {', '.join(MORLET_INITS)}")
+        self.init = init
+        self.omega = nn.Parameter(torch.empty(n_slots))
+        self.log_sigma = nn.Parameter(torch.empty(n_slots))
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        n = self.omega.numel()
+        if self.init == "random":
+            u_omega, u_sigma = torch.rand(n), torch.rand(n)
+            self.omega.copy_(torch.exp(math.log(1e-4) * (1.0 - u_omega)))  # log-uniform [1e-4, 1]
+            self.log_sigma.copy_(math.log(1e4) * u_sigma)  # log-uniform [1, 1e4]
+        else:
+            scale = linguistic_scale_grid(n)
+            self.omega.copy_(2 * math.pi / scale)
+            self.log_sigma.copy_(torch.log(scale))
+
+    @property
+    def sigma(self) -> Tensor:
+        return torch.exp(self.log_sigma)
 
 
-def _check_morlet_init(init: str) -> None:
-    if init not in MORLET_INITS:
-        raise InputError(f"unknown MOPE initialisation {init!r}; known: {', '.join(MORLET_INITS)}")
-
-
-class MorletPositionalEncoding(PositionalEncoding):
+class MorletPositionalEncoding(MorletScales):
     """MOPE: learned Morlet (Gaussian-windowed sinusoid) encoding, added to the token embeddings.
 
         MOPE(b, 2i)   = cos(omega_i b) exp(-b^2 / (2 sigma_i^2))
@@ -257,22 +270,8 @@ class MorletPositionalEncoding(PositionalEncoding):
     unit_amplitude = True
 
     def __init__(self, d_model: int, init: str = "random") -> None:
-        super().__init__()
         _check_even("Morlet (MOPE)", d_model, "width d_model")
-        _check_morlet_init(init)
-        self.init = init
-        n_pairs = d_model // 2
-        self.omega = nn.Parameter(torch.empty(n_pairs))
-        self.log_sigma = nn.Parameter(torch.empty(n_pairs))
-        self.reset_parameters()
-
-    @torch.no_grad()
-    def reset_parameters(self) -> None:
-        _init_morlet_scales(self.omega, self.log_sigma, self.init)
-
-    @property
-    def sigma(self) -> Tensor:
-        return torch.exp(self.log_sigma)
+        super().__init__(d_model // 2, init)
 
     def embedding(self, T: int, device: torch.device) -> Tensor:
         b = torch.arange(T, device=device, dtype=torch.float32)[:, None]  # (T, 1)
@@ -281,7 +280,7 @@ class MorletPositionalEncoding(PositionalEncoding):
         return _interleave(torch.cos(phase) * envelope, torch.sin(phase) * envelope)  # (T, d)
 
 
-class MorletRelativePositionalEncoding(PositionalEncoding):
+class MorletRelativePositionalEncoding(MorletScales):
     """Relative MOPE (``mope-rel``): the Morlet lag kernel of the papers, per head, on q.k.
 
     The papers derive MOPE's effect in *lag* space, C(Delta) ~ exp(-Delta^2 / (4 sigma^2))
@@ -322,21 +321,8 @@ class MorletRelativePositionalEncoding(PositionalEncoding):
     transforms_qk = True
 
     def __init__(self, n_head: int, head_dim: int, init: str = "random") -> None:
-        super().__init__()
         _check_even("relative Morlet (mope-rel)", head_dim, "head dimension d_model / n_head")
-        _check_morlet_init(init)
-        self.init = init
-        self.omega = nn.Parameter(torch.empty(n_head))
-        self.log_sigma = nn.Parameter(torch.empty(n_head))
-        self.reset_parameters()
-
-    @torch.no_grad()
-    def reset_parameters(self) -> None:
-        _init_morlet_scales(self.omega, self.log_sigma, self.init)
-
-    @property
-    def sigma(self) -> Tensor:
-        return torch.exp(self.log_sigma)
+        super().__init__(n_head, init)
 
     def rotate(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         T = q.size(-2)

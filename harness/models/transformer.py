@@ -40,7 +40,7 @@ from torch import Tensor, nn
 from harness.errors import InputError
 from harness.models.attention import CausalSelfAttention
 from harness.models.gates import DEFAULT_ALPHA_INIT, DEFAULT_TAU_INIT, KeyGate, OutputGate, build_gate
-from harness.models.positional import MorletPositionalEncoding, MorletRelativePositionalEncoding, build_position
+from harness.models.positional import MorletScales, build_position
 from harness.models.scoring import LaggedScoring, build_scoring
 from harness.models.sizes import ModelSize, get_size, resolve_size
 from harness.models.variants import Variant, get_variant
@@ -201,7 +201,7 @@ class CharTransformer(nn.Module):
 
     def mope_parameters(self) -> dict[str, Tensor]:
         """MOPE's ``{"omega": [d/2], "sigma": [d/2]}``, relative MOPE's ``[H]`` per head ({} without MOPE)."""
-        if not isinstance(self.position, (MorletPositionalEncoding, MorletRelativePositionalEncoding)):
+        if not isinstance(self.position, MorletScales):
             return {}
         return {"omega": self.position.omega.detach().clone(), "sigma": self.position.sigma.detach().clone()}
 
