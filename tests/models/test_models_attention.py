@@ -244,6 +244,19 @@ def _lag_inputs(seed, sigmas, B=2, T=45, hd=16):
     return q, k, v, key_bias, gamma
 
 
+def _assert_lag_grads_match(out, ref, inputs, up, *, atol):
+    """The gradients of (out * up).sum() with respect to (q, k, v, key_bias, gamma) match
+    those of the float64 oracle ``ref``: relative 1e-4, gamma's 1e-3 (its gradient sums
+    (i - j)^2-weighted terms over every pair: fp32 accumulation)."""
+    grads = torch.autograd.grad((out * up).sum(), inputs)
+    ref_grads = torch.autograd.grad((ref * up.double()).sum(), inputs)
+    for name, got, want in zip("q k v key_bias gamma".split(), grads, ref_grads, strict=True):
+        rtol = 1e-3 if name == "gamma" else 1e-4
+        torch.testing.assert_close(
+            got.double(), want.double(), rtol=rtol, atol=atol, msg=lambda m, name=name: f"grad {name}: {m}"
+        )
+
+
 @pytest.mark.parametrize("chunk", [None, 45, 16, 7, 1])
 @pytest.mark.parametrize("sigmas", [(1.5, 6.0, 200.0), (0.7, 0.7, 3.0)])
 def test_lag_penalised_attention_equals_naive_forward_and_gradients(chunk, sigmas):
@@ -252,15 +265,7 @@ def test_lag_penalised_attention_equals_naive_forward_and_gradients(chunk, sigma
     out = lag_penalised_attention(q, k, v, key_bias, gamma, chunk=chunk)
     ref = naive_lag_attention(q, k, v, key_bias, gamma)
     torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=2e-5)
-    inputs = (q, k, v, key_bias, gamma)
-    grads = torch.autograd.grad((out * up).sum(), inputs)
-    ref_grads = torch.autograd.grad((ref * up.double()).sum(), inputs)
-    for name, got, want in zip("q k v key_bias gamma".split(), grads, ref_grads, strict=True):
-        # gamma's gradient sums (i - j)^2-weighted terms over every pair: fp32 accumulation, relative 1e-3
-        rtol = 1e-3 if name == "gamma" else 1e-4
-        torch.testing.assert_close(
-            got.double(), want.double(), rtol=rtol, atol=1e-4, msg=lambda m, name=name: f"grad {name}: {m}"
-        )
+    _assert_lag_grads_match(out, ref, (q, k, v, key_bias, gamma), up, atol=1e-4)
 
 
 def test_lag_penalised_attention_without_key_bias_and_with_zero_curvature_is_plain_attention():
@@ -294,13 +299,7 @@ def test_skipping_the_keys_beyond_the_reach_changes_nothing():
     ref = naive_lag_attention(*inputs)
     torch.testing.assert_close(skipped, every, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(skipped.double(), ref, rtol=1e-5, atol=5e-5)
-    grads = torch.autograd.grad((skipped * up).sum(), inputs)
-    ref_grads = torch.autograd.grad((ref * up.double()).sum(), inputs)
-    for name, got, want in zip("q k v key_bias gamma".split(), grads, ref_grads, strict=True):
-        rtol = 1e-3 if name == "gamma" else 1e-4
-        torch.testing.assert_close(
-            got.double(), want.double(), rtol=rtol, atol=2e-4, msg=lambda m, name=name: f"grad {name}: {m}"
-        )
+    _assert_lag_grads_match(skipped, ref, inputs, up, atol=2e-4)
 
 
 def test_lag_reach_grows_with_sigma_and_with_the_score_scale():
