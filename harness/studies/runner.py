@@ -764,10 +764,10 @@ def restore_tuner(layout: StudyLayout, trainable: Any, tune_callbacks: list[Any]
     level = analysis_log.level
     analysis_log.setLevel(logging.ERROR)
     try:
-        for stale, newest in repair_stale_checkpoints(study_dir):
-            trial_name, newest_name = newest.rstrip("/").rsplit("/", 2)[-2:]
+        for stale, replacement in repair_stale_checkpoints(study_dir):
+            trial_name, replacement_name = replacement.rstrip("/").rsplit("/", 2)[-2:]
             say(
-                f"  {trial_name}: resuming from {newest_name} (Tune's snapshot named "
+                f"  {trial_name}: resuming from {replacement_name} (Tune's snapshot named "
                 f"{stale.rsplit('/', 1)[-1]}, already deleted)"
             )
         tuner = tune.Tuner.restore(study_dir, trainable=trainable, resume_errored=True)

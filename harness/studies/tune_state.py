@@ -152,17 +152,17 @@ def _repair_manager(manager: Any) -> tuple[str, str] | None:
     fs, old_path = checkpoint.filesystem, checkpoint.path
     if _exists(fs, old_path):
         return None
-    newest = replacement_checkpoint(fs, old_path)
-    if newest is None:
+    new_path = replacement_checkpoint(fs, old_path)
+    if new_path is None:
         return None
-    replacement = Checkpoint(path=newest, filesystem=fs)
+    replacement = Checkpoint(path=new_path, filesystem=fs)
     # The latest result is also an entry of the kept list (same object after unpickling);
     # fix every entry whose folder is gone so Tune's bookkeeping stays consistent.
     for result in [latest, *getattr(manager, "_checkpoint_results", [])]:
         ckpt = getattr(result, "checkpoint", None)
         if ckpt is not None and (ckpt.path == old_path or not _exists(ckpt.filesystem, ckpt.path)):
             result.checkpoint = replacement
-    return old_path, newest
+    return old_path, new_path
 
 
 def replace_restored_callbacks(tuner: Any, callbacks: list[Any]) -> None:
