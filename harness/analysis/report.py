@@ -69,7 +69,12 @@ from harness.analysis.results_types import (
     format_interval,
     format_pvalue,
 )
-from harness.analysis.sequential import SequentialSummary, confidence_sequence, sequential_verdict
+from harness.analysis.sequential import (
+    SequentialSummary,
+    confidence_sequence,
+    sequential_verdict,
+    sequential_verdict_kind,
+)
 from harness.analysis.tables import frame_table_html, loss_unit, strip_external_resources, verdict_table_html
 from harness.analysis.tau import tau_runs, tau_stability
 from harness.errors import InputError
@@ -943,6 +948,7 @@ def _sequential_section(df: pl.DataFrame, settings: AnalysisSettings, seq: Seque
             test="anytime t",
             verdict=verdict,
             claim=cs.pvalue is not None and cs.pvalue <= settings.alpha,
+            kind=sequential_verdict_kind(cs, settings.smallest_effect),  # not the fixed-n interval's
         )
         if v.role == "primary"
         else v

@@ -63,7 +63,15 @@ from typing import Any
 import numpy as np
 from scipy import optimize, stats
 
-from harness.analysis.results_types import NEEDS_TWO_SEEDS, ConfidenceInterval, has_spread
+from harness.analysis.results_types import (
+    NEEDS_TWO_SEEDS,
+    NOT_DISTINGUISHABLE,
+    NOT_TESTABLE,
+    SETTLED,
+    ConfidenceInterval,
+    VerdictKind,
+    has_spread,
+)
 from harness.errors import InputError
 
 METHOD = "anytime-valid t-mixture confidence sequence (Lai 1976; Wang & Ramdas 2023)"
@@ -135,6 +143,12 @@ class SequentialSummary:
         return STOPPED_BY_CODES.get(self.stopped_by, 0.0)
 
 
+def _equivalent(cs: ConfidenceSequenceResult, smallest_effect: float | None) -> bool:
+    """The bounded anytime-valid interval lies inside +-``smallest_effect``."""
+    ci = cs.confidence_interval
+    return ci is not None and smallest_effect is not None and ci.inside(-smallest_effect, smallest_effect)
+
+
 def sequential_verdict(kind: str, cs: ConfidenceSequenceResult, smallest_effect: float | None = None) -> str:
     """The primary verdict read off the anytime-valid interval (``kind``: ``interaction``
     or ``main_effect``). An interval inside +-``smallest_effect`` is an equivalence claim
@@ -149,9 +163,18 @@ def sequential_verdict(kind: str, cs: ConfidenceSequenceResult, smallest_effect:
         return f"{'superadditive' if kind == 'interaction' else 'better than control'} ({level} excludes 0)"
     if cs.high < 0:
         return f"{'subadditive' if kind == 'interaction' else 'worse than control'} ({level} excludes 0)"
-    if smallest_effect is not None and -smallest_effect <= cs.low and cs.high <= smallest_effect:
+    if _equivalent(cs, smallest_effect):
         return f"equivalent to {reference} within +-{smallest_effect:g} ({level} inside the margin)"
     return f"not distinguishable from {reference}"
+
+
+def sequential_verdict_kind(cs: ConfidenceSequenceResult, smallest_effect: float | None = None) -> VerdictKind:
+    """The kind of :func:`sequential_verdict`'s verdict: settled when the anytime-valid
+    interval excludes 0 or lies inside +-``smallest_effect``; not testable without one."""
+    ci = cs.confidence_interval
+    if ci is None:
+        return NOT_TESTABLE
+    return SETTLED if cs.bounded and (ci.excludes(0.0) or _equivalent(cs, smallest_effect)) else NOT_DISTINGUISHABLE
 
 
 # ----------------------------------------------------------------------------- the boundary
@@ -300,5 +323,6 @@ __all__ = [
     "log_mixture_martingale",
     "mixture_precision_for",
     "sequential_verdict",
+    "sequential_verdict_kind",
     "t_interval_path",
 ]

@@ -11,11 +11,14 @@ import pytest
 from scipy import integrate, optimize, stats
 
 from harness.analysis import confidence_sequence
+from harness.analysis.results_types import NOT_DISTINGUISHABLE, NOT_TESTABLE, SETTLED
 from harness.analysis.sequential import (
     confidence_sequence_path,
     half_width_factor,
     log_mixture_martingale,
     mixture_precision_for,
+    sequential_verdict,
+    sequential_verdict_kind,
     t_interval_path,
 )
 from harness.errors import InputError
@@ -140,3 +143,23 @@ def test_no_interval_without_two_seeds_or_spread() -> None:
         confidence_sequence([0.1, 0.2, 0.3], confidence=1.5)
     with pytest.raises(InputError, match="tightest_at"):
         confidence_sequence([0.1, 0.2, 0.3], tightest_at=1)
+
+
+def test_the_verdict_kind_is_read_off_the_same_anytime_interval_as_its_words() -> None:
+    assert sequential_verdict_kind(confidence_sequence([0.1])) == NOT_TESTABLE
+    assert sequential_verdict_kind(confidence_sequence([0.1, 0.3], tightest_at=10)) == NOT_DISTINGUISHABLE  # unbounded
+    # A fixed-n t-interval would settle these 3 seeds (p = 0.02); the anytime interval does not.
+    few = confidence_sequence([0.9, 1.0, 1.1])
+    assert stats.ttest_1samp([0.9, 1.0, 1.1], 0.0).pvalue < 0.05 and few.low < 0 < few.high
+    assert sequential_verdict_kind(few) == NOT_DISTINGUISHABLE
+    rng = np.random.default_rng(5)
+    kinds = set()
+    for _ in range(300):
+        n, shift = int(rng.integers(2, 30)), float(rng.choice([0.0, 0.02, 1.0, -1.0]))
+        cs = confidence_sequence(shift + 0.1 * rng.standard_normal(n))
+        for margin in (None, 0.1):
+            words, kind = sequential_verdict("interaction", cs, margin), sequential_verdict_kind(cs, margin)
+            settled_words = "excludes 0" in words or "inside the margin" in words
+            assert (kind == SETTLED) == settled_words, (words, kind)
+            kinds.add(kind)
+    assert kinds == {SETTLED, NOT_DISTINGUISHABLE}

@@ -17,7 +17,7 @@ from harness_support import run_harness
 from mlflow import MlflowClient
 from typer.testing import CliRunner
 
-from harness.analysis.sequential import confidence_sequence
+from harness.analysis.sequential import confidence_sequence, sequential_verdict_kind
 from harness.cli import app
 from harness.errors import InputError
 from harness.studies.grid import expand_grid
@@ -260,6 +260,7 @@ def test_a_rule_met_at_once_runs_only_the_first_batch(write_spec, study_env: dic
     assert primary.test == "anytime t" and primary.n_seeds == 3
     cs = confidence_sequence(outcome.report.results["ega"].per_seed, tightest_at=(3 * 4) ** 0.5)
     assert (primary.confidence_interval.low, primary.confidence_interval.high) == pytest.approx((cs.low, cs.high))
+    assert primary.kind == sequential_verdict_kind(cs)  # coloured by the anytime interval, not the fixed-n one
     markdown = outcome.report.markdown
     assert "## Sequential design" in markdown and "Stopped: precision reached at 3 seeds" in markdown
     assert "anytime-valid 95% (confidence sequence)" in markdown and "fixed-n 95% t-interval" in markdown
