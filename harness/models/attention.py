@@ -208,8 +208,9 @@ def lag_penalised_attention(
         key_bias = q.new_zeros((B, H, T)) if key_bias is None else key_bias.float().expand(B, H, T)
         reach = lag_reach(q, k, key_bias, gamma, scale) if skip_far_keys else [T] * H
         plans: dict[tuple[int, int], list[int]] = {}
+        gamma_host = gamma.detach().cpu()  # one device-to-host copy, not one sync per head
         for h in range(H):
-            size = lag_chunk_size(gamma[h : h + 1], T) if chunk is None else max(1, min(int(chunk), T))
+            size = lag_chunk_size(gamma_host[h : h + 1], T) if chunk is None else max(1, min(int(chunk), T))
             plans.setdefault((size, reach[h]), []).append(h)
         width = fold_width(hd, q.device.type, columns=2)
         v2 = F.pad(v, (0, width - hd))  # (B, H, T, width)

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from harness.errors import InputError
+from harness.models.variants import MOPE_INITS
 
 
 def sinusoidal_frequencies(n_pairs: int, *, base: float = 10000.0) -> Tensor:
@@ -188,7 +189,6 @@ class ALiBiPositionalEncoding(PositionalEncoding):
 
 # Linguistic scales (characters) for MOPE's "scales" initialisation, one group of pairs (or heads) each.
 LINGUISTIC_SCALES: dict[str, float] = {"character": 3.0, "word": 6.0, "clause": 30.0, "sentence": 100.0}
-MORLET_INITS: tuple[str, ...] = ("random", "scales")
 
 
 def linguistic_scale_grid(n: int) -> Tensor:
@@ -211,8 +211,8 @@ class MorletScales(PositionalEncoding):
 
     def __init__(self, n_slots: int, init: str) -> None:
         super().__init__()
-        if init not in MORLET_INITS:
-            raise InputError(f"unknown MOPE initialisation {init!r}; known: {', '.join(MORLET_INITS)}")
+        if init not in MOPE_INITS:
+            raise InputError(f"unknown MOPE initialisation {init!r}; known: {', '.join(MOPE_INITS)}")
         self.init = init
         self.omega = nn.Parameter(torch.empty(n_slots))
         self.log_sigma = nn.Parameter(torch.empty(n_slots))
