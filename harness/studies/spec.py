@@ -58,7 +58,7 @@ from pydantic import (
 
 from harness.datasets.cards import REGISTRY
 from harness.errors import InputError
-from harness.models.sizes import CUSTOM_MAX_CONTEXT_LENGTH, SIZES, ModelSize, custom_size
+from harness.models.sizes import CUSTOM_MAX_CONTEXT_LENGTH, SIZES, ModelSize, custom_size, shape_name
 from harness.models.variants import DIAGNOSTIC_LABEL, VARIANTS, get_variant, is_diagnostic, make_variant
 from harness.training.config import TrainConfig
 
@@ -162,6 +162,11 @@ class CustomSize(_Strict):
                 "dimensions; choose a width that is a multiple of the number of heads"
             )
         return self
+
+    @property
+    def shape(self) -> str:
+        """``L4H4d128``: layers, heads and width in one token (:func:`harness.models.sizes.shape_name`)."""
+        return shape_name(self.n_layer, self.n_head, self.d_model)
 
     def model_size(self) -> ModelSize:
         """The :class:`harness.models.ModelSize` of this shape."""
@@ -392,7 +397,7 @@ class StudySpec(_Strict):
         if dupes:
             raise ValueError(f"duplicate size name(s) {', '.join(dupes)}: each size needs its own name")
         shapes = [(v.n_layer, v.n_head, v.d_model) for v in value if not isinstance(v, str)]
-        same = sorted({f"L{s[0]}H{s[1]}d{s[2]}" for s in shapes if shapes.count(s) > 1})
+        same = sorted({shape_name(*s) for s in shapes if shapes.count(s) > 1})
         if same:
             raise ValueError(
                 f"duplicate custom shape(s) {', '.join(same)} under different names: each would run the same "
@@ -709,9 +714,9 @@ def check_registries(spec: StudySpec, *, source: str = "<spec>") -> None:
             problems.append(
                 f"sizes[{i}].name: {size.name!r} is the preset {preset.shape}; write the preset as the plain name "
                 f"{size.name!r}"
-                if preset.shape == _shape(size)
+                if preset.shape == size.shape
                 else f"sizes[{i}].name: {size.name!r} is the preset {preset.shape}; give the custom shape "
-                f"{_shape(size)} another name (e.g. {_shape(size)!r})"
+                f"{size.shape} another name (e.g. {size.shape!r})"
             )
     for i, entry in enumerate(spec.variants):
         if isinstance(entry, str):
@@ -764,10 +769,6 @@ def _diagnostic_problems(spec: StudySpec) -> list[str]:
     ]
 
 
-def _shape(size: CustomSize) -> str:
-    return f"L{size.n_layer}H{size.n_head}d{size.d_model}"
-
-
 def _shape_problems(spec: StudySpec) -> list[str]:
     """Each custom shape against the components of each variant: one layer of that width and
     heads is built and run on a few tokens (on CPU; a layer's shape rules are those of the
@@ -798,7 +799,7 @@ def _shape_problems(spec: StudySpec) -> list[str]:
                 with torch.no_grad():
                     model(torch.zeros(1, T, dtype=torch.long))
             except (ValueError, RuntimeError) as exc:
-                problems.append(f"sizes[{i}] ({size.name}, {_shape(size)}) with variant {variant.name!r}: {exc}")
+                problems.append(f"sizes[{i}] ({size.name}, {size.shape}) with variant {variant.name!r}: {exc}")
     return problems
 
 
