@@ -652,6 +652,7 @@ class _Parts:
     headline: dict[str, float] = field(default_factory=dict)
     verdicts: list[Verdict] = field(default_factory=list)
     results: dict[str, Any] = field(default_factory=dict)
+    primary: ContrastResult | None = None  # the primary hypothesis's contrast, once the effects section has it
 
     def skip(self, note: str, h: list[str], m: list[str]) -> None:
         """A note that also shows in the section being built."""
@@ -827,8 +828,10 @@ def _contrasts_section(
         parts.headline.update(_contrast_headline(prefix, res))
         role = "primary" if label == primary_label else "secondary"
         parts.verdicts.append(_verdict_of(label, res, role))
-        if role == "primary" and prefix != "primary":
-            parts.headline.update(_contrast_headline("primary", res))
+        if role == "primary":
+            parts.primary = res
+            if prefix != "primary":
+                parts.headline.update(_contrast_headline("primary", res))
 
     if settings.base not in study.variants:
         parts.skip(f"effects skipped: the control variant {settings.base!r} is not in the table", h, m)
@@ -901,7 +904,10 @@ def _sequential_section(df: pl.DataFrame, settings: AnalysisSettings, seq: Seque
         {"sequential/n_seeds": float(seq.seeds_scheduled), "sequential/stopped_by": seq.stopped_by_code}
     )
     try:
-        res = primary_effect(df, settings)
+        # The effects section's primary contrast (same metric, confidence, seeds; only its
+        # per-seed values and t-interval are read here). Where that section has none,
+        # primary_effect is called for the InputError that says why.
+        res = parts.primary if parts.primary is not None else primary_effect(df, settings)
     except InputError as exc:
         parts.skip(f"sequential: the primary effect cannot be computed ({exc})", h, m)
         parts.sections.append(("Sequential design", h, m))

@@ -289,26 +289,31 @@ def confidence_sequence_path(
     _check_confidence(confidence)
     alpha = 1.0 - confidence
     c = mixture_precision_for(float(tightest_at), alpha)
-    x = np.asarray(values, dtype=float)
-    n = np.arange(1, x.shape[-1] + 1, dtype=float)
-    mean = np.cumsum(x, axis=-1) / n
-    with np.errstate(divide="ignore", invalid="ignore"):
-        var = (np.cumsum(x * x, axis=-1) - n * mean * mean) / (n - 1.0)  # ddof=1; NaN at n = 1
-    half = np.sqrt(np.maximum(var, 0.0)) * half_width_factor(np.maximum(n, 2.0), c, alpha)
+    n, mean, var = _running_mean_var(values)
+    half = np.sqrt(var) * half_width_factor(np.maximum(n, 2.0), c, alpha)
     half = np.where(n >= 2, half, np.nan)
     return ConfidenceInterval(mean - half, mean + half)
 
 
 def t_interval_path(values: np.ndarray, *, confidence: float = 0.95) -> ConfidenceInterval:
     """The fixed-n t-interval at every prefix (what a researcher who peeks would look at)."""
+    n, mean, var = _running_mean_var(values)
+    quantile = stats.t.ppf(0.5 + confidence / 2.0, np.maximum(n - 1.0, 1.0))
+    half = np.where(n >= 2, quantile * np.sqrt(var / n), np.nan)
+    return ConfidenceInterval(mean - half, mean + half)
+
+
+def _running_mean_var(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The mean and sample variance (ddof=1) of every prefix along the last axis, from
+    running sums: with S_k = sum x_i and Q_k = sum x_i^2 over the first k values,
+    ``mean_k = S_k / k`` and ``var_k = (Q_k - k mean_k^2) / (k - 1)``, clipped at 0
+    against rounding (NaN at k = 1). Returns ``(k, mean, var)``, ``k = 1 .. K`` as floats."""
     x = np.asarray(values, dtype=float)
     n = np.arange(1, x.shape[-1] + 1, dtype=float)
     mean = np.cumsum(x, axis=-1) / n
     with np.errstate(divide="ignore", invalid="ignore"):
-        var = (np.cumsum(x * x, axis=-1) - n * mean * mean) / (n - 1.0)
-        quantile = stats.t.ppf(0.5 + confidence / 2.0, np.maximum(n - 1.0, 1.0))
-        half = np.where(n >= 2, quantile * np.sqrt(np.maximum(var, 0.0) / n), np.nan)
-    return ConfidenceInterval(mean - half, mean + half)
+        var = (np.cumsum(x * x, axis=-1) - n * mean * mean) / (n - 1.0)  # NaN at n = 1
+    return n, mean, np.maximum(var, 0.0)
 
 
 __all__ = [

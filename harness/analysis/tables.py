@@ -326,9 +326,11 @@ def frame_table_html(
         groupname_col="__group" if group_by else None,
         id=_table_id("table", df, tuple(units.items()), tuple(group_by), title),
     )
-    gt = _format_numbers(gt, shown, signed=signed, percent=percent, decimals=decimals, bits_columns=bits_columns)
+    intervals = _interval_columns(shown)  # merged and labelled by _merge_intervals
+    gt = _format_numbers(
+        gt, shown, signed=signed, percent=percent, decimals=decimals, bits_columns=bits_columns, intervals=intervals
+    )
     gt = _merge_intervals(gt, shown, confidence=confidence, units=units)
-    intervals = _interval_columns(shown)  # labelled by _merge_intervals
     labels = {c: _label(c, units) for c in shown.columns if not c.startswith("__") and c not in intervals}
     for column in bits_columns:
         base = column[: -len("__bits")]
@@ -344,7 +346,7 @@ def frame_table_html(
     if df.height > max_rows:
         gt = gt.tab_source_note(f"{df.height - max_rows} more rows in the parquet table.")
     numeric = [c for c, t in shown.schema.items() if t.is_numeric() and not c.startswith("__")]
-    return _render(gt, nowrap=[c for c in numeric if c not in _interval_columns(shown) or c.endswith("_low")])
+    return _render(gt, nowrap=[c for c in numeric if c not in intervals or c.endswith("_low")])
 
 
 def _format_numbers(
@@ -355,8 +357,10 @@ def _format_numbers(
     percent: Sequence[str],
     decimals: int,
     bits_columns: Sequence[str],
+    intervals: set[str],
 ) -> GT:
-    """p-values as the terminal writes them, integers, percentages, fixed decimals."""
+    """p-values as the terminal writes them, integers, percentages, fixed decimals; a
+    missing value as a dash, except in the ``intervals`` columns (merged as ``n/a``)."""
     signed_all = set(signed) | {f"{c}__bits" for c in signed}
     for low, high, _ in _interval_pairs(shown.columns):  # an interval is signed when its low end is
         if low in signed_all:
@@ -372,7 +376,7 @@ def _format_numbers(
             gt = gt.fmt_percent(column, decimals=1)
         elif dtype.is_float():
             gt = gt.fmt_number(column, decimals=decimals, force_sign=column in signed_all)
-    other = [c for c, t in shown.schema.items() if not c.startswith("__") and c not in _interval_columns(shown)]
+    other = [c for c in shown.columns if not c.startswith("__") and c not in intervals]
     return gt.sub_missing(other, missing_text="–")
 
 
