@@ -22,16 +22,9 @@ from harness.analysis.results_types import AnalysisSettings
 from harness.analysis.sequential import ConfidenceSequenceResult, SequentialSummary, confidence_sequence
 from harness.errors import InputError
 from harness.studies.grid import Trial
+from harness.studies.runner import result_row
 from harness.studies.sequential import Decision, DecisionLog, SequentialDesign, decide, scheduled_batches
 from harness.studies.spec import StudySpec
-
-#: Result-table column of the analysis metric -> the trial's final report key.
-_FINAL_KEYS = {
-    "val_loss": "final/val_loss",
-    "test_loss": "final/test_loss",
-    "train_loss": "final/train_loss",
-    "best_val_loss": "best/val_loss",
-}
 
 
 def primary_interval(
@@ -65,26 +58,6 @@ def summary_from_log(design: SequentialDesign, decisions: Sequence[Decision]) ->
 
 
 # ----------------------------------------------------------------------------- the searcher
-def _outcome_row(trial: Trial, result: Mapping[str, Any] | None, error: bool) -> dict[str, Any]:
-    """One row of the table the rule is evaluated on: the trial's factors and final losses."""
-    c = trial.config
-    result = result or {}
-    status = str(result.get("status")) if result.get("status") in ("finished", "diverged") else "failed"
-    row: dict[str, Any] = {
-        "trial_id": trial.trial_id,
-        "variant": c.variant,
-        "seed": c.seed,
-        "dataset": c.dataset,
-        "size": c.size,
-        "context_length": c.context_length,
-        "status": "failed" if error else status,
-    }
-    for column, key in _FINAL_KEYS.items():
-        value = result.get(key)
-        row[column] = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-    return row
-
-
 @dataclass
 class _SearchState:
     """What the searcher must carry across a resume (saved as JSON with Tune's snapshot)."""
@@ -93,7 +66,7 @@ class _SearchState:
     queue: list[str] = field(default_factory=list)  # trial ids scheduled, not yet handed to Tune
     emitted: set[str] = field(default_factory=set)
     tune_ids: dict[str, str] = field(default_factory=dict)  # Tune's trial id -> our trial id
-    outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)  # trial id -> row
+    outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)  # trial id -> results-table row
     decisions: list[Decision] = field(default_factory=list)
     finished: bool = False
 
@@ -101,7 +74,8 @@ class _SearchState:
 class SeedBatchSearcher(Searcher):
     """A Tune ``Searcher`` that runs a sequential study's seed blocks batch by batch (see
     the module docstring). ``known``: trial ids a restored Tune experiment already holds
-    (never handed out again); ``announce``: where a decision is told (the live view)."""
+    (never handed out again); ``announce``: where a decision is told (the live view);
+    ``study``: the study's name, the ``study`` column of the outcome rows."""
 
     def __init__(
         self,
@@ -112,9 +86,11 @@ class SeedBatchSearcher(Searcher):
         *,
         known: Iterable[str] = (),
         announce: Callable[[str], None] | None = None,
+        study: str = "",
     ) -> None:
         super().__init__()
         self.design = design
+        self.study = study
         self.settings = dict(settings)
         self.trials = {t.trial_id: t for t in trials}
         self.by_seed: dict[int, list[str]] = {}
@@ -153,7 +129,11 @@ class SeedBatchSearcher(Searcher):
         # Only an outcome counts: a final report (finished, diverged) or a failure Tune gave
         # up on. A trial stopped without one (an interrupted study) is not an outcome.
         if error or (result or {}).get("status") in ("finished", "diverged"):
-            self.state.outcomes[tid] = _outcome_row(self.trials[tid], result, error)
+            # The rule is evaluated on results-table rows; a failure counts as failed
+            # whatever its last report said.
+            self.state.outcomes[tid] = result_row(
+                self.study, self.trials[tid], None if error else result, error or None
+            )
             self._maybe_decide()
 
     def get_state(self) -> dict[str, Any]:
@@ -248,7 +228,9 @@ def searcher_for(
     design = SequentialDesign.from_spec(spec)
     if design is None:
         return None
-    return SeedBatchSearcher(design, spec.analysis_settings(), trials, study_dir, known=known, announce=announce)
+    return SeedBatchSearcher(
+        design, spec.analysis_settings(), trials, study_dir, known=known, announce=announce, study=spec.name
+    )
 
 
 def summary_for(spec: StudySpec, study_dir: str) -> SequentialSummary | None:

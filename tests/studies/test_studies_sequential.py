@@ -21,7 +21,7 @@ from harness.analysis.sequential import confidence_sequence, sequential_verdict_
 from harness.cli import app
 from harness.errors import InputError
 from harness.studies.grid import expand_grid
-from harness.studies.runner import run_study
+from harness.studies.runner import results_table, run_study
 from harness.studies.seed_search import SeedBatchSearcher
 from harness.studies.sequential import (
     DECISIONS_FILE,
@@ -168,6 +168,19 @@ def test_searcher_hands_out_batches_and_waits_between_them(tiny: dict, tmp_path:
         (5, "stop", "max"),
     ]
     assert decisions[-1].text.startswith("max seeds reached (5)")
+
+
+def test_searcher_evaluates_results_table_rows_and_a_failure_counts_failed(tiny: dict, tmp_path: Path) -> None:
+    searcher = _searcher(tiny, tmp_path, seeds={"min": 2, "max": 5, "batch": 2}, stop_when={"precision": 1e-9})
+    for i in range(2):
+        searcher.suggest(f"t{i}")
+    _finish(searcher, "t0", 0.05)
+    failed = searcher.state.tune_ids["t1"]
+    searcher.on_trial_complete("t1", {"status": "finished", "final/val_loss": 1.5}, error=True)
+    rows = searcher.state.outcomes
+    table = results_table("", [searcher.trials[t] for t in rows], {t: ({"status": "finished"}, None) for t in rows})
+    assert list(rows[searcher.state.tune_ids["t0"]]) == list(table.columns)
+    assert rows[failed]["status"] == "failed" and rows[failed]["val_loss"] is None
 
 
 def test_searcher_stops_when_the_interval_is_settled_and_its_numbers_are_the_analysis(
