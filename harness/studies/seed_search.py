@@ -49,7 +49,7 @@ def summary_from_log(design: SequentialDesign, decisions: Sequence[Decision]) ->
     return SequentialSummary(
         rule=design.rule_text(),
         tightest_at=design.tightest_at,
-        seeds_scheduled=len(design.scheduled_seeds(scheduled_batches(design, decisions))),
+        seeds_scheduled=len(design.scheduled_seeds(scheduled_batches(decisions))),
         stopped_by=last.stopped_by if stopped else None,
         stop_text=last.text if stopped else "not stopped yet (the study did not finish its batches)",
         decisions=tuple(dataclasses.asdict(d) for d in decisions),
@@ -60,15 +60,24 @@ def summary_from_log(design: SequentialDesign, decisions: Sequence[Decision]) ->
 # ----------------------------------------------------------------------------- the searcher
 @dataclass
 class _SearchState:
-    """What the searcher must carry across a resume (saved as JSON with Tune's snapshot)."""
+    """What the searcher must carry across a resume (saved as JSON with Tune's snapshot);
+    the batches scheduled and whether it finished follow from its decisions."""
 
-    batches: int = 1  # batches scheduled
     queue: list[str] = field(default_factory=list)  # trial ids scheduled, not yet handed to Tune
     emitted: set[str] = field(default_factory=set)
     tune_ids: dict[str, str] = field(default_factory=dict)  # Tune's trial id -> our trial id
     outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)  # trial id -> results-table row
     decisions: list[Decision] = field(default_factory=list)
-    finished: bool = False
+
+    @property
+    def batches(self) -> int:
+        """Batches scheduled: the first, plus one per "continue"."""
+        return scheduled_batches(self.decisions)
+
+    @property
+    def finished(self) -> bool:
+        """A decision stopped the study (none follows a stop)."""
+        return bool(self.decisions) and self.decisions[-1].action == "stop"
 
 
 class SeedBatchSearcher(Searcher):
@@ -140,18 +149,20 @@ class SeedBatchSearcher(Searcher):
         """The state as JSON-able data (what :meth:`save` writes)."""
         st = self.state
         return {
-            "batches": st.batches,
             "queue": list(st.queue),
             "emitted": sorted(st.emitted),
             "tune_ids": dict(st.tune_ids),
             "outcomes": dict(st.outcomes),
             "decisions": [dataclasses.asdict(d) for d in st.decisions],
-            "finished": st.finished,
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
         """From :meth:`get_state`'s data; then the decision log and Tune's trials rule."""
         data = dict(state)
+        # A state saved before ``batches`` and ``finished`` were derived from the decisions
+        # holds them too; they always agreed with its decisions.
+        data.pop("batches", None)
+        data.pop("finished", None)
         data["emitted"] = set(data["emitted"])
         data["decisions"] = [Decision.from_json(d) for d in data["decisions"]]
         self.state = _SearchState(**data)
@@ -188,7 +199,7 @@ class SeedBatchSearcher(Searcher):
         """Once every trial of the scheduled batches has an outcome: the logged decision
         for this batch if there is one (a resume), else a new one, logged first."""
         s = self.state
-        if s.finished or s.queue or len(s.decisions) >= s.batches:
+        if s.finished or s.queue:
             return
         if any(tid not in s.outcomes for tid in self._scheduled_ids()):
             return
@@ -208,11 +219,9 @@ class SeedBatchSearcher(Searcher):
     def _apply(self, decision: Decision) -> None:
         self.state.decisions.append(decision)
         if decision.action == "stop":
-            self.state.finished = True
             self.state.queue.clear()
         else:
-            self._schedule(self.state.batches)
-            self.state.batches += 1
+            self._schedule(self.state.batches - 1)  # the batch this "continue" just added
 
 
 # ----------------------------------------------------------------------------- the runner's hooks

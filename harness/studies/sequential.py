@@ -241,7 +241,7 @@ class DecisionLog:
         fs.move(f"{path}.tmp", path)  # a kill mid-write leaves the previous log intact
 
 
-def scheduled_batches(design: SequentialDesign, decisions: Sequence[Decision]) -> int:
+def scheduled_batches(decisions: Sequence[Decision]) -> int:
     """Batches scheduled so far: the first, plus one per logged "continue"."""
     return 1 + sum(1 for d in decisions if d.action == "continue")
 
@@ -253,7 +253,7 @@ def scheduled_trials(spec: StudySpec, trials: Sequence[Trial], study_dir: str) -
     design = SequentialDesign.from_spec(spec)
     if design is None:
         return list(trials)
-    seeds = set(design.scheduled_seeds(scheduled_batches(design, DecisionLog(study_dir).decisions())))
+    seeds = set(design.scheduled_seeds(scheduled_batches(DecisionLog(study_dir).decisions())))
     return [t for t in trials if t.config.seed in seeds]
 
 

@@ -231,6 +231,21 @@ def test_a_restored_searcher_keeps_its_logged_decisions(tiny: dict, tmp_path: Pa
     assert "baseline_s0_nano_T32_tinyshakespeare" not in again.state.queue
 
 
+def test_searcher_state_derives_batches_and_finished_and_restores_the_old_shape(tiny: dict, tmp_path: Path) -> None:
+    searcher = _searcher(tiny, tmp_path, seeds={"min": 2, "max": 5, "batch": 2}, stop_when={"precision": 1e-9})
+    for i in range(4):
+        searcher.suggest(f"t{i}")
+    for i in range(4):
+        _finish(searcher, f"t{i}", 0.05)
+    assert (searcher.state.batches, searcher.state.finished) == (2, False)
+    state = searcher.get_state()
+    assert "batches" not in state and "finished" not in state
+    # a state saved when the two were stored alongside the decisions still restores
+    restored = _searcher(tiny, tmp_path, seeds={"min": 2, "max": 5, "batch": 2}, stop_when={"precision": 1e-9})
+    restored.set_state({**state, "batches": 2, "finished": False})
+    assert restored.get_state() == state and restored.state.queue == searcher.state.queue
+
+
 def test_decide_words_the_stop() -> None:
     design = SequentialDesign(3, 20, 2, "precision", 0.01, None, 0.95)
     tight = confidence_sequence([0.010, 0.012, 0.011, 0.013, 0.009, 0.0105], tightest_at=design.tightest_at)
