@@ -43,10 +43,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.fs
-
 from harness.studies.grid import Trial
 from harness.studies.spec import PrecisionRule, StudySpec
+from harness.studies.storage import read_text, storage_filesystem, write_bytes
 
 if TYPE_CHECKING:  # the analysis (scipy) loads with the searcher, not with a dry run
     from harness.analysis.sequential import ConfidenceSequenceResult
@@ -204,22 +203,23 @@ def _interval_text(cs: ConfidenceSequenceResult) -> str:
 
 class DecisionLog:
     """:data:`DECISIONS_FILE` in the study's directory (a local path or a URI): the design
-    and every decision, rewritten whole at each decision (object stores cannot append)."""
+    and every decision, rewritten whole at each decision (object stores cannot append).
+    Its filesystem is resolved once (:func:`~harness.studies.storage.storage_filesystem`);
+    pyarrow filesystems pickle, so a searcher holding the log still does."""
 
     def __init__(self, study_dir: str) -> None:
         self.study_dir = study_dir.rstrip("/")
-
-    def _fs(self) -> tuple[Any, str]:
-        fs, root = pyarrow.fs.FileSystem.from_uri(self.study_dir)
-        return fs, f"{root.rstrip('/')}/{DECISIONS_FILE}"
+        self.fs, root = storage_filesystem(self.study_dir)
+        self.path = f"{root.rstrip('/')}/{DECISIONS_FILE}"
 
     def read(self) -> dict[str, Any] | None:
-        """``{"design": ..., "decisions": [...]}`` (None: no log yet)."""
-        fs, path = self._fs()
+        """``{"design": ..., "decisions": [...]}`` (None: no log yet, or not readable)."""
+        text = read_text(self.fs, self.path)
+        if text is None:
+            return None
         try:
-            with fs.open_input_stream(path) as f:
-                return self.parse(f.read().decode())
-        except (FileNotFoundError, OSError, ValueError):
+            return self.parse(text)
+        except ValueError:
             return None
 
     @staticmethod
@@ -234,11 +234,9 @@ class DecisionLog:
 
     def write(self, design: SequentialDesign, decisions: Sequence[Decision]) -> None:
         """JSON lines: the design, then one decision per line."""
-        fs, path = self._fs()
         lines = [json.dumps({"design": design.record()}), *(json.dumps(dataclasses.asdict(d)) for d in decisions)]
-        with fs.open_output_stream(f"{path}.tmp") as f:
-            f.write(("\n".join(lines) + "\n").encode())
-        fs.move(f"{path}.tmp", path)  # a kill mid-write leaves the previous log intact
+        write_bytes(self.fs, f"{self.path}.tmp", ("\n".join(lines) + "\n").encode())
+        self.fs.move(f"{self.path}.tmp", self.path)  # a kill mid-write leaves the previous log intact
 
 
 def scheduled_batches(decisions: Sequence[Decision]) -> int:

@@ -8,6 +8,7 @@ tests/reliability/test_sequential_killed.py."""
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import polars as pl
@@ -244,6 +245,18 @@ def test_searcher_state_derives_batches_and_finished_and_restores_the_old_shape(
     restored = _searcher(tiny, tmp_path, seeds={"min": 2, "max": 5, "batch": 2}, stop_when={"precision": 1e-9})
     restored.set_state({**state, "batches": 2, "finished": False})
     assert restored.get_state() == state and restored.state.queue == searcher.state.queue
+
+
+def test_a_searcher_and_its_decision_log_pickle(tiny: dict, tmp_path: Path) -> None:
+    """Tune pickles the searcher with the experiment: the log's filesystem goes with it."""
+    searcher = _searcher(tiny, tmp_path, seeds={"min": 2, "max": 5, "batch": 2}, stop_when={"precision": 1e-9})
+    for i in range(4):
+        searcher.suggest(f"t{i}")
+    for i in range(4):
+        _finish(searcher, f"t{i}", 0.05)
+    copy = pickle.loads(pickle.dumps(searcher))
+    assert copy.log.decisions() == searcher.log.decisions() and len(copy.log.decisions()) == 1
+    assert copy.get_state() == searcher.get_state()
 
 
 def test_decide_words_the_stop() -> None:
