@@ -50,11 +50,13 @@ from harness.studies.grid import Trial, expand_grid
 from harness.studies.ray_auth import enable_token_auth_if_available
 from harness.studies.sequential import (
     DECISIONS_FILE,
+    DecisionLog,
     SequentialDesign,
     describe_seeds,
     design_changed,
     scheduled_trials,
     trial_range,
+    trials_scheduled,
 )
 from harness.studies.spec import StudySpec, load_spec, read_spec_text
 from harness.studies.storage import (
@@ -964,12 +966,14 @@ def sequential_outcome(plan: StudyPlan, layout: StudyLayout) -> tuple[StudyPlan,
     """After Tune: a sequential study's plan narrowed to the trials its batches scheduled
     (its results table holds those), and the summary of its decisions for the report and
     the record; a fixed grid is returned as it is, with no summary."""
-    if plan.spec.seed_schedule is None:
+    design = SequentialDesign.from_spec(plan.spec)
+    if design is None:
         return plan, None
-    from harness.studies.seed_search import summary_for  # loads with Ray and the analysis (Tune ran)
+    from harness.studies.seed_search import summary_from_log  # loads with Ray and the analysis (Tune ran)
 
-    narrowed = dataclasses.replace(plan, trials=scheduled_trials(plan.spec, plan.trials, layout.study_dir))
-    return narrowed, summary_for(plan.spec, layout.study_dir)
+    decisions = DecisionLog(layout.study_dir).decisions()  # read once: the trials and the summary agree
+    narrowed = dataclasses.replace(plan, trials=trials_scheduled(design, decisions, plan.trials))
+    return narrowed, summary_from_log(design, decisions)
 
 
 def tell_where(

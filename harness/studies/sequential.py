@@ -245,14 +245,19 @@ def scheduled_batches(decisions: Sequence[Decision]) -> int:
 
 
 # ----------------------------------------------------------------------------- the runner's views
+def trials_scheduled(design: SequentialDesign, decisions: Sequence[Decision], trials: Sequence[Trial]) -> list[Trial]:
+    """The trials of the batches ``decisions`` scheduled (the trials of their seeds)."""
+    seeds = set(design.scheduled_seeds(scheduled_batches(decisions)))
+    return [t for t in trials if t.config.seed in seeds]
+
+
 def scheduled_trials(spec: StudySpec, trials: Sequence[Trial], study_dir: str) -> list[Trial]:
     """The trials a sequential study scheduled (per its decision log): its results table
     holds these; a fixed grid: all of them."""
     design = SequentialDesign.from_spec(spec)
     if design is None:
         return list(trials)
-    seeds = set(design.scheduled_seeds(scheduled_batches(DecisionLog(study_dir).decisions())))
-    return [t for t in trials if t.config.seed in seeds]
+    return trials_scheduled(design, DecisionLog(study_dir).decisions(), trials)
 
 
 def design_changed(spec: StudySpec, stored: Mapping[str, Any]) -> bool:
@@ -290,4 +295,5 @@ __all__ = [
     "scheduled_batches",
     "scheduled_trials",
     "trial_range",
+    "trials_scheduled",
 ]
