@@ -755,9 +755,12 @@ def make_trainable(plan: StudyPlan, layout: StudyLayout, fault_nan: dict[str, in
     )
 
 
-def restore_tuner(layout: StudyLayout, trainable: Any, tune_callbacks: list[Any], say: Any) -> tuple[Any, dict]:
-    """Tune's experiment of a resumed study, with today's callbacks; and the trials it
-    already finished (trial id -> DONE | DIVERGED) for the progress view."""
+def restore_tuner(
+    layout: StudyLayout, trainable: Any, tune_callbacks: list[Any], say: Any
+) -> tuple[Any, dict[str, str], set[str]]:
+    """Tune's experiment of a resumed study, with today's callbacks; the trials it
+    already finished (trial id -> DONE | DIVERGED) for the progress view; and every trial
+    id it holds (a sequential study's searcher never hands those out again)."""
     from ray import tune  # see the note on imports at the top of this module
 
     study_dir = layout.study_dir
@@ -777,14 +780,16 @@ def restore_tuner(layout: StudyLayout, trainable: Any, tune_callbacks: list[Any]
         # Tune restores the RunConfig it pickled; today's callbacks (tracking URI,
         # terminal) replace the stale copies.
         replace_restored_callbacks(tuner, tune_callbacks)
-        already = {}
+        already, known = {}, set()
         for result in tuner.get_results():
+            if result.config:
+                known.add(str(result.config["trial"]))
             status = trial_status(result.metrics, None)
             if status in ("finished", "diverged"):
                 already[str(result.config["trial"])] = "DONE" if status == "finished" else "DIVERGED"
     finally:
         analysis_log.setLevel(level)
-    return tuner, already
+    return tuner, already, known
 
 
 def new_tuner(
@@ -862,8 +867,7 @@ def launch_tune(
     )
     tune_callbacks = [MlflowStudyCallback(recorder, plan.by_id, study=plan.spec.name), progress, *callbacks]
     if previous is not None:
-        tuner, already = restore_tuner(layout, trainable, tune_callbacks, say)
-        known = {str(r.config["trial"]) for r in tuner.get_results() if r.config}
+        tuner, already, known = restore_tuner(layout, trainable, tune_callbacks, say)
         searcher = searcher_for(plan.spec, plan.trials, layout.study_dir, known=known, announce=progress.note)
         if searcher is not None:
             # Tune restores the searcher it pickled at the start and then its saved state;
