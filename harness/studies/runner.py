@@ -55,6 +55,7 @@ from harness.studies.sequential import (
     describe_seeds,
     design_changed,
     scheduled_trials,
+    summary_from_log,
     trial_range,
     trials_scheduled,
 )
@@ -973,8 +974,6 @@ def sequential_outcome(plan: StudyPlan, layout: StudyLayout) -> tuple[StudyPlan,
     design = SequentialDesign.from_spec(plan.spec)
     if design is None:
         return plan, None
-    from harness.studies.seed_search import summary_from_log  # loads with Ray and the analysis (Tune ran)
-
     decisions = DecisionLog(layout.study_dir).decisions()  # read once: the trials and the summary agree
     narrowed = dataclasses.replace(plan, trials=trials_scheduled(design, decisions, plan.trials))
     return narrowed, summary_from_log(design, decisions)

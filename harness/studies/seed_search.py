@@ -19,7 +19,7 @@ from ray.tune.search import Searcher
 
 from harness.analysis.contrasts import primary_effect
 from harness.analysis.results_types import AnalysisSettings
-from harness.analysis.sequential import ConfidenceSequenceResult, SequentialSummary, confidence_sequence
+from harness.analysis.sequential import ConfidenceSequenceResult, confidence_sequence
 from harness.errors import InputError
 from harness.studies.grid import Trial
 from harness.studies.runner import result_row
@@ -40,21 +40,6 @@ def primary_interval(
         per_seed, note = [], str(exc)
     cs = confidence_sequence(per_seed, confidence=design.confidence, tightest_at=design.tightest_at)
     return cs, note
-
-
-def summary_from_log(design: SequentialDesign, decisions: Sequence[Decision]) -> SequentialSummary:
-    """What the report states about the sequential design (from the decision log)."""
-    last = decisions[-1] if decisions else None
-    stopped = last is not None and last.action == "stop"
-    return SequentialSummary(
-        rule=design.rule_text(),
-        tightest_at=design.tightest_at,
-        seeds_scheduled=len(design.scheduled_seeds(scheduled_batches(decisions))),
-        stopped_by=last.stopped_by if stopped else None,
-        stop_text=last.text if stopped else "not stopped yet (the study did not finish its batches)",
-        decisions=tuple(dataclasses.asdict(d) for d in decisions),
-        smallest_effect=design.smallest_effect,
-    )
 
 
 # ----------------------------------------------------------------------------- the searcher
@@ -242,18 +227,8 @@ def searcher_for(
     )
 
 
-def summary_for(spec: StudySpec, study_dir: str) -> SequentialSummary | None:
-    """The sequential part of the report, from the decision log (None: a fixed grid)."""
-    design = SequentialDesign.from_spec(spec)
-    if design is None:
-        return None
-    return summary_from_log(design, DecisionLog(study_dir).decisions())
-
-
 __all__ = [
     "SeedBatchSearcher",
     "primary_interval",
     "searcher_for",
-    "summary_for",
-    "summary_from_log",
 ]

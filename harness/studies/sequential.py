@@ -48,7 +48,7 @@ from harness.studies.spec import PrecisionRule, StudySpec
 from harness.studies.storage import read_text, storage_filesystem, write_bytes
 
 if TYPE_CHECKING:  # the analysis (scipy) loads with the searcher, not with a dry run
-    from harness.analysis.sequential import ConfidenceSequenceResult
+    from harness.analysis.sequential import ConfidenceSequenceResult, SequentialSummary
 
 #: The decision log in the study's directory. Not ``.json``: on ``Tuner.restore`` Tune copies
 #: every ``*.json`` / ``*.pkl`` of the experiment directory into its driver staging folder
@@ -228,6 +228,11 @@ class DecisionLog:
         lines = [json.loads(line) for line in text.splitlines() if line.strip()]
         return {"design": lines[0].get("design") if lines else None, "decisions": lines[1:]}
 
+    @staticmethod
+    def parse_decisions(text: str) -> list[Decision]:
+        """The decisions in the log's text."""
+        return [Decision.from_json(d) for d in DecisionLog.parse(text)["decisions"]]
+
     def decisions(self) -> list[Decision]:
         data = self.read() or {}
         return [Decision.from_json(d) for d in data.get("decisions", [])]
@@ -258,6 +263,31 @@ def scheduled_trials(spec: StudySpec, trials: Sequence[Trial], study_dir: str) -
     if design is None:
         return list(trials)
     return trials_scheduled(design, DecisionLog(study_dir).decisions(), trials)
+
+
+def summary_from_log(design: SequentialDesign, decisions: Sequence[Decision]) -> SequentialSummary:
+    """What the report states about the sequential design (from the decision log)."""
+    from harness.analysis.sequential import SequentialSummary  # the analysis loads with the report
+
+    last = decisions[-1] if decisions else None
+    stopped = last is not None and last.action == "stop"
+    return SequentialSummary(
+        rule=design.rule_text(),
+        tightest_at=design.tightest_at,
+        seeds_scheduled=len(design.scheduled_seeds(scheduled_batches(decisions))),
+        stopped_by=last.stopped_by if stopped else None,
+        stop_text=last.text if stopped else "not stopped yet (the study did not finish its batches)",
+        decisions=tuple(dataclasses.asdict(d) for d in decisions),
+        smallest_effect=design.smallest_effect,
+    )
+
+
+def summary_for(spec: StudySpec, study_dir: str) -> SequentialSummary | None:
+    """The sequential part of the report, from the decision log (None: a fixed grid)."""
+    design = SequentialDesign.from_spec(spec)
+    if design is None:
+        return None
+    return summary_from_log(design, DecisionLog(study_dir).decisions())
 
 
 def design_changed(spec: StudySpec, stored: Mapping[str, Any]) -> bool:
@@ -294,6 +324,8 @@ __all__ = [
     "design_changed",
     "scheduled_batches",
     "scheduled_trials",
+    "summary_for",
+    "summary_from_log",
     "trial_range",
     "trials_scheduled",
 ]
