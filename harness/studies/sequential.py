@@ -278,7 +278,6 @@ def summary_from_log(design: SequentialDesign, decisions: Sequence[Decision]) ->
         stopped_by=last.stopped_by if stopped else None,
         stop_text=last.text if stopped else "not stopped yet (the study did not finish its batches)",
         decisions=tuple(dataclasses.asdict(d) for d in decisions),
-        smallest_effect=design.smallest_effect,
     )
 
 
