@@ -44,7 +44,7 @@ from harness.datasets import load
 from harness.errors import InputError
 from harness.mlflow_client import check_tracking_uri, harness_git_commit, redact_uri, resolve_tracking_uri
 from harness.results_schema import RESULT_SCHEMA, TrialStatus, head_taus
-from harness.studies.cost import estimate
+from harness.studies.cost import CostEstimate, estimate
 from harness.studies.destinations import is_uri, refuse_ephemeral_destinations
 from harness.studies.grid import Trial, expand_grid
 from harness.studies.ray_auth import enable_token_auth_if_available
@@ -386,25 +386,26 @@ def dry_run_text(
     for i, trial in enumerate(trials, 1):
         lines.append(f"{i:>4}  {trial.trial_id}")
     lines.append("")
-    costs = [
-        estimate(
+
+    def cost(some: Sequence[Trial]) -> CostEstimate:
+        return estimate(
             some,
             cpus_per_trial=spec.resources.cpus,
             gpus_per_trial=spec.resources.gpus,
             total_cpus=None if address else os.cpu_count(),
         )
-        for some in trial_range(spec, trials)
-    ]
+
     if design is None:
         lines.append(f"total: {len(trials)} trials")
-        lines.extend(costs[1].lines())
+        lines.extend(cost(trials).lines())
     else:
+        least, most = (cost(some) for some in trial_range(spec, trials))
         lines.append(
-            f"total: {costs[0].trials} trials at least (the first {design.min_seeds} seeds, if the rule holds at "
-            f"once), {costs[1].trials} at most ({design.max_seeds} seeds)"
+            f"total: {least.trials} trials at least (the first {design.min_seeds} seeds, if the rule holds at "
+            f"once), {most.trials} at most ({design.max_seeds} seeds)"
         )
-        lines.extend(f"at least: {line}" for line in costs[0].lines())
-        lines.extend(f"at most:  {line}" for line in costs[1].lines())
+        lines.extend(f"at least: {line}" for line in least.lines())
+        lines.extend(f"at most:  {line}" for line in most.lines())
     lines.append("dry run: nothing was started.")
     return "\n".join(lines)
 
