@@ -19,20 +19,34 @@ def _sqlite_file(uri: str) -> Path | None:
     return Path(uri[len("sqlite:///") :])
 
 
-def _settings_from_spec(text: str):
-    """The analysis settings of a study's spec: through the spec model (the factorial and
-    the primary hypothesis resolved as the study resolved them), else from the raw
-    ``analysis:`` block of a spec this version cannot fully parse."""
+def _settings_from_spec(text: str, spec: Any):
+    """The analysis settings of a study's spec (``spec``: its text parsed, None when this
+    version cannot fully parse it): through the spec model (the factorial and the primary
+    hypothesis resolved as the study resolved them), else from the raw ``analysis:`` block."""
     import yaml
 
     from harness.analysis.results_types import AnalysisSettings
     from harness.errors import InputError
+
+    if spec is not None:
+        try:
+            return AnalysisSettings.from_mapping(spec.analysis_settings())
+        except InputError:
+            pass
+    return AnalysisSettings.from_mapping((yaml.safe_load(text) or {}).get("analysis"))
+
+
+def _parsed_spec(text: str | None):
+    """``text`` parsed as a study spec; None without a text or for one this version cannot parse."""
+    from harness.errors import InputError
     from harness.studies.spec import parse_spec
 
+    if text is None:
+        return None
     try:
-        return AnalysisSettings.from_mapping(parse_spec(text).analysis_settings())
+        return parse_spec(text)
     except InputError:
-        return AnalysisSettings.from_mapping((yaml.safe_load(text) or {}).get("analysis"))
+        return None
 
 
 def report(
@@ -77,8 +91,10 @@ def report(
 
     uri = tracking_uri_or_default(tracking_uri)
     df, parent, from_path = _results_and_parent(study, uri, from_path, log)
-    settings = _parent_settings(uri, parent)
-    sequential = _sequential_summary(uri, parent, from_path)
+    spec_text = _parent_spec_text(uri, parent)  # downloaded and parsed once, for both
+    spec = _parsed_spec(spec_text)
+    settings = _parent_settings(spec_text, spec)
+    sequential = _sequential_summary(uri, parent, from_path, spec)
     window_df, sigma_df = _windows_and_sigmas(study, uri, parent, from_path, windows)
     datasets = df.get_column("dataset").drop_nulls().unique().to_list() if "dataset" in df.columns else []
     rep = build_report(
@@ -158,69 +174,73 @@ def _results_and_parent(study: str, uri: str, from_path: Path | None, log: bool)
     return df, parent, from_path
 
 
-def _parent_settings(uri: str, parent):
-    """The analysis settings of the spec logged on the parent run; the defaults without one."""
+def _parent_spec_text(uri: str, parent) -> str | None:
+    """The ``spec.yaml`` logged on the parent run; None without a parent run or that artifact."""
     import tempfile
 
-    from harness.analysis.results_types import AnalysisSettings
-    from harness.errors import InputError
-
     if parent is None:
-        return AnalysisSettings()
+        return None
     from harness.mlflow_client import TrackingClient
 
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            spec_path = TrackingClient(uri).download_artifacts(parent.info.run_id, "spec.yaml", tmp)
-            spec_text = Path(spec_path).read_text()
-        return _settings_from_spec(spec_text)
+            return Path(TrackingClient(uri).download_artifacts(parent.info.run_id, "spec.yaml", tmp)).read_text()
+    except Exception:  # noqa: BLE001 - no spec.yaml artifact: the defaults apply
+        return None
+
+
+def _parent_settings(spec_text: str | None, spec):
+    """The analysis settings of the spec logged on the parent run (``spec_text``, parsed:
+    ``spec``); the defaults without one."""
+    from harness.analysis.results_types import AnalysisSettings
+    from harness.errors import InputError
+
+    if spec_text is None:
+        return AnalysisSettings()
+    try:
+        return _settings_from_spec(spec_text, spec)
     except InputError as exc:
         typer.secho(
             f"warning: the spec's analysis settings were not usable ({exc}); using defaults",
             fg=typer.colors.YELLOW,
             err=True,
         )
-    except Exception:  # noqa: BLE001 - no spec.yaml artifact: the defaults apply
+    except Exception:  # noqa: BLE001 - a spec that is not a mapping of settings: the defaults apply
         pass
     return AnalysisSettings()
 
 
-def _sequential_summary(uri: str, parent, from_path: Path | None):
+def _sequential_summary(uri: str, parent, from_path: Path | None, parent_spec):
     """A sequential study's rule and decisions for the report: its ``spec.yaml`` and
     ``sequential_decisions.jsonl``, from the study directory (``--from``), else the parent run's
-    artifacts; None for a study with a fixed number of seeds (or without those files)."""
+    (``parent_spec``: its ``spec.yaml``, parsed); None for a study with a fixed number of seeds
+    (or without those files)."""
     import tempfile
 
-    from harness.errors import InputError
-    from harness.studies.sequential import DECISIONS_FILE, Decision, DecisionLog, SequentialDesign
-    from harness.studies.spec import parse_spec
+    from harness.studies.sequential import DECISIONS_FILE, DecisionLog, SequentialDesign, summary_from_log
 
-    texts: dict[str, str] = {}
     folder = None if from_path is None else (from_path if from_path.is_dir() else from_path.parent)
-    for name in ("spec.yaml", DECISIONS_FILE):
-        if folder is not None and (folder / name).is_file():
-            texts[name] = (folder / name).read_text()
-        elif parent is not None:
-            from harness.mlflow_client import TrackingClient
+    if folder is not None and (folder / "spec.yaml").is_file():
+        spec = _parsed_spec((folder / "spec.yaml").read_text())
+    else:
+        spec = parent_spec
+    log_text = None
+    if folder is not None and (folder / DECISIONS_FILE).is_file():
+        log_text = (folder / DECISIONS_FILE).read_text()
+    elif parent is not None:
+        from harness.mlflow_client import TrackingClient
 
-            try:
-                with tempfile.TemporaryDirectory() as tmp:
-                    path = TrackingClient(uri).download_artifacts(parent.info.run_id, name, tmp)
-                    texts[name] = Path(path).read_text()
-            except Exception:  # noqa: BLE001 - no such artifact: not a sequential study
-                pass
-    if "spec.yaml" not in texts or DECISIONS_FILE not in texts:
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                log_text = Path(
+                    TrackingClient(uri).download_artifacts(parent.info.run_id, DECISIONS_FILE, tmp)
+                ).read_text()
+        except Exception:  # noqa: BLE001 - no such artifact: not a sequential study
+            pass
+    design = None if spec is None else SequentialDesign.from_spec(spec)
+    if log_text is None or design is None:
         return None
-    try:
-        design = SequentialDesign.from_spec(parse_spec(texts["spec.yaml"]))
-    except InputError:
-        return None
-    if design is None:
-        return None
-    from harness.studies.seed_search import summary_from_log  # loads Ray's Searcher: only for sequential studies
-
-    decisions = [Decision.from_json(d) for d in DecisionLog.parse(texts[DECISIONS_FILE])["decisions"]]
-    return summary_from_log(design, decisions)
+    return summary_from_log(design, DecisionLog.parse_decisions(log_text))
 
 
 def _windows_and_sigmas(study: str, uri: str, parent, from_path: Path | None, windows: bool):

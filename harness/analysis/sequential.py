@@ -136,7 +136,6 @@ class SequentialSummary:
     stopped_by: str | None
     stop_text: str
     decisions: tuple[Mapping[str, Any], ...] = ()
-    smallest_effect: float | None = None
 
     @property
     def stopped_by_code(self) -> float:

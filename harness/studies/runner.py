@@ -44,17 +44,20 @@ from harness.datasets import load
 from harness.errors import InputError
 from harness.mlflow_client import check_tracking_uri, harness_git_commit, redact_uri, resolve_tracking_uri
 from harness.results_schema import RESULT_SCHEMA, TrialStatus, head_taus
-from harness.studies.cost import estimate
+from harness.studies.cost import CostEstimate, estimate
 from harness.studies.destinations import is_uri, refuse_ephemeral_destinations
 from harness.studies.grid import Trial, expand_grid
 from harness.studies.ray_auth import enable_token_auth_if_available
 from harness.studies.sequential import (
     DECISIONS_FILE,
+    DecisionLog,
     SequentialDesign,
     describe_seeds,
     design_changed,
     scheduled_trials,
+    summary_from_log,
     trial_range,
+    trials_scheduled,
 )
 from harness.studies.spec import StudySpec, load_spec, read_spec_text
 from harness.studies.storage import (
@@ -383,25 +386,26 @@ def dry_run_text(
     for i, trial in enumerate(trials, 1):
         lines.append(f"{i:>4}  {trial.trial_id}")
     lines.append("")
-    costs = [
-        estimate(
+
+    def cost(some: Sequence[Trial]) -> CostEstimate:
+        return estimate(
             some,
             cpus_per_trial=spec.resources.cpus,
             gpus_per_trial=spec.resources.gpus,
             total_cpus=None if address else os.cpu_count(),
         )
-        for some in trial_range(spec, trials)
-    ]
+
     if design is None:
         lines.append(f"total: {len(trials)} trials")
-        lines.extend(costs[1].lines())
+        lines.extend(cost(trials).lines())
     else:
+        least, most = (cost(some) for some in trial_range(spec, trials))
         lines.append(
-            f"total: {costs[0].trials} trials at least (the first {design.min_seeds} seeds, if the rule holds at "
-            f"once), {costs[1].trials} at most ({design.max_seeds} seeds)"
+            f"total: {least.trials} trials at least (the first {design.min_seeds} seeds, if the rule holds at "
+            f"once), {most.trials} at most ({design.max_seeds} seeds)"
         )
-        lines.extend(f"at least: {line}" for line in costs[0].lines())
-        lines.extend(f"at most:  {line}" for line in costs[1].lines())
+        lines.extend(f"at least: {line}" for line in least.lines())
+        lines.extend(f"at most:  {line}" for line in most.lines())
     lines.append("dry run: nothing was started.")
     return "\n".join(lines)
 
@@ -423,48 +427,49 @@ def trial_status(metrics: dict[str, Any] | None, error: Any) -> TrialStatus:
     return "failed" if error is not None else "incomplete"
 
 
+def result_row(study: str, trial: Trial, metrics: dict[str, Any] | None, error: Any) -> dict[str, Any]:
+    """One trial's row of the results table (:data:`~harness.results_schema.RESULT_SCHEMA`),
+    from its final report ``metrics`` and Tune's ``error`` (see :func:`trial_status`); the
+    losses only of a trial that ended (finished or diverged)."""
+    metrics = metrics or {}
+    status = trial_status(metrics, error)
+    final = status in ("finished", "diverged")
+    c = trial.config
+    params = _metric(metrics, "num_parameters")
+    steps = _metric(metrics, "steps") if final else _metric(metrics, "step")
+    return {
+        "study": study,
+        "trial_id": trial.trial_id,
+        "dataset": c.dataset,
+        "size": c.size,
+        "params": int(params) if params is not None else None,
+        "context_length": c.context_length,
+        "variant": c.variant,
+        "position": trial.position,
+        "gate": trial.gate,
+        "scoring": trial.scoring,
+        "seed": c.seed,
+        "tau_init": c.tau_init,
+        "val_loss": _metric(metrics, "final/val_loss") if final else None,
+        "test_loss": _metric(metrics, "final/test_loss") if final else None,
+        "train_loss": _metric(metrics, "final/train_loss") if final else None,
+        "best_val_loss": _metric(metrics, "best/val_loss") if final else None,
+        "gen_gap": _metric(metrics, "final/gen_gap") if final else None,
+        "tau_mean": _metric(metrics, "final/tau_mean") if final else None,
+        "tau_heads": head_taus(metrics) if final else None,
+        "open_fraction": _metric(metrics, "final/open_fraction") if final else None,
+        "tokens_per_s": _metric(metrics, "final/tokens_per_s") if final else None,
+        "steps": int(steps) if steps is not None else None,
+        "status": status,
+    }
+
+
 def results_table(
     study: str, trials: Sequence[Trial], outcomes: dict[str, tuple[dict[str, Any] | None, Any]]
 ) -> pl.DataFrame:
-    """One row per trial (:data:`~harness.results_schema.RESULT_SCHEMA`), from each trial's
-    final report; ``tau_heads`` lists every head's tau (``gate/tau/l<i>h<j>``, layer by layer)
-    of a gated run."""
-    rows = []
-    for trial in trials:
-        metrics, error = outcomes.get(trial.trial_id, (None, None))
-        metrics = metrics or {}
-        status = trial_status(metrics, error)
-        final = status in ("finished", "diverged")
-        c = trial.config
-        params = _metric(metrics, "num_parameters")
-        steps = _metric(metrics, "steps") if final else _metric(metrics, "step")
-        rows.append(
-            {
-                "study": study,
-                "trial_id": trial.trial_id,
-                "dataset": c.dataset,
-                "size": c.size,
-                "params": int(params) if params is not None else None,
-                "context_length": c.context_length,
-                "variant": c.variant,
-                "position": trial.position,
-                "gate": trial.gate,
-                "scoring": trial.scoring,
-                "seed": c.seed,
-                "tau_init": c.tau_init,
-                "val_loss": _metric(metrics, "final/val_loss") if final else None,
-                "test_loss": _metric(metrics, "final/test_loss") if final else None,
-                "train_loss": _metric(metrics, "final/train_loss") if final else None,
-                "best_val_loss": _metric(metrics, "best/val_loss") if final else None,
-                "gen_gap": _metric(metrics, "final/gen_gap") if final else None,
-                "tau_mean": _metric(metrics, "final/tau_mean") if final else None,
-                "tau_heads": head_taus(metrics) if final else None,
-                "open_fraction": _metric(metrics, "final/open_fraction") if final else None,
-                "tokens_per_s": _metric(metrics, "final/tokens_per_s") if final else None,
-                "steps": int(steps) if steps is not None else None,
-                "status": status,
-            }
-        )
+    """One row per trial (:func:`result_row`), from each trial's final report; ``tau_heads``
+    lists every head's tau (``gate/tau/l<i>h<j>``, layer by layer) of a gated run."""
+    rows = [result_row(study, trial, *outcomes.get(trial.trial_id, (None, None))) for trial in trials]
     return pl.DataFrame(rows, schema=RESULT_SCHEMA)
 
 
@@ -752,9 +757,12 @@ def make_trainable(plan: StudyPlan, layout: StudyLayout, fault_nan: dict[str, in
     )
 
 
-def restore_tuner(layout: StudyLayout, trainable: Any, tune_callbacks: list[Any], say: Any) -> tuple[Any, dict]:
-    """Tune's experiment of a resumed study, with today's callbacks; and the trials it
-    already finished (trial id -> DONE | DIVERGED) for the progress view."""
+def restore_tuner(
+    layout: StudyLayout, trainable: Any, tune_callbacks: list[Any], say: Any
+) -> tuple[Any, dict[str, str], set[str]]:
+    """Tune's experiment of a resumed study, with today's callbacks; the trials it
+    already finished (trial id -> DONE | DIVERGED) for the progress view; and every trial
+    id it holds (a sequential study's searcher never hands those out again)."""
     from ray import tune  # see the note on imports at the top of this module
 
     study_dir = layout.study_dir
@@ -774,14 +782,16 @@ def restore_tuner(layout: StudyLayout, trainable: Any, tune_callbacks: list[Any]
         # Tune restores the RunConfig it pickled; today's callbacks (tracking URI,
         # terminal) replace the stale copies.
         replace_restored_callbacks(tuner, tune_callbacks)
-        already = {}
+        already, known = {}, set()
         for result in tuner.get_results():
+            if result.config:
+                known.add(str(result.config["trial"]))
             status = trial_status(result.metrics, None)
             if status in ("finished", "diverged"):
                 already[str(result.config["trial"])] = "DONE" if status == "finished" else "DIVERGED"
     finally:
         analysis_log.setLevel(level)
-    return tuner, already
+    return tuner, already, known
 
 
 def new_tuner(
@@ -859,8 +869,7 @@ def launch_tune(
     )
     tune_callbacks = [MlflowStudyCallback(recorder, plan.by_id, study=plan.spec.name), progress, *callbacks]
     if previous is not None:
-        tuner, already = restore_tuner(layout, trainable, tune_callbacks, say)
-        known = {str(r.config["trial"]) for r in tuner.get_results() if r.config}
+        tuner, already, known = restore_tuner(layout, trainable, tune_callbacks, say)
         searcher = searcher_for(plan.spec, plan.trials, layout.study_dir, known=known, announce=progress.note)
         if searcher is not None:
             # Tune restores the searcher it pickled at the start and then its saved state;
@@ -963,12 +972,12 @@ def sequential_outcome(plan: StudyPlan, layout: StudyLayout) -> tuple[StudyPlan,
     """After Tune: a sequential study's plan narrowed to the trials its batches scheduled
     (its results table holds those), and the summary of its decisions for the report and
     the record; a fixed grid is returned as it is, with no summary."""
-    if plan.spec.seed_schedule is None:
+    design = SequentialDesign.from_spec(plan.spec)
+    if design is None:
         return plan, None
-    from harness.studies.seed_search import summary_for  # loads with Ray and the analysis (Tune ran)
-
-    narrowed = dataclasses.replace(plan, trials=scheduled_trials(plan.spec, plan.trials, layout.study_dir))
-    return narrowed, summary_for(plan.spec, layout.study_dir)
+    decisions = DecisionLog(layout.study_dir).decisions()  # read once: the trials and the summary agree
+    narrowed = dataclasses.replace(plan, trials=trials_scheduled(design, decisions, plan.trials))
+    return narrowed, summary_from_log(design, decisions)
 
 
 def tell_where(

@@ -19,19 +19,12 @@ from ray.tune.search import Searcher
 
 from harness.analysis.contrasts import primary_effect
 from harness.analysis.results_types import AnalysisSettings
-from harness.analysis.sequential import ConfidenceSequenceResult, SequentialSummary, confidence_sequence
+from harness.analysis.sequential import ConfidenceSequenceResult, confidence_sequence
 from harness.errors import InputError
 from harness.studies.grid import Trial
+from harness.studies.runner import result_row
 from harness.studies.sequential import Decision, DecisionLog, SequentialDesign, decide, scheduled_batches
 from harness.studies.spec import StudySpec
-
-#: Result-table column of the analysis metric -> the trial's final report key.
-_FINAL_KEYS = {
-    "val_loss": "final/val_loss",
-    "test_loss": "final/test_loss",
-    "train_loss": "final/train_loss",
-    "best_val_loss": "best/val_loss",
-}
 
 
 def primary_interval(
@@ -49,59 +42,34 @@ def primary_interval(
     return cs, note
 
 
-def summary_from_log(design: SequentialDesign, decisions: Sequence[Decision]) -> SequentialSummary:
-    """What the report states about the sequential design (from the decision log)."""
-    last = decisions[-1] if decisions else None
-    stopped = last is not None and last.action == "stop"
-    return SequentialSummary(
-        rule=design.rule_text(),
-        tightest_at=design.tightest_at,
-        seeds_scheduled=len(design.scheduled_seeds(scheduled_batches(design, decisions))),
-        stopped_by=last.stopped_by if stopped else None,
-        stop_text=last.text if stopped else "not stopped yet (the study did not finish its batches)",
-        decisions=tuple(dataclasses.asdict(d) for d in decisions),
-        smallest_effect=design.smallest_effect,
-    )
-
-
 # ----------------------------------------------------------------------------- the searcher
-def _outcome_row(trial: Trial, result: Mapping[str, Any] | None, error: bool) -> dict[str, Any]:
-    """One row of the table the rule is evaluated on: the trial's factors and final losses."""
-    c = trial.config
-    result = result or {}
-    status = str(result.get("status")) if result.get("status") in ("finished", "diverged") else "failed"
-    row: dict[str, Any] = {
-        "trial_id": trial.trial_id,
-        "variant": c.variant,
-        "seed": c.seed,
-        "dataset": c.dataset,
-        "size": c.size,
-        "context_length": c.context_length,
-        "status": "failed" if error else status,
-    }
-    for column, key in _FINAL_KEYS.items():
-        value = result.get(key)
-        row[column] = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-    return row
-
-
 @dataclass
 class _SearchState:
-    """What the searcher must carry across a resume (saved as JSON with Tune's snapshot)."""
+    """What the searcher must carry across a resume (saved as JSON with Tune's snapshot);
+    the batches scheduled and whether it finished follow from its decisions."""
 
-    batches: int = 1  # batches scheduled
     queue: list[str] = field(default_factory=list)  # trial ids scheduled, not yet handed to Tune
     emitted: set[str] = field(default_factory=set)
     tune_ids: dict[str, str] = field(default_factory=dict)  # Tune's trial id -> our trial id
-    outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)  # trial id -> row
+    outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)  # trial id -> results-table row
     decisions: list[Decision] = field(default_factory=list)
-    finished: bool = False
+
+    @property
+    def batches(self) -> int:
+        """Batches scheduled: the first, plus one per "continue"."""
+        return scheduled_batches(self.decisions)
+
+    @property
+    def finished(self) -> bool:
+        """A decision stopped the study (none follows a stop)."""
+        return bool(self.decisions) and self.decisions[-1].action == "stop"
 
 
 class SeedBatchSearcher(Searcher):
     """A Tune ``Searcher`` that runs a sequential study's seed blocks batch by batch (see
     the module docstring). ``known``: trial ids a restored Tune experiment already holds
-    (never handed out again); ``announce``: where a decision is told (the live view)."""
+    (never handed out again); ``announce``: where a decision is told (the live view);
+    ``study``: the study's name, the ``study`` column of the outcome rows."""
 
     def __init__(
         self,
@@ -112,9 +80,11 @@ class SeedBatchSearcher(Searcher):
         *,
         known: Iterable[str] = (),
         announce: Callable[[str], None] | None = None,
+        study: str = "",
     ) -> None:
         super().__init__()
         self.design = design
+        self.study = study
         self.settings = dict(settings)
         self.trials = {t.trial_id: t for t in trials}
         self.by_seed: dict[int, list[str]] = {}
@@ -153,25 +123,31 @@ class SeedBatchSearcher(Searcher):
         # Only an outcome counts: a final report (finished, diverged) or a failure Tune gave
         # up on. A trial stopped without one (an interrupted study) is not an outcome.
         if error or (result or {}).get("status") in ("finished", "diverged"):
-            self.state.outcomes[tid] = _outcome_row(self.trials[tid], result, error)
+            # The rule is evaluated on results-table rows; a failure counts as failed
+            # whatever its last report said.
+            self.state.outcomes[tid] = result_row(
+                self.study, self.trials[tid], None if error else result, error or None
+            )
             self._maybe_decide()
 
     def get_state(self) -> dict[str, Any]:
         """The state as JSON-able data (what :meth:`save` writes)."""
         st = self.state
         return {
-            "batches": st.batches,
             "queue": list(st.queue),
             "emitted": sorted(st.emitted),
             "tune_ids": dict(st.tune_ids),
             "outcomes": dict(st.outcomes),
             "decisions": [dataclasses.asdict(d) for d in st.decisions],
-            "finished": st.finished,
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
         """From :meth:`get_state`'s data; then the decision log and Tune's trials rule."""
         data = dict(state)
+        # A state saved before ``batches`` and ``finished`` were derived from the decisions
+        # holds them too; they always agreed with its decisions.
+        data.pop("batches", None)
+        data.pop("finished", None)
         data["emitted"] = set(data["emitted"])
         data["decisions"] = [Decision.from_json(d) for d in data["decisions"]]
         self.state = _SearchState(**data)
@@ -208,7 +184,7 @@ class SeedBatchSearcher(Searcher):
         """Once every trial of the scheduled batches has an outcome: the logged decision
         for this batch if there is one (a resume), else a new one, logged first."""
         s = self.state
-        if s.finished or s.queue or len(s.decisions) >= s.batches:
+        if s.finished or s.queue:
             return
         if any(tid not in s.outcomes for tid in self._scheduled_ids()):
             return
@@ -228,11 +204,9 @@ class SeedBatchSearcher(Searcher):
     def _apply(self, decision: Decision) -> None:
         self.state.decisions.append(decision)
         if decision.action == "stop":
-            self.state.finished = True
             self.state.queue.clear()
         else:
-            self._schedule(self.state.batches)
-            self.state.batches += 1
+            self._schedule(self.state.batches - 1)  # the batch this "continue" just added
 
 
 # ----------------------------------------------------------------------------- the runner's hooks
@@ -248,21 +222,13 @@ def searcher_for(
     design = SequentialDesign.from_spec(spec)
     if design is None:
         return None
-    return SeedBatchSearcher(design, spec.analysis_settings(), trials, study_dir, known=known, announce=announce)
-
-
-def summary_for(spec: StudySpec, study_dir: str) -> SequentialSummary | None:
-    """The sequential part of the report, from the decision log (None: a fixed grid)."""
-    design = SequentialDesign.from_spec(spec)
-    if design is None:
-        return None
-    return summary_from_log(design, DecisionLog(study_dir).decisions())
+    return SeedBatchSearcher(
+        design, spec.analysis_settings(), trials, study_dir, known=known, announce=announce, study=spec.name
+    )
 
 
 __all__ = [
     "SeedBatchSearcher",
     "primary_interval",
     "searcher_for",
-    "summary_for",
-    "summary_from_log",
 ]

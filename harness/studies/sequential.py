@@ -43,13 +43,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.fs
-
 from harness.studies.grid import Trial
 from harness.studies.spec import PrecisionRule, StudySpec
+from harness.studies.storage import read_text, storage_filesystem, write_bytes
 
 if TYPE_CHECKING:  # the analysis (scipy) loads with the searcher, not with a dry run
-    from harness.analysis.sequential import ConfidenceSequenceResult
+    from harness.analysis.sequential import ConfidenceSequenceResult, SequentialSummary
 
 #: The decision log in the study's directory. Not ``.json``: on ``Tuner.restore`` Tune copies
 #: every ``*.json`` / ``*.pkl`` of the experiment directory into its driver staging folder
@@ -204,22 +203,23 @@ def _interval_text(cs: ConfidenceSequenceResult) -> str:
 
 class DecisionLog:
     """:data:`DECISIONS_FILE` in the study's directory (a local path or a URI): the design
-    and every decision, rewritten whole at each decision (object stores cannot append)."""
+    and every decision, rewritten whole at each decision (object stores cannot append).
+    Its filesystem is resolved once (:func:`~harness.studies.storage.storage_filesystem`);
+    pyarrow filesystems pickle, so a searcher holding the log still does."""
 
     def __init__(self, study_dir: str) -> None:
         self.study_dir = study_dir.rstrip("/")
-
-    def _fs(self) -> tuple[Any, str]:
-        fs, root = pyarrow.fs.FileSystem.from_uri(self.study_dir)
-        return fs, f"{root.rstrip('/')}/{DECISIONS_FILE}"
+        self.fs, root = storage_filesystem(self.study_dir)
+        self.path = f"{root.rstrip('/')}/{DECISIONS_FILE}"
 
     def read(self) -> dict[str, Any] | None:
-        """``{"design": ..., "decisions": [...]}`` (None: no log yet)."""
-        fs, path = self._fs()
+        """``{"design": ..., "decisions": [...]}`` (None: no log yet, or not readable)."""
+        text = read_text(self.fs, self.path)
+        if text is None:
+            return None
         try:
-            with fs.open_input_stream(path) as f:
-                return self.parse(f.read().decode())
-        except (FileNotFoundError, OSError, ValueError):
+            return self.parse(text)
+        except ValueError:
             return None
 
     @staticmethod
@@ -228,33 +228,65 @@ class DecisionLog:
         lines = [json.loads(line) for line in text.splitlines() if line.strip()]
         return {"design": lines[0].get("design") if lines else None, "decisions": lines[1:]}
 
+    @staticmethod
+    def parse_decisions(text: str) -> list[Decision]:
+        """The decisions in the log's text."""
+        return [Decision.from_json(d) for d in DecisionLog.parse(text)["decisions"]]
+
     def decisions(self) -> list[Decision]:
         data = self.read() or {}
         return [Decision.from_json(d) for d in data.get("decisions", [])]
 
     def write(self, design: SequentialDesign, decisions: Sequence[Decision]) -> None:
         """JSON lines: the design, then one decision per line."""
-        fs, path = self._fs()
         lines = [json.dumps({"design": design.record()}), *(json.dumps(dataclasses.asdict(d)) for d in decisions)]
-        with fs.open_output_stream(f"{path}.tmp") as f:
-            f.write(("\n".join(lines) + "\n").encode())
-        fs.move(f"{path}.tmp", path)  # a kill mid-write leaves the previous log intact
+        write_bytes(self.fs, f"{self.path}.tmp", ("\n".join(lines) + "\n").encode())
+        self.fs.move(f"{self.path}.tmp", self.path)  # a kill mid-write leaves the previous log intact
 
 
-def scheduled_batches(design: SequentialDesign, decisions: Sequence[Decision]) -> int:
+def scheduled_batches(decisions: Sequence[Decision]) -> int:
     """Batches scheduled so far: the first, plus one per logged "continue"."""
     return 1 + sum(1 for d in decisions if d.action == "continue")
 
 
 # ----------------------------------------------------------------------------- the runner's views
+def trials_scheduled(design: SequentialDesign, decisions: Sequence[Decision], trials: Sequence[Trial]) -> list[Trial]:
+    """The trials of the batches ``decisions`` scheduled (the trials of their seeds)."""
+    seeds = set(design.scheduled_seeds(scheduled_batches(decisions)))
+    return [t for t in trials if t.config.seed in seeds]
+
+
 def scheduled_trials(spec: StudySpec, trials: Sequence[Trial], study_dir: str) -> list[Trial]:
     """The trials a sequential study scheduled (per its decision log): its results table
     holds these; a fixed grid: all of them."""
     design = SequentialDesign.from_spec(spec)
     if design is None:
         return list(trials)
-    seeds = set(design.scheduled_seeds(scheduled_batches(design, DecisionLog(study_dir).decisions())))
-    return [t for t in trials if t.config.seed in seeds]
+    return trials_scheduled(design, DecisionLog(study_dir).decisions(), trials)
+
+
+def summary_from_log(design: SequentialDesign, decisions: Sequence[Decision]) -> SequentialSummary:
+    """What the report states about the sequential design (from the decision log)."""
+    from harness.analysis.sequential import SequentialSummary  # the analysis loads with the report
+
+    last = decisions[-1] if decisions else None
+    stopped = last is not None and last.action == "stop"
+    return SequentialSummary(
+        rule=design.rule_text(),
+        tightest_at=design.tightest_at,
+        seeds_scheduled=len(design.scheduled_seeds(scheduled_batches(decisions))),
+        stopped_by=last.stopped_by if stopped else None,
+        stop_text=last.text if stopped else "not stopped yet (the study did not finish its batches)",
+        decisions=tuple(dataclasses.asdict(d) for d in decisions),
+    )
+
+
+def summary_for(spec: StudySpec, study_dir: str) -> SequentialSummary | None:
+    """The sequential part of the report, from the decision log (None: a fixed grid)."""
+    design = SequentialDesign.from_spec(spec)
+    if design is None:
+        return None
+    return summary_from_log(design, DecisionLog(study_dir).decisions())
 
 
 def design_changed(spec: StudySpec, stored: Mapping[str, Any]) -> bool:
@@ -291,5 +323,8 @@ __all__ = [
     "design_changed",
     "scheduled_batches",
     "scheduled_trials",
+    "summary_for",
+    "summary_from_log",
     "trial_range",
+    "trials_scheduled",
 ]

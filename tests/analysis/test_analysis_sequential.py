@@ -5,6 +5,8 @@ naive t-interval's rate beside it), scale-freeness, shrinking, and its edge case
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -163,3 +165,21 @@ def test_the_verdict_kind_is_read_off_the_same_anytime_interval_as_its_words() -
             assert (kind == SETTLED) == settled_words, (words, kind)
             kinds.add(kind)
     assert kinds == {SETTLED, NOT_DISTINGUISHABLE}
+
+
+def test_the_report_summarises_a_sequential_study_without_loading_ray() -> None:
+    """``harness report`` builds the sequential summary from harness.studies.sequential, which
+    does not import Ray (the searcher's module does)."""
+    code = (
+        "import sys\n"
+        "import harness.analysis.cli\n"
+        "from harness.studies.sequential import Decision, DecisionLog, SequentialDesign, summary_from_log\n"
+        "design = SequentialDesign(3, 20, 2, 'precision', 0.01, None, 0.95)\n"
+        "stop = Decision(0, 3, 3, 0.1, 0.09, 0.11, 'stop', 'precision', 'precision reached')\n"
+        "text = '{\"design\": {}}\\n' + __import__('json').dumps(__import__('dataclasses').asdict(stop))\n"
+        "summary = summary_from_log(design, DecisionLog.parse_decisions(text))\n"
+        "assert summary.stopped_by == 'precision' and summary.seeds_scheduled == 3, summary\n"
+        "assert 'ray' not in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -8,6 +8,7 @@ tests/reliability/test_sequential_killed.py."""
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import polars as pl
@@ -21,7 +22,7 @@ from harness.analysis.sequential import confidence_sequence, sequential_verdict_
 from harness.cli import app
 from harness.errors import InputError
 from harness.studies.grid import expand_grid
-from harness.studies.runner import run_study
+from harness.studies.runner import results_table, run_study
 from harness.studies.seed_search import SeedBatchSearcher
 from harness.studies.sequential import (
     DECISIONS_FILE,
@@ -170,6 +171,19 @@ def test_searcher_hands_out_batches_and_waits_between_them(tiny: dict, tmp_path:
     assert decisions[-1].text.startswith("max seeds reached (5)")
 
 
+def test_searcher_evaluates_results_table_rows_and_a_failure_counts_failed(tiny: dict, tmp_path: Path) -> None:
+    searcher = _searcher(tiny, tmp_path, seeds={"min": 2, "max": 5, "batch": 2}, stop_when={"precision": 1e-9})
+    for i in range(2):
+        searcher.suggest(f"t{i}")
+    _finish(searcher, "t0", 0.05)
+    failed = searcher.state.tune_ids["t1"]
+    searcher.on_trial_complete("t1", {"status": "finished", "final/val_loss": 1.5}, error=True)
+    rows = searcher.state.outcomes
+    table = results_table("", [searcher.trials[t] for t in rows], {t: ({"status": "finished"}, None) for t in rows})
+    assert list(rows[searcher.state.tune_ids["t0"]]) == list(table.columns)
+    assert rows[failed]["status"] == "failed" and rows[failed]["val_loss"] is None
+
+
 def test_searcher_stops_when_the_interval_is_settled_and_its_numbers_are_the_analysis(
     tiny: dict, tmp_path: Path
 ) -> None:
@@ -216,6 +230,33 @@ def test_a_restored_searcher_keeps_its_logged_decisions(tiny: dict, tmp_path: Pa
     again.known = {"baseline_s0_nano_T32_tinyshakespeare"}
     again.restore(str(snapshot))
     assert "baseline_s0_nano_T32_tinyshakespeare" not in again.state.queue
+
+
+def test_searcher_state_derives_batches_and_finished_and_restores_the_old_shape(tiny: dict, tmp_path: Path) -> None:
+    searcher = _searcher(tiny, tmp_path, seeds={"min": 2, "max": 5, "batch": 2}, stop_when={"precision": 1e-9})
+    for i in range(4):
+        searcher.suggest(f"t{i}")
+    for i in range(4):
+        _finish(searcher, f"t{i}", 0.05)
+    assert (searcher.state.batches, searcher.state.finished) == (2, False)
+    state = searcher.get_state()
+    assert "batches" not in state and "finished" not in state
+    # a state saved when the two were stored alongside the decisions still restores
+    restored = _searcher(tiny, tmp_path, seeds={"min": 2, "max": 5, "batch": 2}, stop_when={"precision": 1e-9})
+    restored.set_state({**state, "batches": 2, "finished": False})
+    assert restored.get_state() == state and restored.state.queue == searcher.state.queue
+
+
+def test_a_searcher_and_its_decision_log_pickle(tiny: dict, tmp_path: Path) -> None:
+    """Tune pickles the searcher with the experiment: the log's filesystem goes with it."""
+    searcher = _searcher(tiny, tmp_path, seeds={"min": 2, "max": 5, "batch": 2}, stop_when={"precision": 1e-9})
+    for i in range(4):
+        searcher.suggest(f"t{i}")
+    for i in range(4):
+        _finish(searcher, f"t{i}", 0.05)
+    copy = pickle.loads(pickle.dumps(searcher))
+    assert copy.log.decisions() == searcher.log.decisions() and len(copy.log.decisions()) == 1
+    assert copy.get_state() == searcher.get_state()
 
 
 def test_decide_words_the_stop() -> None:
