@@ -281,14 +281,6 @@ def summary_from_log(design: SequentialDesign, decisions: Sequence[Decision]) ->
     )
 
 
-def summary_for(spec: StudySpec, study_dir: str) -> SequentialSummary | None:
-    """The sequential part of the report, from the decision log (None: a fixed grid)."""
-    design = SequentialDesign.from_spec(spec)
-    if design is None:
-        return None
-    return summary_from_log(design, DecisionLog(study_dir).decisions())
-
-
 def design_changed(spec: StudySpec, stored: Mapping[str, Any]) -> bool:
     """True when a resume would change the stored sequential design (rule, min, max, batch)."""
     design = SequentialDesign.from_spec(spec)
@@ -323,7 +315,6 @@ __all__ = [
     "design_changed",
     "scheduled_batches",
     "scheduled_trials",
-    "summary_for",
     "summary_from_log",
     "trial_range",
     "trials_scheduled",
