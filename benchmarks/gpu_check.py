@@ -221,23 +221,19 @@ def train_speed(settings: Settings, phase: Phase) -> None:
 # -- 2. folded attention at long context ------------------------------------------------------------
 
 
-def _attention_layer(gated: bool, settings: Settings) -> Any:
-    from harness.models import build_gate, build_scoring
-    from harness.models.attention import CausalSelfAttention
+def _attention_layer(gated: bool, settings: Settings) -> tuple[Any, Any]:
+    """The plain (``baseline``) or gated (``ega``) attention layer of ``harness bench attention``,
+    seed 0, on the device, with its position component (none)."""
+    from harness.models.benchmark import build_attention
 
     d, H = settings.attention_heads * settings.attention_head_dim, settings.attention_heads
     torch.manual_seed(0)
-    layer = CausalSelfAttention(
-        d, H, gate=build_gate("ega" if gated else "none", d_model=d, n_head=H), scoring=build_scoring("dot", n_head=H)
-    )
-    return layer.to(settings.device)
+    layer, position = build_attention("ega" if gated else "baseline", d, H)
+    return layer.to(settings.device), position
 
 
-def _time_layer(layer: Any, x: Tensor, settings: Settings) -> tuple[float, float | None]:
+def _time_layer(layer: Any, position: Any, x: Tensor, settings: Settings) -> tuple[float, float | None]:
     """Median forward + backward time (ms) and the peak memory above the input (MiB)."""
-    from harness.models import build_position
-
-    position = build_position("none", d_model=x.size(-1), n_head=settings.attention_heads, block_size=x.size(1))
     times = []
     for repeat in range(settings.attention_repeats + 1):  # the first pass warms up, untimed
         layer.zero_grad(set_to_none=True)
@@ -282,8 +278,8 @@ def folded_attention(settings: Settings, phase: Phase) -> None:
     d = H * settings.attention_head_dim
     for T in settings.attention_lengths:
         x = torch.randn(B, T, d, device=settings.device, requires_grad=True)
-        plain_ms, plain_mib = _time_layer(_attention_layer(False, settings), x, settings)
-        gated_ms, gated_mib = _time_layer(_attention_layer(True, settings), x, settings)
+        plain_ms, plain_mib = _time_layer(*_attention_layer(False, settings), x, settings)
+        gated_ms, gated_mib = _time_layer(*_attention_layer(True, settings), x, settings)
         error = _oracle_error(settings, T)
         score_mib = B * H * T * T * (2 if settings.bf16 else 4) / 2**20  # one T x T score tensor
         row = {
