@@ -39,7 +39,6 @@ import json
 import math
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -330,14 +329,11 @@ def _run_study(settings: Settings, trials: int, workdir: Path) -> dict[str, Any]
     """``harness run`` of the study in a subprocess; its results table and wall time."""
     import polars as pl
 
+    from harness.studies.bench import run_study_cli
+
     spec_path = workdir / f"study-{trials}.yaml"
     spec_path.write_text(yaml.safe_dump(_study_spec(settings, trials)))
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
-    command = [sys.executable, "-m", "harness.cli", "run", str(spec_path)]
-    command += ["--tracking-uri", f"sqlite:///{workdir / 'mlflow.db'}", "--storage-path", str(workdir / "results")]
-    t0 = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=workdir)
-    wall = time.perf_counter() - t0
+    done, wall = run_study_cli(spec_path, workdir, cwd=workdir)
     if done.returncode != 0:
         raise RuntimeError(f"harness run ({trials} trials) exited {done.returncode}:\n{done.stderr[-2000:]}")
     (table_path,) = (workdir / "results" / f"gpu-check-{trials}").glob("*/results.parquet")
