@@ -35,10 +35,7 @@ steps with ``gpus: 0``): it checks that the script works, not the speed of a GPU
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -374,10 +371,10 @@ PHASES: tuple[tuple[str, Callable[[Settings, Phase], None]], ...] = (
 
 
 def _environment(settings: Settings) -> dict[str, Any]:
-    info: dict[str, Any] = {"torch": torch.__version__, "python": platform.python_version(), "cpus": os.cpu_count()}
-    if settings.device == "cuda":
-        info.update(gpu=torch.cuda.get_device_name(), cuda=torch.version.cuda)
-    return info
+    from harness.models.benchmark import machine_info
+
+    gpu = {"gpu": torch.cuda.get_device_name(), "cuda": torch.version.cuda} if settings.device == "cuda" else {}
+    return machine_info() | gpu
 
 
 def _fmt(value: Any) -> str:
@@ -407,6 +404,8 @@ def print_report(phases: list[Phase], total_s: float, settings: Settings) -> Non
 
 def run_check(settings: Settings, output: Path) -> bool:
     """Every phase (a failing one does not stop the others), the table, the JSON; True when all passed."""
+    from harness.models.benchmark import write_json
+
     started = time.perf_counter()
     if settings.device == "cuda":
         torch.set_float32_matmul_precision("high")
@@ -426,7 +425,6 @@ def run_check(settings: Settings, output: Path) -> bool:
     if over:
         print(f"FAILED: the check took {total:.0f} s, over its budget of {settings.budget_s:.0f} s")
     ok = all(p.ok for p in phases) and not over
-    output.parent.mkdir(parents=True, exist_ok=True)
     record = {
         "ok": ok,
         "total_s": total,
@@ -434,7 +432,7 @@ def run_check(settings: Settings, output: Path) -> bool:
         "environment": _environment(settings),
         "phases": [asdict(p) for p in phases],
     }
-    output.write_text(json.dumps(record, indent=2))
+    write_json(output, record)
     print(f"JSON: {output}")
     return ok
 
