@@ -130,7 +130,7 @@ def _shape_fields(base: Any, *, n_layer: int | None, n_head: int | None, d_model
     size = resolve_size(preset, n_layer=n_layer, n_head=n_head, d_model=d_model)
     if size.is_preset:
         return {"size": size.name}
-    return {"size": size.name, "n_layer": size.n_layer, "n_head": size.n_head, "d_model": size.d_model}
+    return size.config_fields()
 
 
 def _fmt(value: float | None, spec: str = ".4f") -> str:

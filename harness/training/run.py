@@ -257,8 +257,8 @@ def run_name(config: TrainConfig) -> str:
 def run_params(config: TrainConfig) -> dict[str, Any]:
     """The MLflow params of a run: its config, with the shape it trains filled in (a preset
     leaves n_layer, n_head and d_model unset in the config; the params always carry them)."""
-    size = config.model_size()
-    return {**config.model_dump(), "n_layer": size.n_layer, "n_head": size.n_head, "d_model": size.d_model}
+    # config.model_size().name is config.size: the "size" entry keeps its value and place
+    return {**config.model_dump(), **config.model_size().config_fields()}
 
 
 def run_tags(config: TrainConfig, variant: Any) -> dict[str, str]:
