@@ -144,6 +144,12 @@ def load_checkpoint_meta(path: str | os.PathLike[str]) -> tuple[Path, dict[str, 
 def config_from_checkpoint(path: str | os.PathLike[str], **overrides: Any) -> TrainConfig:
     """The config stored in a checkpoint, with ``overrides`` (``None`` values ignored)."""
     ckpt_path, meta, _ = load_checkpoint_meta(path)
+    return config_from_meta(ckpt_path, meta, **overrides)
+
+
+def config_from_meta(ckpt_path: Path, meta: dict[str, Any], **overrides: Any) -> TrainConfig:
+    """:func:`config_from_checkpoint` for a checkpoint already opened by :func:`load_checkpoint_meta`
+    (its path and ``harness`` entry)."""
     merged = {**meta["config"], **{k: v for k, v in overrides.items() if v is not None}}
     saved_uri = merged.get("tracking_uri")
     if saved_uri and ":***@" in saved_uri:
