@@ -35,11 +35,7 @@ steps with ``gpus: 0``): it checks that the script works, not the speed of a GPU
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -221,23 +217,19 @@ def train_speed(settings: Settings, phase: Phase) -> None:
 # -- 2. folded attention at long context ------------------------------------------------------------
 
 
-def _attention_layer(gated: bool, settings: Settings) -> Any:
-    from harness.models import build_gate, build_scoring
-    from harness.models.attention import CausalSelfAttention
+def _attention_layer(gated: bool, settings: Settings) -> tuple[Any, Any]:
+    """The plain (``baseline``) or gated (``ega``) attention layer of ``harness bench attention``,
+    seed 0, on the device, with its position component (none)."""
+    from harness.models.benchmark import build_attention
 
     d, H = settings.attention_heads * settings.attention_head_dim, settings.attention_heads
     torch.manual_seed(0)
-    layer = CausalSelfAttention(
-        d, H, gate=build_gate("ega" if gated else "none", d_model=d, n_head=H), scoring=build_scoring("dot", n_head=H)
-    )
-    return layer.to(settings.device)
+    layer, position = build_attention("ega" if gated else "baseline", d, H)
+    return layer.to(settings.device), position
 
 
-def _time_layer(layer: Any, x: Tensor, settings: Settings) -> tuple[float, float | None]:
+def _time_layer(layer: Any, position: Any, x: Tensor, settings: Settings) -> tuple[float, float | None]:
     """Median forward + backward time (ms) and the peak memory above the input (MiB)."""
-    from harness.models import build_position
-
-    position = build_position("none", d_model=x.size(-1), n_head=settings.attention_heads, block_size=x.size(1))
     times = []
     for repeat in range(settings.attention_repeats + 1):  # the first pass warms up, untimed
         layer.zero_grad(set_to_none=True)
@@ -282,8 +274,8 @@ def folded_attention(settings: Settings, phase: Phase) -> None:
     d = H * settings.attention_head_dim
     for T in settings.attention_lengths:
         x = torch.randn(B, T, d, device=settings.device, requires_grad=True)
-        plain_ms, plain_mib = _time_layer(_attention_layer(False, settings), x, settings)
-        gated_ms, gated_mib = _time_layer(_attention_layer(True, settings), x, settings)
+        plain_ms, plain_mib = _time_layer(*_attention_layer(False, settings), x, settings)
+        gated_ms, gated_mib = _time_layer(*_attention_layer(True, settings), x, settings)
         error = _oracle_error(settings, T)
         score_mib = B * H * T * T * (2 if settings.bf16 else 4) / 2**20  # one T x T score tensor
         row = {
@@ -334,14 +326,11 @@ def _run_study(settings: Settings, trials: int, workdir: Path) -> dict[str, Any]
     """``harness run`` of the study in a subprocess; its results table and wall time."""
     import polars as pl
 
+    from harness.studies.bench import run_study_cli
+
     spec_path = workdir / f"study-{trials}.yaml"
     spec_path.write_text(yaml.safe_dump(_study_spec(settings, trials)))
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
-    command = [sys.executable, "-m", "harness.cli", "run", str(spec_path)]
-    command += ["--tracking-uri", f"sqlite:///{workdir / 'mlflow.db'}", "--storage-path", str(workdir / "results")]
-    t0 = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=workdir)
-    wall = time.perf_counter() - t0
+    done, wall = run_study_cli(spec_path, workdir, cwd=workdir)
     if done.returncode != 0:
         raise RuntimeError(f"harness run ({trials} trials) exited {done.returncode}:\n{done.stderr[-2000:]}")
     (table_path,) = (workdir / "results" / f"gpu-check-{trials}").glob("*/results.parquet")
@@ -382,10 +371,10 @@ PHASES: tuple[tuple[str, Callable[[Settings, Phase], None]], ...] = (
 
 
 def _environment(settings: Settings) -> dict[str, Any]:
-    info: dict[str, Any] = {"torch": torch.__version__, "python": platform.python_version(), "cpus": os.cpu_count()}
-    if settings.device == "cuda":
-        info.update(gpu=torch.cuda.get_device_name(), cuda=torch.version.cuda)
-    return info
+    from harness.models.benchmark import machine_info
+
+    gpu = {"gpu": torch.cuda.get_device_name(), "cuda": torch.version.cuda} if settings.device == "cuda" else {}
+    return machine_info() | gpu
 
 
 def _fmt(value: Any) -> str:
@@ -415,6 +404,8 @@ def print_report(phases: list[Phase], total_s: float, settings: Settings) -> Non
 
 def run_check(settings: Settings, output: Path) -> bool:
     """Every phase (a failing one does not stop the others), the table, the JSON; True when all passed."""
+    from harness.models.benchmark import write_json
+
     started = time.perf_counter()
     if settings.device == "cuda":
         torch.set_float32_matmul_precision("high")
@@ -434,7 +425,6 @@ def run_check(settings: Settings, output: Path) -> bool:
     if over:
         print(f"FAILED: the check took {total:.0f} s, over its budget of {settings.budget_s:.0f} s")
     ok = all(p.ok for p in phases) and not over
-    output.parent.mkdir(parents=True, exist_ok=True)
     record = {
         "ok": ok,
         "total_s": total,
@@ -442,7 +432,7 @@ def run_check(settings: Settings, output: Path) -> bool:
         "environment": _environment(settings),
         "phases": [asdict(p) for p in phases],
     }
-    output.write_text(json.dumps(record, indent=2))
+    write_json(output, record)
     print(f"JSON: {output}")
     return ok
 

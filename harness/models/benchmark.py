@@ -48,7 +48,7 @@ from typing import Any
 from harness.errors import InputError
 from harness.models.attention import CausalSelfAttention
 from harness.models.gates import OutputGate, build_gate
-from harness.models.positional import build_position
+from harness.models.positional import PositionalEncoding, build_position
 from harness.models.scoring import build_scoring
 from harness.models.transformer import build_model
 from harness.models.variants import VARIANTS
@@ -94,8 +94,9 @@ class CaseResult:
     rss_ratio: float | None = None
 
 
-def _build_attention(family: str, d_model: int, n_head: int):
-
+def build_attention(family: str, d_model: int, n_head: int) -> tuple[CausalSelfAttention, PositionalEncoding]:
+    """One attention layer of ``family`` (see :data:`FAMILIES`) and the position component it
+    is called with, as ``(attention, position)``; draws its parameters from torch's global RNG."""
     gate_name = {
         "baseline": "none",
         "output-gate": "none",
@@ -147,7 +148,7 @@ def _setup(family: str, seq_len: int, batch: int, n_head: int, head_dim: int, th
         torch.set_num_threads(threads)
     torch.manual_seed(0)
     d_model = n_head * head_dim
-    attention, position = _build_attention(family, d_model, n_head)
+    attention, position = build_attention(family, d_model, n_head)
     x = torch.randn(batch, seq_len, d_model, requires_grad=True)
 
     def step() -> None:

@@ -75,6 +75,11 @@ class ModelSize:
             return self.name
         return f"{self.name}-{self.shape}"
 
+    def config_fields(self) -> dict[str, str | int]:
+        """The training-config fields naming this shape: ``size`` (the name), ``n_layer``,
+        ``n_head`` and ``d_model``."""
+        return {"size": self.name, "n_layer": self.n_layer, "n_head": self.n_head, "d_model": self.d_model}
+
 
 #: Longest context of a custom shape (that of the presets a CPU or one GPU trains at long context).
 CUSTOM_MAX_CONTEXT_LENGTH = 8192

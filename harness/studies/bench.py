@@ -52,6 +52,22 @@ def _spec(trials: int, steps: int) -> dict[str, Any]:
     }
 
 
+def run_study_cli(
+    spec_path: Path, workdir: Path, *, cwd: Path | None = None
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """``harness run SPEC_PATH`` in a fresh interpreter, as a user runs it: MLflow in
+    ``workdir/mlflow.db``, the study's storage ``workdir/results``; ``RAY_ADDRESS`` and
+    ``MLFLOW_TRACKING_URI`` are left out of its environment (a local Ray, the given
+    tracking URI). Returns the finished process (output captured, not checked) and its
+    wall time in seconds, interpreter start-up and Ray included."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
+    command = [sys.executable, "-m", "harness.cli", "run", str(spec_path)]
+    command += ["--tracking-uri", f"sqlite:///{workdir / 'mlflow.db'}", "--storage-path", str(workdir / "results")]
+    t0 = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd)
+    return done, time.perf_counter() - t0
+
+
 def main(
     *, trials: int = 8, steps: int = 60, out: Path | str = "benchmarks/results/study_overhead.json"
 ) -> dict[str, Any]:
@@ -89,25 +105,7 @@ def main(
         loop_times = json.loads(loop.stdout.strip().splitlines()[-1])
 
         # 2. the study, as a user runs it
-        env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
-        t0 = time.perf_counter()
-        study = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "harness.cli",
-                "run",
-                str(spec_path),
-                "--tracking-uri",
-                f"sqlite:///{tmp_path / 'mlflow.db'}",
-                "--storage-path",
-                str(tmp_path / "results"),
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-        )
-        study_wall = time.perf_counter() - t0
+        study, study_wall = run_study_cli(spec_path, tmp_path)
         if study.returncode != 0:
             raise RuntimeError(f"harness run failed:\n{study.stdout[-3000:]}\n{study.stderr[-3000:]}")
 

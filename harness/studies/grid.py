@@ -67,7 +67,7 @@ def _size_fields(size: Any) -> dict[str, Any]:
     """TrainConfig fields of a size entry: a preset's name, or a custom shape's name and shape."""
     if isinstance(size, str):
         return {"size": size}
-    return {"size": size.name, "n_layer": size.n_layer, "n_head": size.n_head, "d_model": size.d_model}
+    return size.model_size().config_fields()
 
 
 def resolve_components(spec: StudySpec) -> dict[str, tuple[str, str, str]]:

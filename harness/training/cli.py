@@ -96,14 +96,21 @@ def train_command(
         "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir else None,
         "num_threads": num_threads,
     }
-    from harness.training.run import as_train_config, config_from_checkpoint, load_checkpoint_meta, train
+    from harness.training.run import (
+        as_train_config,
+        config_from_checkpoint,
+        config_from_meta,
+        load_checkpoint_meta,
+        train,
+    )
 
     if resume is not None:
-        base = size or (
-            as_train_config(load_checkpoint_meta(resume)[1]["config"]) if n_layer or n_head or d_model else None
-        )
+        # Shape flags without --size apply to the checkpoint's own shape, so it is opened here,
+        # once; otherwise it is opened when the config is made (after the flags are checked).
+        opened = load_checkpoint_meta(resume)[:2] if not size and (n_layer or n_head or d_model) else None
+        base = size or (as_train_config(opened[1]["config"]) if opened else None)
         fields.update(_shape_fields(base, n_layer=n_layer, n_head=n_head, d_model=d_model))
-        config = config_from_checkpoint(resume, **fields)
+        config = config_from_meta(*opened, **fields) if opened else config_from_checkpoint(resume, **fields)
     else:
         if variant is None:
             raise InputError("--variant is required (or --resume CHECKPOINT); see `harness zoo` for the variants")
@@ -130,7 +137,7 @@ def _shape_fields(base: Any, *, n_layer: int | None, n_head: int | None, d_model
     size = resolve_size(preset, n_layer=n_layer, n_head=n_head, d_model=d_model)
     if size.is_preset:
         return {"size": size.name}
-    return {"size": size.name, "n_layer": size.n_layer, "n_head": size.n_head, "d_model": size.d_model}
+    return size.config_fields()
 
 
 def _fmt(value: float | None, spec: str = ".4f") -> str:

@@ -144,6 +144,12 @@ def load_checkpoint_meta(path: str | os.PathLike[str]) -> tuple[Path, dict[str, 
 def config_from_checkpoint(path: str | os.PathLike[str], **overrides: Any) -> TrainConfig:
     """The config stored in a checkpoint, with ``overrides`` (``None`` values ignored)."""
     ckpt_path, meta, _ = load_checkpoint_meta(path)
+    return config_from_meta(ckpt_path, meta, **overrides)
+
+
+def config_from_meta(ckpt_path: Path, meta: dict[str, Any], **overrides: Any) -> TrainConfig:
+    """:func:`config_from_checkpoint` for a checkpoint already opened by :func:`load_checkpoint_meta`
+    (its path and ``harness`` entry)."""
     merged = {**meta["config"], **{k: v for k, v in overrides.items() if v is not None}}
     saved_uri = merged.get("tracking_uri")
     if saved_uri and ":***@" in saved_uri:
@@ -257,8 +263,8 @@ def run_name(config: TrainConfig) -> str:
 def run_params(config: TrainConfig) -> dict[str, Any]:
     """The MLflow params of a run: its config, with the shape it trains filled in (a preset
     leaves n_layer, n_head and d_model unset in the config; the params always carry them)."""
-    size = config.model_size()
-    return {**config.model_dump(), "n_layer": size.n_layer, "n_head": size.n_head, "d_model": size.d_model}
+    # config.model_size().name is config.size: the "size" entry keeps its value and place
+    return {**config.model_dump(), **config.model_size().config_fields()}
 
 
 def run_tags(config: TrainConfig, variant: Any) -> dict[str, str]:

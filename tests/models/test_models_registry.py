@@ -247,6 +247,16 @@ def test_size_object_and_shape_overrides():
     assert build_model("ega", size="nano", vocab_size=5, block_size=64, n_layer=2).size == SIZES["nano"]
 
 
+def test_a_size_gives_the_config_fields_that_name_it():
+    assert custom_size(4, 4, 128, name="w128").config_fields() == {
+        "size": "w128",
+        "n_layer": 4,
+        "n_head": 4,
+        "d_model": 128,
+    }
+    assert SIZES["paper"].config_fields() == {"size": "paper", "n_layer": 6, "n_head": 8, "d_model": 256}
+
+
 def test_custom_sizes_name_their_shape_and_are_validated():
     w128 = custom_size(4, 4, 128, name="w128")
     assert (w128.n_layer, w128.n_head, w128.d_model, w128.head_dim) == (4, 4, 128, 32)

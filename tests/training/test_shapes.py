@@ -71,3 +71,23 @@ def test_bad_shape_exits_2_before_any_run(args, message, sqlite_tracking_uri, ca
     assert message in capsys.readouterr().err
     db = Path(sqlite_tracking_uri.removeprefix("sqlite:///"))
     assert not db.exists() or not _runs(sqlite_tracking_uri)
+
+
+def test_shape_flags_on_resume_change_the_checkpoints_shape(tiny_config, tmp_path: Path, capsys, monkeypatch) -> None:
+    import harness.training.run as run
+    from harness.training import train
+
+    config = tiny_config(max_steps=2, eval_every=2)
+    train(config, mlflow_logging=False, progress_bar=False)
+    opened = []
+    load = run.load_checkpoint_meta
+    monkeypatch.setattr(run, "load_checkpoint_meta", lambda path: opened.append(path) or load(path))
+    with pytest.raises(SystemExit) as exit_info:  # the base is the checkpoint's nano shape (width 64)
+        main(["train", "--resume", config.checkpoint_dir, "--n-head", "3"])
+    assert exit_info.value.code == 2
+    assert "d_model=64 is not divisible by n_head=3" in capsys.readouterr().err
+    assert opened == [Path(config.checkpoint_dir)]  # opened once
+    with pytest.raises(SystemExit) as exit_info:  # with --size the flags are checked before the checkpoint
+        main(["train", "--resume", str(tmp_path / "missing"), "--size", "nano", "--n-layer", "0"])
+    assert exit_info.value.code == 2
+    assert "--n-layer must be a positive integer" in capsys.readouterr().err
