@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from harness_support import (
+    TINY,
     all_runs,
     end_session,
     result_reports,
@@ -37,13 +38,17 @@ def test_sequential_study_killed_mid_batch_resumes_with_its_decisions(
 ) -> None:
     # baseline vs ega, seeds 0-1 first, then one seed at a time up to 3; a precision no
     # interval reaches: decisions after 2 (continue), 3 (continue) and 4 seeds (stop: max).
-    # One trial at a time, so that the kill lands inside the second batch.
+    # One trial at a time, so that the kill lands inside the second batch. The test sees a
+    # trial finish in Tune's snapshot, which is uploaded at the next checkpoint: 40 steps with
+    # an evaluation (and checkpoint) every 5 make that upload come early in the next trial,
+    # long before it ends and the second decision is taken (at 10 steps CI once saw both).
     spec = write_spec(
         tmp_path / "spec.yaml",
         seeds={"min": 2, "max": 4, "batch": 1},
         stop_when={"precision": 1e-9},
         analysis={"primary": {"treatment": "ega", "control": "baseline"}},
         max_concurrent_trials=1,
+        train={**TINY["train"], "max_steps": 40},
     )
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     storage = tmp_path / "results"
