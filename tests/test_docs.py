@@ -1,7 +1,8 @@
 """The docs site builds as CI builds it (``mkdocs build --strict``: a broken link, a page
 missing from the nav or an object griffe cannot resolve is an error), and each API page
 documents every name its package face exports (``__all__``, computed at import time; the
-site reads the faces statically through docs/hooks/griffe_lazy_exports.py)."""
+site reads the faces statically through docs/hooks/griffe_lazy_exports.py); the README
+stays a landing page that links into it."""
 
 from __future__ import annotations
 
@@ -44,3 +45,16 @@ def test_api_page_documents_every_exported_name(site: Path, face: str) -> None:
     exported = set(importlib.import_module(face).__all__)
     assert exported, face
     assert not exported - documented, f"{face}: not on its API page: {sorted(exported - documented)}"
+
+
+def test_readme_is_a_landing_page_whose_links_resolve() -> None:
+    """At most 200 lines, the two commands as .ci/run and the e2e test use them, and every
+    relative link pointing at a file of the repository (the docs pages)."""
+    text = (REPO / "README.md").read_text()
+    assert len(text.splitlines()) <= 200
+    assert "pip install torch==2.13.0 && pip install -e . && harness run studies/smoke.yaml" in text
+    assert 'pip install torch==2.13.0 && pip install -e ".[test]" && pytest' in text
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    relative = [link for link in links if "://" not in link]
+    assert relative, "the README links into docs/"
+    assert not [link for link in relative if not (REPO / link).is_file()]
