@@ -1,6 +1,6 @@
 """The shape of the code: no function in ``harness/`` is longer than a screen.
 
-A long procedure becomes named phases (STYLE.md, convention 12), so that the entry point
+A long procedure becomes named phases (docs/conventions.md, convention 12), so that the entry point
 reads like its own docstring. Measured with :mod:`ast` from the ``def`` line to the last
 line of the body (decorators excluded, docstring and comments included).
 """
