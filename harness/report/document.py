@@ -63,6 +63,7 @@ One row per **claim**.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -215,7 +216,8 @@ class Table:
 
     def __post_init__(self) -> None:
         named = [self.kind_column, self.signed_rows, self.bold_rows, *self.hidden, *self.merge]
-        unknown = [c for c in named if c is not None and c not in self.frame.columns]
+        named += [n for pattern in self.merge.values() for n in re.findall(r"\{(\w+)\}", pattern)]
+        unknown = list(dict.fromkeys(c for c in named if c is not None and c not in self.frame.columns))
         if unknown:
             raise ValueError(f"Table: columns {unknown} are not in the frame (columns: {self.frame.columns})")
         if self.kind_column is not None:
@@ -243,8 +245,6 @@ class Table:
     @property
     def merged_away(self) -> set[str]:
         """Columns shown only inside another column's ``merge`` pattern."""
-        import re
-
         out: set[str] = set()
         for target, pattern in self.merge.items():
             out |= {name for name in re.findall(r"\{(\w+)\}", pattern) if name != target}

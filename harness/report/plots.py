@@ -50,6 +50,8 @@ def _figure(width: float, height: float):
 
 
 def forest_plot(effects: pl.DataFrame, cells: Sequence[str], confidence: float) -> bytes:
+    """Each effect of each cell (the first :data:`MAX_FOREST_ROWS` rows) with its t-interval
+    (thick) and its bootstrap interval (thin), against 0."""
     rows = effects.head(MAX_FOREST_ROWS)
     n = rows.height
     fig = _figure(7.5, 1.2 + 0.32 * n)
@@ -78,6 +80,8 @@ def forest_plot(effects: pl.DataFrame, cells: Sequence[str], confidence: float) 
 
 
 def interaction_plot(df: pl.DataFrame, settings: AnalysisSettings) -> bytes:
+    """Per cell (six at most): the loss without and with ``a``, one line without ``b`` and one
+    with it (means with t-intervals, each seed faint): parallel lines are additive."""
     variants = (settings.base, settings.a, settings.b, settings.ab)
     blocks = seed_blocks(df, variants, settings.metric, None)
     cells = blocks.all_cells[:6]
@@ -123,6 +127,8 @@ def trend_plot(
     xlabel: str,
     title: str,
 ) -> bytes:
+    """Each effect per cell against the cell's size or context (log scale), with its fitted
+    slope over seeds."""
     fig = _figure(6.5, 4.6)
     ax = fig.subplots()
     palette = ["tab:red", "tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown"]
@@ -163,6 +169,8 @@ def trend_plot(
 
 
 def tau_plot(runs: pl.DataFrame, tau: TauStabilityResult, column: str) -> bytes:
+    """tau of every run by group, with the reference band, the mean's interval and the
+    prediction interval of a new run."""
     fig = _figure(7.0, 3.8)
     ax = fig.subplots()
     groups = ["variant"] + [c for c in ("dataset", "size", "context_length") if c in runs.columns]
@@ -213,6 +221,8 @@ def tau_plot(runs: pl.DataFrame, tau: TauStabilityResult, column: str) -> bytes:
 
 
 def open_fraction_plot(runs: pl.DataFrame, tau: TauStabilityResult, column: str) -> bytes:
+    """Each run's open fraction against its tau, beside the Gaussian tail 1 - Phi(tau) and
+    the corpus's content-word fraction."""
     from scipy import stats
 
     fig = _figure(6.0, 4.0)
@@ -245,6 +255,8 @@ def open_fraction_plot(runs: pl.DataFrame, tau: TauStabilityResult, column: str)
 
 
 def mope_plot(sigmas: np.ndarray, scales) -> bytes:
+    """The histogram of log10 of the MOPE widths, with the cluster centres and the corpus's
+    scales (word, clause, sentence)."""
     fig = _figure(6.0, 3.6)
     ax = fig.subplots()
     ax.hist(np.log10(sigmas), bins=min(40, max(10, len(sigmas) // 3)), color="tab:blue", alpha=0.7)

@@ -85,13 +85,11 @@ def table_text(table: Table, *, width: int = WIDTH, colour: bool = False, max_ro
         for row, kind in zip(rows[1:], t.kinds, strict=True):
             row[at] = _verdict_text(row[at], kind, colour)
     widths = [max(len(r[i]) for r in rows) for i in range(len(inline))]
+    gap = "  " if 1 + sum(widths) + 2 * (len(widths) - 1) <= width else " "  # a column's worth of room
     lines = [table.title] if table.title else []
     for i, row in enumerate(rows):
-        cells = [
-            (c.rjust(w) if t.numeric[j] else c.ljust(w))
-            for c, w, j in zip(row, widths, inline, strict=True)  # last column unpadded
-        ]
-        lines.append((" " + "  ".join(cells)).rstrip())
+        cells = [(c.rjust(w) if t.numeric[j] else c.ljust(w)) for c, w, j in zip(row, widths, inline, strict=True)]
+        lines.append((" " + gap.join(cells)).rstrip())
         if i == 0:
             continue
         for j in sorted(under, key=lambda j: j != t.verdict):

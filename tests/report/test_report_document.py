@@ -175,6 +175,8 @@ def test_the_model_refuses_what_it_cannot_render() -> None:
         Table(frame, kind_column="verdict_kind")
     with pytest.raises(ValueError, match=r"columns \['nope'\] are not in the frame"):
         Table(frame, bold_rows="nope")
+    with pytest.raises(ValueError, match=r"columns \['unit'\] are not in the frame"):
+        Table(frame, merge={"verdict": "{verdict}<< {unit}>>"})
     with pytest.raises(ValueError, match="Note.kind"):
         Note("x", kind="warning")
     with pytest.raises(TypeError, match="blocks must be"):
