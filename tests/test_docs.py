@@ -17,7 +17,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-FACES = {"harness.models": "api/models", "harness.analysis": "api/analysis", "harness.studies": "api/studies"}
+FACES = {
+    "harness.models": "api/models",
+    "harness.analysis": "api/analysis",
+    "harness.report": "api/report",
+    "harness.studies": "api/studies",
+}
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ Everything works on a polars results table (one row per trial; see
 :mod:`harness.analysis.results`) and returns frozen result objects in the style of
 ``scipy.stats`` (``estimate``, ``confidence_interval.low/high``, ``pvalue``,
 ``n_seeds``, ``per_seed``, ``method``, ``n_dropped``, ``message``, ``verdict``). What a
-verdict may say is set by ``STATISTICS.md``; ``benchmarks/calibration.py`` measures the
+verdict may say is set by ``docs/statistics.md``; ``benchmarks/calibration.py`` measures the
 coverage of every interval and the false-positive rate of every test the report uses.
 
 The names below are imported lazily (:mod:`harness.lazy_exports`) so that ``import

@@ -186,7 +186,7 @@ def _contrasts_table(results: Mapping[str, ContrastResult], settings: AnalysisSe
         "interaction I = L(a) + L(b) − L(base) − L(ab) "
         "(positive: superadditive). t-interval and paired t-test p over seeds (the basis of the verdicts); "
         f"BCa bootstrap over seeds only from {BOOTSTRAP_MIN_SEEDS} seeds, as a check (it covers about 90 % at "
-        "10 seeds and under-covers badly below: see the README's Calibration); "
+        "10 seeds and under-covers badly below: see docs/calibration.md); "
         "sign-flip permutation p. With several cells, each seed's contrast is averaged over the cells complete "
         "for that seed. The primary hypothesis is read at the unadjusted level; the other verdicts of the "
         "table at the top are Holm-adjusted as one family."
