@@ -8,11 +8,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from html.parser import HTMLParser
 from pathlib import Path
 
 import polars as pl
 import pytest
+from report_pages import MINUS
+from report_pages import cell_background as _background
+from report_pages import html_tables as _tables
+from report_pages import table_cell as _cell
 
 from harness.analysis import AnalysisSettings, build_report, interaction_contrast, main_effect
 from harness.analysis.report import (
@@ -32,74 +35,6 @@ from harness.analysis.results_types import (
     format_pvalue,
 )
 from harness.analysis.tables import KIND_COLOURS, strip_external_resources, verdict_table_html
-
-MINUS = "\u2212"  # great-tables writes negative numbers with the minus sign
-
-
-class _Tables(HTMLParser):
-    """Every <table> of a page: its column labels, row groups and body rows (each cell's
-    text, style and ``headers``)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tables: list[dict] = []
-        self._cell: dict | None = None
-        self._row: list[dict] | None = None
-        self._in_head = False
-        self._in_foot = False
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:
-        a = dict(attrs)
-        if tag == "table":
-            self.tables.append({"class": a.get("class", ""), "labels": [], "groups": [], "rows": []})
-        elif tag == "thead":
-            self._in_head = True
-        elif tag in ("tbody", "tfoot"):  # source notes are not rows
-            self._in_head = False
-            self._in_foot = tag == "tfoot"
-        elif tag == "tr" and self.tables and not self._in_head and not self._in_foot:
-            self._row = []
-        elif tag in ("td", "th") and self.tables:
-            self._cell = {"tag": tag, "style": a.get("style") or "", "headers": a.get("headers") or "", "text": ""}
-            self._cell["class"] = a.get("class") or ""
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("td", "th") and self._cell is not None:
-            cell, self._cell = self._cell, None
-            cell["text"] = cell["text"].strip()
-            table = self.tables[-1]
-            if self._in_head:
-                if "gt_col_heading" in cell["class"] or "gt_column_spanner" in cell["class"]:
-                    table["labels"].append(cell["text"])
-            elif "gt_group_heading" in cell["class"]:
-                table["groups"].append(cell["text"])
-            elif self._row is not None:
-                self._row.append(cell)
-        elif tag == "tr" and self._row is not None:
-            if self._row:
-                self.tables[-1]["rows"].append(self._row)
-            self._row = None
-
-    def handle_data(self, data: str) -> None:
-        if self._cell is not None:
-            self._cell["text"] += data
-
-
-def _tables(page: str) -> list[dict]:
-    parser = _Tables()
-    parser.feed(page)
-    return parser.tables
-
-
-def _cell(row: list[dict], column: str) -> dict:
-    (cell,) = [c for c in row if c["headers"].endswith(f"-{column}")]
-    return cell
-
-
-def _background(cell: dict) -> str:
-    match = re.search(r"background-color:\s*(#[0-9a-fA-F]{6})", cell["style"])
-    assert match, cell
-    return match.group(1).lower()
 
 
 def _gt(text: str) -> str:
