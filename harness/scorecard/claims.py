@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from harness.errors import InputError
+from harness.models.variants import VARIANTS
 
 #: The ids other tools may rely on; each is a claim id or the prefix of one or more.
 CORE_IDS: tuple[str, ...] = ("superadditivity", "ega-gain", "mope-gain", "ega-mope-gain", "tau-035", "open-fraction-36")
@@ -176,6 +177,11 @@ def _measure(entry: Mapping[str, Any], kind: str, where: str) -> Measure:
     )
     for name in _VARIANT_FIELDS[kind]:
         _require(entry, name, f"{where} ({kind})")
+    unknown = [v for v in measure.names() if v not in VARIANTS]
+    if unknown:
+        raise InputError(
+            f"{where}: variant {', '.join(map(repr, unknown))} is not in the model zoo; known: {', '.join(VARIANTS)}"
+        )
     if kind in ("level", "tail", "clusters") and not measure.variants:
         raise InputError(f"{where} ({kind}): missing 'variants' (the runs to read)")
     return measure

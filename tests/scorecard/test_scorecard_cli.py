@@ -1,0 +1,103 @@
+"""``harness scorecard`` on a real tiny study (nano, 10 steps, local Ray, MLflow on SQLite):
+a row for every claim, the files written, the run logged and linked; bad input exits 2
+naming it, with nothing half-written."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import harness_support
+import polars as pl
+import pytest
+
+from harness.cli import main
+from harness.mlflow_client import TrackingClient
+from harness.scorecard import load_claims
+
+FACTORIAL = ["baseline", "ega", "mope", "ega-mope"]
+
+
+def _run_cli(*args: str) -> int:
+    try:
+        main(list(args))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+@pytest.fixture(scope="module")
+def tiny_study(tmp_path_factory: pytest.TempPathFactory, shared_data_dir: Path, local_ray: None):
+    """The tiny study with the papers' 2x2 (nano, T=32, 10 steps, 2 seeds), run for real."""
+    from harness.studies.runner import run_study
+
+    root = tmp_path_factory.mktemp("scorecard-study")
+    spec = harness_support.write_spec(root / "tiny.yaml", variants=FACTORIAL, name="tiny-scorecard")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    outcome = run_study(
+        spec, tracking_uri=uri, storage_path=str(root / "results"), stream=io.StringIO(), live=False, report=False
+    )
+    assert outcome.status == "finished", outcome
+    return outcome, uri, root
+
+
+@pytest.mark.slow
+def test_a_finished_study_gives_a_row_for_every_claim(tiny_study, tmp_path: Path, capsys) -> None:
+    outcome, _, _ = tiny_study
+    out = tmp_path / "card"
+    assert _run_cli("scorecard", "--from", str(outcome.study_dir), "--out", str(out), "--no-log") == 0
+    printed = capsys.readouterr().out
+    table = pl.read_parquet(out / "scorecard.parquet")
+    claims = {c.id for c in load_claims()}
+    assert set(table.get_column("claim").to_list()) == claims
+    for claim in claims:
+        assert claim in printed
+    must = ["claim", "paper", "paper_value", "dataset", "size", "params", "context_length", "n_seeds", "estimate"]
+    assert set(must + ["ci_low", "ci_high", "verdict", "verdict_kind", "kind"]) <= set(table.columns)
+    measured = table.filter(pl.col("claim") == "superadditivity").filter(pl.col("reading") == "A").row(0, named=True)
+    assert measured["kind"] == "cell" and measured["n_seeds"] == 2 and measured["size"] == "nano"
+    assert measured["verdict_kind"] in ("inconclusive", "absent", "replicated", "smaller", "larger", "reversed")
+    assert measured["at_paper_setting"] is False and "2 seeds" in measured["verdict"]
+    assert (out / "scorecard.html").read_text().count("superadditivity") >= 1
+    assert "| claim |" in (out / "scorecard.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_scorecard_run_is_logged_and_linked_from_the_study(tiny_study, tmp_path: Path) -> None:
+    outcome, uri, _ = tiny_study
+    code = _run_cli("scorecard", "--study", "tiny-scorecard", "--tracking-uri", uri, "--out", str(tmp_path / "c"))
+    assert code == 0
+    client = TrackingClient(uri)
+    experiment = client.get_experiment_by_name("scorecard")
+    runs = client.search_runs([experiment.experiment_id], filter_string="tags.`harness.role` = 'scorecard'")
+    assert len(runs) == 1
+    run = runs[0]
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["harness.read.tiny-scorecard"] == outcome.parent_run_id
+    assert "superadditivity" in run.data.tags["mlflow.note.content"]
+    names = {f.path for f in client.list_artifacts(run.info.run_id)}
+    assert {"scorecard.html", "scorecard.parquet", "scorecard.md"} <= names
+    parent = client.get_run(outcome.parent_run_id).data.tags
+    assert parent["harness.scorecard_run"] == run.info.run_id
+    assert parent["mlflow.note.content"].rstrip().endswith(f"runs/{run.info.run_id})")
+
+
+def test_bad_input_exits_2_naming_it_and_writes_nothing(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "card"
+    not_a_study = tmp_path / "folder"
+    not_a_study.mkdir()
+    assert _run_cli("scorecard", "--from", str(not_a_study), "--out", str(out), "--no-log") == 2
+    assert "without results.parquet" in capsys.readouterr().err
+    assert _run_cli("scorecard", "--from", str(tmp_path / "missing"), "--out", str(out)) == 2
+    assert "no such file" in capsys.readouterr().err
+    # an unknown study in a store that exists: named, and no scorecard run created
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = TrackingClient(uri)
+    client.create_experiment("other")
+    assert _run_cli("scorecard", "--study", "nope", "--tracking-uri", uri, "--out", str(out)) == 2
+    assert "no study named 'nope'" in capsys.readouterr().err
+    assert client.get_experiment_by_name("scorecard") is None
+    # no store at all
+    assert _run_cli("scorecard", "--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}", "--out", str(out)) == 2
+    assert not out.exists() and not (tmp_path / "none.db").exists()
+    assert not list(tmp_path.glob(".card-*"))
