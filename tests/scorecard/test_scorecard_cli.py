@@ -82,6 +82,28 @@ def test_the_scorecard_run_is_logged_and_linked_from_the_study(tiny_study, tmp_p
     assert parent["mlflow.note.content"].rstrip().endswith(f"runs/{run.info.run_id})")
 
 
+@pytest.mark.slow
+def test_every_trial_run_holds_its_resolved_params(tiny_study) -> None:
+    """MLflow can compare and plot across scale on its own: no trial param is an unset override."""
+    outcome, uri, _ = tiny_study
+    client = TrackingClient(uri)
+    runs = client.search_runs(
+        [outcome.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{outcome.parent_run_id}'"
+    )
+    assert len(runs) == 8
+    for run in runs:
+        params, tags = run.data.params, run.data.tags
+        assert {k: params[k] for k in ("position", "gate", "scoring")} == {
+            k: tags[k] for k in ("position", "gate", "scoring")
+        }
+        assert (params["n_layer"], params["n_head"], params["d_model"]) == ("2", "2", "64")
+        assert params["context_length"] == "32" and params["attention_dropout"] == "0.0"
+        assert int(params["num_parameters"]) == int(run.data.metrics["num_parameters"])
+        assert "None" not in {params[k] for k in ("position", "gate", "scoring", "n_layer", "n_head", "d_model")}
+    ega_mope = next(r for r in runs if r.data.tags["variant"] == "ega-mope").data.params
+    assert (ega_mope["position"], ega_mope["gate"]) == ("mope", "ega")
+
+
 def test_bad_input_exits_2_naming_it_and_writes_nothing(tmp_path: Path, capsys) -> None:
     out = tmp_path / "card"
     not_a_study = tmp_path / "folder"
