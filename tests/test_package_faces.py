@@ -21,6 +21,7 @@ FACES = (
     "harness.training",
     "harness.studies",
     "harness.analysis",
+    "harness.report",
     "harness.scorecard",
 )
 HEAVY = ("numpy", "pydantic", "torch", "lightning", "polars", "scipy", "statsmodels", "mlflow", "ray")

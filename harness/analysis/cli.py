@@ -86,8 +86,8 @@ def report(
     study's parent run; rewrite each trial run's description from the recomputed table.
     Prints the verdicts."""
     from harness.analysis.corpus import corpus_info_for
-    from harness.analysis.report import build_report, log_report
     from harness.analysis.results import tracking_uri_or_default
+    from harness.report.study import build_report, log_report
 
     uri = tracking_uri_or_default(tracking_uri)
     df, parent, from_path = _results_and_parent(study, uri, from_path, log)

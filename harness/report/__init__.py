@@ -25,6 +25,9 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "html": ["render_html", "KIND_COLOURS"],
         "markdown": ["render_markdown"],
         "terminal": ["render_terminal"],
+        "verdict": ["Verdict", "headline_family", "format_verdict_table", "verdict_footer", "TEST_ABBREVIATIONS"],
+        "study": ["Report", "build_report", "log_report", "parent_description", "DESCRIPTION_MAX_CHARS"],
+        "sections_effects": ["label_diagnostic_rows"],
     },
 )
 
@@ -32,4 +35,13 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from harness.report.document import Document, Figure, Note, Paragraph, Section, Table
     from harness.report.html import KIND_COLOURS, render_html
     from harness.report.markdown import render_markdown
+    from harness.report.sections_effects import label_diagnostic_rows
+    from harness.report.study import DESCRIPTION_MAX_CHARS, Report, build_report, log_report, parent_description
     from harness.report.terminal import render_terminal
+    from harness.report.verdict import (
+        TEST_ABBREVIATIONS,
+        Verdict,
+        format_verdict_table,
+        headline_family,
+        verdict_footer,
+    )

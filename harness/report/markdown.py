@@ -32,10 +32,8 @@ def escape(text: str) -> str:
 
 def kind_legend() -> str:
     """The key of the verdict kinds, as markdown shows them."""
-    return (
-        f"Verdicts in **bold**: {SETTLED} ({VERDICT_KINDS[SETTLED]}); plain: {NOT_DISTINGUISHABLE} "
-        f"({VERDICT_KINDS[NOT_DISTINGUISHABLE]}); _italic_: {NOT_TESTABLE} ({VERDICT_KINDS[NOT_TESTABLE]})."
-    )
+    shown = {SETTLED: "in **bold**", NOT_DISTINGUISHABLE: "plain", NOT_TESTABLE: "in _italics_"}
+    return "Verdicts " + "; ".join(f"{shown[k]}: {k}, {VERDICT_KINDS[k]}" for k in shown) + "."
 
 
 def _short(text: str, limit: int | None) -> str:
@@ -56,8 +54,9 @@ def table_markdown(table: Table, *, max_rows: int | None = None, cell_chars: int
             text = escape(cell if t.numeric[j] else _short(cell, cell_chars))
             if j == t.verdict and kind is not None:
                 text = _EMPHASIS.get(kind, "{}").format(text)
-            elif j == t.stub and bold:
-                text = f"**{text}**"
+            elif j == t.stub and bold:  # a row mark (a trailing " *") stays outside the bold
+                name, mark = (text[:-3], text[-3:]) if text.endswith(" \\*") else (text, "")
+                text = f"**{name}**{mark}"
             out.append(text)
         lines.append("| " + " | ".join(out) + " |")
     if t.more:

@@ -32,8 +32,32 @@ def _verdict_text(text: str, kind: str | None, colour: bool) -> str:
     return f"{_ANSI[kind]}{tagged}\x1b[0m" if colour and kind in _ANSI else tagged
 
 
+def _verdict_lines(text: str, kind: str | None, width: int, colour: bool) -> list[str]:
+    """A verdict under its row: its words wrapped, then its kind in brackets, never split."""
+    indent = "     "
+    lines = _wrap(text, width, indent)
+    if kind is None:
+        return lines
+    tag = f"[{kind}]"
+    if len(lines[-1]) + 1 + len(tag) <= width:
+        lines[-1] += f" {tag}"
+    else:
+        lines.append(indent + tag)
+    if colour and kind in _ANSI:
+        lines = [f"{_ANSI[kind]}{line}\x1b[0m" for line in lines]
+    return lines
+
+
 def _wrap(text: str, width: int, indent: str = "") -> list[str]:
-    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent) or [indent.rstrip()]
+    wrapped = textwrap.wrap(
+        text,
+        width=width,
+        initial_indent=indent,
+        subsequent_indent=indent,
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
+    return wrapped or [indent.rstrip()]
 
 
 def _under(t: TextTable, width: int) -> set[int]:
@@ -64,7 +88,7 @@ def table_text(table: Table, *, width: int = WIDTH, colour: bool = False, max_ro
     lines = [table.title] if table.title else []
     for i, row in enumerate(rows):
         cells = [
-            (c.rjust(w) if t.numeric[j] and i else c.ljust(w))
+            (c.rjust(w) if t.numeric[j] else c.ljust(w))
             for c, w, j in zip(row, widths, inline, strict=True)  # last column unpadded
         ]
         lines.append((" " + "  ".join(cells)).rstrip())
@@ -73,10 +97,9 @@ def table_text(table: Table, *, width: int = WIDTH, colour: bool = False, max_ro
         for j in sorted(under, key=lambda j: j != t.verdict):
             text = t.rows[i - 1][j]
             if j == t.verdict:
-                text = _verdict_text(text, t.kinds[i - 1], colour)
+                lines += _verdict_lines(text, t.kinds[i - 1], width, colour)
             elif text:
-                text = f"{t.labels[j]}: {text}"
-            lines += _wrap(text, width, "     ") if text else []
+                lines += _wrap(f"{t.labels[j]}: {text}", width, "     ")
     if t.more:
         lines.append(f" ({t.more} more rows in the parquet table)")
     if table.caption:
@@ -117,7 +140,9 @@ def render_terminal(
     if notes and document.notes:
         lines += ["", "Notes:"]
         for note in document.notes:
-            lines += textwrap.wrap(note.text, width=width, initial_indent=" - ", subsequent_indent="   ")
+            lines += textwrap.wrap(
+                note.text, width=width, initial_indent=" - ", subsequent_indent="   ", break_on_hyphens=False
+            )
     return "\n".join(lines)
 
 
