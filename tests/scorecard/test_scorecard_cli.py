@@ -77,6 +77,10 @@ def test_the_scorecard_run_is_logged_and_linked_from_the_study(tiny_study, tmp_p
     assert "superadditivity" in run.data.tags["mlflow.note.content"]
     names = {f.path for f in client.list_artifacts(run.info.run_id)}
     assert {"scorecard.html", "scorecard.parquet", "scorecard.md"} <= names
+    # read from MLflow, the learned MOPE widths are there: the cluster claim is measured
+    table = pl.read_parquet(tmp_path / "c" / "scorecard.parquet")
+    clusters = table.filter(pl.col("claim") == "mope-four-scales").row(0, named=True)
+    assert clusters["kind"] == "cell" and clusters["estimate"] >= 1 and "exact" in clusters["interval"]
     parent = client.get_run(outcome.parent_run_id).data.tags
     assert parent["harness.scorecard_run"] == run.info.run_id
     assert parent["mlflow.note.content"].rstrip().endswith(f"runs/{run.info.run_id})")
