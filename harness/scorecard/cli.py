@@ -167,7 +167,8 @@ def scorecard(
     tracking_uri: Annotated[
         str | None,
         typer.Option(
-            "--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)."
+            "--tracking-uri",
+            help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else mlflow.db in the working directory).",
         ),
     ] = None,
     out: Annotated[Path, typer.Option("--out", help="Directory for scorecard.parquet/.html/.md.")] = DEFAULT_OUT,
@@ -182,14 +183,14 @@ def scorecard(
     """Read finished studies, set each of the papers' claims against every cell that can
     measure it, write the scorecard (parquet, HTML, markdown) and print it; log it to MLflow
     as its own run, linked from each study it read."""
-    from harness.analysis.results import tracking_uri_or_default
     from harness.errors import InputError
+    from harness.mlflow_client import resolve_tracking_uri
     from harness.report import render_markdown, render_terminal
     from harness.scorecard.claims import load_claims
     from harness.scorecard.compute import scorecard_table
     from harness.scorecard.document import scorecard_document
 
-    uri = tracking_uri_or_default(tracking_uri)
+    uri = resolve_tracking_uri(tracking_uri)
     claims = load_claims(claims_file)
     inputs = [s for p in from_paths or [] for s in studies_from_path(p)]
     if study or not from_paths:
