@@ -123,8 +123,14 @@ def _can_measure(claim: Claim, measure: Measure, cell: Mapping[str, Any], rows: 
         return False
     if not set(measure.names()) <= set(rows.get_column("variant").drop_nulls().to_list()):
         return False
-    mine = rows.filter(pl.col("variant").is_in(list(measure.names())))
-    return all(c in mine.columns and mine.get_column(c).drop_nulls().len() > 0 for c in _columns_needed(claim))
+    # every variant a level or a count reads must have a value (a contrast's missing runs are
+    # dropped seed blocks, which its verdict reports)
+    each = measure.names() if claim.kind in ("level", "tail", "parameters") else (None,)
+    for variant in each:
+        mine = rows.filter(pl.col("variant").is_in([variant] if variant else list(measure.names())))
+        if not all(c in mine.columns and mine.get_column(c).drop_nulls().len() > 0 for c in _columns_needed(claim)):
+            return False
+    return True
 
 
 def _reference_variant(measure: Measure) -> str | None:
@@ -336,16 +342,22 @@ def _groups(claim: Claim, rows: pl.DataFrame) -> list[tuple[str | None, pl.DataF
 def measure_cell(
     claim: Claim, measure: Measure, study: StudyResults, cell: Mapping[str, Any], rows: pl.DataFrame, claims: ClaimSet
 ) -> list[dict[str, Any]]:
-    """The rows of one claim's reading in one cell of a study (one per tau_init group for a level)."""
+    """The rows of one claim's reading in one cell of a study (one per tau_init group for a
+    level). A cell the analysis refuses (no finished gated run, no learned widths there...)
+    gives an ``inconclusive`` row saying why, not a failed scorecard."""
     base = _cell_fields(claim, measure, study, cell, rows)
     out = []
     for group, part in _groups(claim, rows):
-        if claim.kind in ("contrast", "interaction"):
-            numbers = _contrast_row(claim, measure, part, study, claims)
-        elif claim.kind in ("level", "tail"):
-            numbers = _level_row(claim, measure, part, study, claims)
-        else:
-            numbers = _exact_row(claim, measure, part, study, cell)
+        try:
+            if claim.kind in ("contrast", "interaction"):
+                numbers = _contrast_row(claim, measure, part, study, claims)
+            elif claim.kind in ("level", "tail"):
+                numbers = _level_row(claim, measure, part, study, claims)
+            else:
+                numbers = _exact_row(claim, measure, part, study, cell)
+        except InputError as exc:
+            refused = ClaimVerdict("inconclusive", f"inconclusive: no test possible ({exc})", "no interval")
+            numbers = _numbers(Intervals(math.nan, None, None, _n_seeds(part)), refused, None)
         out.append({**base, **numbers, "group": group})
     return out
 

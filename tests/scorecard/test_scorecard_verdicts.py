@@ -152,3 +152,15 @@ def test_replicated_and_reversed_are_calibrated_on_the_boundary(n: int) -> None:
     kinds = [classify_effect(iv, sign="+", paper_value=3.0, margin=1.0).kind for iv in _batched(1.0, reps, n, rng)]
     rate = kinds.count("absent") / reps
     assert rate <= 0.05 + 3 * se(0.05), rate
+
+
+def test_a_cell_the_analysis_refuses_is_inconclusive_not_a_failure() -> None:
+    from harness.scorecard.compute import StudyResults
+
+    study = simulated_study({"ega": 0.05, "mope": -0.03, "ega-mope": 0.08}, seeds=4)
+    frame = study.frame.with_columns(  # tau logged, but no run finished: nothing to read
+        pl.when(pl.col("variant") == "ega").then(0.1).otherwise(None).alias("tau_mean"),
+        pl.when(pl.col("variant") == "ega").then(pl.lit("failed")).otherwise(pl.col("status")).alias("status"),
+    )
+    row = row_of(scorecard_table([StudyResults("sim", frame, study.settings)]), "tau-035")
+    assert row["verdict_kind"] == "inconclusive" and "no finished run" in row["verdict"]
