@@ -9,7 +9,7 @@ import math
 import numpy as np
 import polars as pl
 import pytest
-from conftest import row_of, simulated_study
+from scorecard_sim import row_of, simulated_study
 
 from harness.analysis import t_interval
 from harness.scorecard import scorecard_table

@@ -1,4 +1,4 @@
-"""Simulated studies with known truths for the scorecard tests."""
+"""Simulated studies with known truths for the scorecard tests (imported by them, not a conftest)."""
 
 from __future__ import annotations
 
