@@ -127,3 +127,18 @@ def test_bad_input_exits_2_naming_it_and_writes_nothing(tmp_path: Path, capsys) 
     assert _run_cli("scorecard", "--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}", "--out", str(out)) == 2
     assert not out.exists() and not (tmp_path / "none.db").exists()
     assert not list(tmp_path.glob(".card-*"))
+
+
+def test_a_results_parquet_of_two_studies_is_read_as_two(tmp_path: Path, capsys) -> None:
+    from scorecard_sim import simulated_study
+
+    one = simulated_study({"ega": 0.09, "mope": -0.03, "ega-mope": 0.12}, seeds=6).frame
+    two = one.with_columns(pl.lit("other").alias("study"), pl.lit(512).cast(pl.Int64).alias("context_length"))
+    path = tmp_path / "results.parquet"
+    pl.concat([one, two]).write_parquet(path)
+    assert _run_cli("scorecard", "--from", str(path), "--out", str(tmp_path / "card"), "--no-log") == 0
+    assert "against 2 studies (other, sim)" in capsys.readouterr().out
+    table = pl.read_parquet(tmp_path / "card" / "scorecard.parquet")
+    rows = table.filter((pl.col("claim") == "ega-gain-mope-paper") & (pl.col("kind") == "cell"))
+    assert sorted(rows.get_column("study").to_list()) == ["other", "sim"]
+    assert rows.filter(pl.col("study") == "sim").row(0, named=True)["at_paper_setting"] is True
