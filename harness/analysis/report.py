@@ -40,18 +40,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from harness.analysis.contrasts import (
-    effect_trend,
-    effects_table,
-    interaction_contrast,
-    main_effect,
-    multi_bootstrap,
-    primary_effect,
-    seed_blocks,
-    seeds_needed,
-)
+from harness.analysis.contrasts import effects_table, interaction_contrast, main_effect, primary_effect, seed_blocks
 from harness.analysis.divergence import divergence_table
 from harness.analysis.mope import mope_scales
+from harness.analysis.multi_bootstrap import multi_bootstrap
+from harness.analysis.planning import seeds_needed
 from harness.analysis.results import cell_columns, diverged_mask, require_columns, require_table, unfinished_mask
 from harness.analysis.results_types import (
     BOOTSTRAP_MIN_SEEDS,
@@ -77,6 +70,7 @@ from harness.analysis.sequential import (
 )
 from harness.analysis.tables import frame_table_html, loss_unit, strip_external_resources, verdict_table_html
 from harness.analysis.tau import tau_runs, tau_stability
+from harness.analysis.trends import effect_trend
 from harness.errors import InputError
 from harness.mlflow_client import TrackingClient, redact_uri
 from harness.models.variants import DIAGNOSTIC_LABEL, is_diagnostic

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.analysis.calibration import (
+from harness.analysis.simulate.calibration import (
     SEEDS,
     bootstrap_coverage,
     calibration_table,

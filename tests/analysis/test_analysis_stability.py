@@ -21,8 +21,8 @@ from harness.analysis import (
     tau_stability,
     tost_pvalue,
 )
-from harness.analysis.calibration import rm_anova_pvalues
 from harness.analysis.results_types import format_pvalue
+from harness.analysis.simulate.calibration import rm_anova_pvalues
 
 
 def _within_mc(rate: float, nominal: float, reps: int, k: float = 3.5) -> bool:

@@ -28,8 +28,8 @@ from harness.analysis import (
     sd_interval,
     seeds_needed,
 )
-from harness.analysis.calibration import clopper_pearson_coverage
 from harness.analysis.report import headline_family
+from harness.analysis.simulate.calibration import clopper_pearson_coverage
 from harness.errors import InputError
 
 FORBIDDEN = ("explains", "suffices", "converges whatever", "no effect", "no detectable")

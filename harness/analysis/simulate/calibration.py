@@ -7,7 +7,7 @@ hypothesis holds (nominal at most 0.05). Per-seed values are normal with a seed-
 random effect where the design has one; every procedure is the analysis's own function
 (:func:`~harness.analysis.contrasts.t_interval`, :func:`~harness.analysis.contrasts.bootstrap_interval`,
 :func:`~harness.analysis.contrasts.sign_flip_pvalue`,
-:func:`~harness.analysis.contrasts.multi_bootstrap_interval`,
+:func:`~harness.analysis.multi_bootstrap.multi_bootstrap_interval`,
 :func:`~harness.analysis.tau.tost_pvalue`, :func:`~harness.analysis.tau.prediction_interval`,
 ``scipy.stats.f_oneway`` on seed means as in :func:`~harness.analysis.tau.tau_heterogeneity`,
 ``scipy.stats.binomtest`` as in :func:`~harness.analysis.divergence.divergence_table`)
@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from harness.analysis.contrasts import bootstrap_interval, multi_bootstrap_interval, sign_flip_pvalue, t_interval
+from harness.analysis.contrasts import bootstrap_interval, sign_flip_pvalue, t_interval
+from harness.analysis.multi_bootstrap import multi_bootstrap_interval
 from harness.analysis.results_types import BOOTSTRAP_MIN_SEEDS
 from harness.analysis.tau import prediction_interval, tost_pvalue
 
