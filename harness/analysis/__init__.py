@@ -76,11 +76,9 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "ContrastResult",
             "TrendResult",
             "SeedsNeededResult",
-            "TauStabilityResult",
-            "HeterogeneityResult",
-            "OpenFractionResult",
             "MopeScalesResult",
         ],
+        "tau_types": ["TauStabilityResult", "HeterogeneityResult", "OpenFractionResult"],
     },
 )
 
@@ -123,12 +121,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         AnalysisSettings,
         ConfidenceInterval,
         ContrastResult,
-        HeterogeneityResult,
         MopeScalesResult,
-        OpenFractionResult,
         PrimaryHypothesis,
         SeedsNeededResult,
-        TauStabilityResult,
         TrendResult,
     )
     from harness.analysis.sequential import ConfidenceSequenceResult, confidence_sequence
@@ -141,4 +136,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         tau_stability,
         tost_pvalue,
     )
+    from harness.analysis.tau_types import HeterogeneityResult, OpenFractionResult, TauStabilityResult
     from harness.analysis.trends import effect_trend

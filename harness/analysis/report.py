@@ -55,8 +55,6 @@ from harness.analysis.results_types import (
     AnalysisSettings,
     ConfidenceInterval,
     ContrastResult,
-    OpenFractionResult,
-    TauStabilityResult,
     TrendResult,
     VerdictKind,
     format_interval,
@@ -70,6 +68,7 @@ from harness.analysis.sequential import (
 )
 from harness.analysis.tables import frame_table_html, loss_unit, strip_external_resources, verdict_table_html
 from harness.analysis.tau import tau_runs, tau_stability
+from harness.analysis.tau_types import OpenFractionResult, TauStabilityResult
 from harness.analysis.trends import effect_trend
 from harness.errors import InputError
 from harness.mlflow_client import TrackingClient, redact_uri
@@ -1316,12 +1315,11 @@ def _tau_text(tau: TauStabilityResult) -> str:
         f"{format_interval(tau.confidence_interval, False, 4)}; t-test against {tau.reference:g}: "
         f"p={format_pvalue(tau.pvalue)}. Equivalence of the mean to the band {band}: TOST "
         f"p={format_pvalue(tau.tost_pvalue)}, {eq_level} CI {format_interval(tau.equivalence_interval, False, 4)}. "
-        f"Stability (where a new run lands): {level} prediction interval "
-        f"{format_interval(tau.prediction_interval, False, 4)}; stable only if it lies inside the band."
+        f"Stability (where a new seed's run lands, {level} prediction interval"
+        f"{' per cell' if tau.cells else ''}): {tau.new_seed_words}; stable only if inside the band."
     )
-    if tau.within_band_fraction is not None:
-        inside = round(tau.within_band_fraction * tau.n_seeds)
-        text += f" {inside} of {tau.n_seeds} seeds ({tau.within_band_fraction:.0%}) lie inside the band."
+    if tau.within_band_text:
+        text += f" {tau.within_band_text}."
     if tau.head_spread is not None:
         text += f" Spread over heads (mean sd): {tau.head_spread:.3f}."
     return text + (f" ({tau.message}.)" if tau.message else "")
