@@ -69,6 +69,16 @@ def seed_level_interval(k, n: int, confidence: float = 0.95) -> tuple:
     return low, high
 
 
+def divergence_method(confidence: float, control: str) -> str:
+    """The report's sentence on how the divergence table was computed."""
+    return (
+        f"Runs that diverged, per variant, with the seed as the unit: the rate is the mean of the per-seed rates, "
+        f"its {confidence:.0%} interval Clopper-Pearson over seeds (it covers whatever the correlation between "
+        f"a seed's runs), the p-value a sign-flip test of the per-seed rate differences against {control} "
+        "(unadjusted; the test column names it). Failed runs (infrastructure) are not counted."
+    )
+
+
 def _status_counts(df: pl.DataFrame) -> pl.DataFrame:
     """Runs that ended by training's own verdict and diverged runs, per variant (and seed)."""
     status = (
@@ -160,4 +170,4 @@ def divergence_table(df: pl.DataFrame, *, control: str | None = "baseline", conf
     return pl.DataFrame(rows, schema=_SCHEMA)
 
 
-__all__ = ["DIVERGENCE_COLUMNS", "divergence_table", "seed_level_interval"]
+__all__ = ["DIVERGENCE_COLUMNS", "divergence_method", "divergence_table", "seed_level_interval"]

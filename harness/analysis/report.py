@@ -41,7 +41,7 @@ import numpy as np
 import polars as pl
 
 from harness.analysis.contrasts import effects_table, interaction_contrast, main_effect, primary_effect, seed_blocks
-from harness.analysis.divergence import divergence_table
+from harness.analysis.divergence import divergence_method, divergence_table
 from harness.analysis.mope import mope_scales
 from harness.analysis.multi_bootstrap import multi_bootstrap
 from harness.analysis.planning import seeds_needed
@@ -1148,10 +1148,8 @@ def _divergence_section(df: pl.DataFrame, settings: AnalysisSettings, parts: _Pa
         if row["rate"] is not None:
             parts.headline[f"{row['variant']}/divergence_rate"] = row["rate"]
     text = (
-        f"Runs that diverged, per variant: rate with its exact (Clopper-Pearson) {settings.confidence:.0%} "
-        f"interval and Fisher's exact test against {settings.base} (unadjusted). Failed runs (infrastructure) "
-        "are not counted. A variant that diverges more often is a finding in itself, and every paired "
-        "contrast of a variant with diverged runs is conditional on the runs that converged."
+        f"{divergence_method(settings.confidence, settings.base)} A variant that diverges more often is a finding "
+        "in itself, and every paired contrast of a variant with diverged runs is conditional on the runs that converged."
     )
     parts.sections.append(
         (
