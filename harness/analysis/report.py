@@ -1148,8 +1148,9 @@ def _divergence_section(df: pl.DataFrame, settings: AnalysisSettings, parts: _Pa
         if row["rate"] is not None:
             parts.headline[f"{row['variant']}/divergence_rate"] = row["rate"]
     text = (
-        f"{divergence_method(settings.confidence, settings.base)} A variant that diverges more often is a finding "
-        "in itself, and every paired contrast of a variant with diverged runs is conditional on the runs that converged."
+        f"{divergence_method(settings.confidence, settings.base)} A variant that diverges more often is a "
+        "finding in itself, and every paired contrast of a variant with diverged runs is conditional on the runs "
+        "that converged."
     )
     parts.sections.append(
         (
