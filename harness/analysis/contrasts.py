@@ -59,6 +59,8 @@ from harness.analysis.results_types import (
     has_spread,
     readonly_array,
 )
+from harness.analysis.shape import shape_check
+from harness.analysis.verdict_words import not_after_holm
 from harness.errors import InputError
 
 Alternative = Literal["two-sided", "less", "greater"]
@@ -289,6 +291,7 @@ def _summarise(
         permutation_pvalue=None,
         sd=None,
         message="",
+        shape=None,
     )
     if n == 0:
         out["message"] = "no complete seed block: every seed lacks a finished trial of some variant"
@@ -304,6 +307,7 @@ def _summarise(
     out["confidence_interval"], out["pvalue"] = t_interval(values, confidence=confidence, alternative=alternative)
     out["bootstrap_interval"], out["bootstrap_method"], note = _shown_bootstrap(values, confidence, n_resamples, rng)
     out["permutation_pvalue"] = sign_flip_pvalue(values, alternative=alternative, n_resamples=n_resamples, rng=rng)
+    out["shape"] = shape_check(values)
     notes = [note]
     if n < 6 and alternative == "two-sided":
         notes.append(f"{n} seeds: the smallest possible sign-flip p-value is {2 / 2**n:.3g}")
@@ -373,6 +377,7 @@ def _contrast(
         message="; ".join(m for m in notes if m),
         n_diverged=blocks.n_diverged,
         excluded_cells=per.excluded_cells,
+        alternative=alternative,
         **summary,
     )
 
@@ -540,7 +545,8 @@ def effects_table(
 
     Returns a polars table: the cell columns, ``treatment, control`` and the fields of
     :meth:`ContrastResult.to_row`, plus ``pvalue_holm`` and ``reject_holm``; a verdict
-    whose interval excludes 0 but whose Holm-adjusted p does not reject says so.
+    whose interval excludes 0 but whose Holm-adjusted p does not reject loses its claim words
+    (:func:`~harness.analysis.verdict_words.not_after_holm`).
     """
     from statsmodels.stats.multitest import multipletests
 
@@ -601,8 +607,16 @@ def effects_table(
         for kind, p, r in zip(table.get_column("verdict_kind").to_list(), adjusted, reject, strict=False)
     ]
     verdicts = [
-        f"{v} — not significant after Holm" if gone else v
-        for v, gone in zip(table.get_column("verdict").to_list(), lost, strict=True)
+        not_after_holm("estimate", est, ConfidenceInterval(low, high), p) if gone else v
+        for v, gone, est, low, high, p in zip(
+            table.get_column("verdict").to_list(),
+            lost,
+            table.get_column("estimate").to_list(),
+            table.get_column("ci_low").to_list(),
+            table.get_column("ci_high").to_list(),
+            adjusted,
+            strict=True,
+        )
     ]
     kinds = [
         NOT_DISTINGUISHABLE if gone else kind

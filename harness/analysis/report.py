@@ -61,6 +61,7 @@ from harness.analysis.results_types import (
     format_pvalue,
 )
 from harness.analysis.sequential import (
+    CS_ASSUMPTION,
     SequentialSummary,
     confidence_sequence,
     sequential_verdict,
@@ -70,6 +71,7 @@ from harness.analysis.tables import frame_table_html, loss_unit, strip_external_
 from harness.analysis.tau import tau_runs, tau_stability
 from harness.analysis.tau_types import OpenFractionResult, TauStabilityResult
 from harness.analysis.trends import effect_trend
+from harness.analysis.verdict_words import descriptive_after_stop, not_after_holm
 from harness.errors import InputError
 from harness.mlflow_client import TrackingClient, redact_uri
 from harness.models.variants import DIAGNOSTIC_LABEL, is_diagnostic
@@ -147,8 +149,9 @@ class Verdict:
 def headline_family(verdicts: Sequence[Verdict], *, alpha: float = 0.05) -> list[Verdict]:
     """The primary row first, then the secondary rows with Holm-adjusted p-values across
     them (``statsmodels.stats.multitest.multipletests``); a secondary claim whose
-    adjusted p is not below ``alpha`` gets "not significant after Holm" in its verdict and
-    is no longer settled (kind "not distinguishable")."""
+    adjusted p is not below ``alpha`` loses its claim words (:func:`not_after_holm`:
+    "not significant after Holm (p=...): estimate ... [...] before adjustment") and is no
+    longer settled (kind "not distinguishable")."""
     from statsmodels.stats.multitest import multipletests
 
     primary = [v for v in verdicts if v.role == "primary"]
@@ -162,14 +165,20 @@ def headline_family(verdicts: Sequence[Verdict], *, alpha: float = 0.05) -> list
         p = adjusted.get(i)
         text, kind = v.verdict, v.kind
         if p is not None and v.claim and p >= alpha:
-            text += f" — not significant after Holm (p={format_pvalue(float(p))})"
+            text = not_after_holm("slope" if v.test == "slope t" else "estimate", v.estimate, v.confidence_interval, p)
             kind = NOT_DISTINGUISHABLE if kind == SETTLED else kind
         out.append(dataclasses.replace(v, pvalue_holm=None if p is None else float(p), verdict=text, kind=kind))
     return [*primary, *out]
 
 
+def descriptive_verdict(v: Verdict) -> Verdict:
+    """A secondary verdict of a study that stopped on its data: descriptive, never settled."""
+    kind = NOT_DISTINGUISHABLE if v.kind == SETTLED else v.kind
+    return dataclasses.replace(v, verdict=descriptive_after_stop(v.verdict), kind=kind)
+
+
 def _verdict_of(label: str, res: ContrastResult, role: str = "secondary") -> Verdict:
-    claim = res.confidence_interval is not None and res.confidence_interval.excludes(0.0)
+    claim = res.claims
     return Verdict(
         label,
         res.estimate,
@@ -646,6 +655,7 @@ class _Parts:
     verdicts: list[Verdict] = field(default_factory=list)
     results: dict[str, Any] = field(default_factory=dict)
     primary: ContrastResult | None = None  # the primary hypothesis's contrast, once the effects section has it
+    stopped_on_data: bool = False  # a sequential study: the secondary verdicts are descriptive
 
     def skip(self, note: str, h: list[str], m: list[str]) -> None:
         """A note that also shows in the section being built."""
@@ -892,7 +902,9 @@ def _sequential_section(df: pl.DataFrame, settings: AnalysisSettings, seq: Seque
         f"Stopped: {seq.stop_text}.",
         "Only the anytime-valid interval stays valid after a stop that depended on the data; the other "
         "intervals of this report assume a number of seeds fixed in advance: read them as descriptive.",
+        CS_ASSUMPTION,
     ]
+    parts.stopped_on_data = True
     parts.headline.update(
         {"sequential/n_seeds": float(seq.seeds_scheduled), "sequential/stopped_by": seq.stopped_by_code}
     )
@@ -906,6 +918,8 @@ def _sequential_section(df: pl.DataFrame, settings: AnalysisSettings, seq: Seque
         parts.sections.append(("Sequential design", h, m))
         return
     cs = confidence_sequence(res.per_seed, confidence=settings.confidence, tightest_at=seq.tightest_at)
+    if res.shape is not None and res.shape.fires:
+        lines.append(f"Here the {res.shape.words}: the anytime-valid interval's guarantee is in doubt.")
     h += [f"<p>{html.escape(line)}</p>" for line in lines]
     m += [*(f"- {line}" for line in lines), ""]
     level = f"{settings.confidence:.0%}"
@@ -1066,10 +1080,11 @@ def _trends_section(
         text = (
             "<p>Slope of the effect per e-fold increase of the parameter count or the context length: fitted "
             "within each seed across its cells, t-interval over seeds (cells of one seed are correlated; seeds "
-            "are the independent replicates). Other cell columns that vary enter as fixed effects.</p>"
+            "are the independent replicates). Other cell columns that vary enter as fixed effects. Every trend's "
+            "verdict is in the verdict table at the top, Holm-adjusted with the other headline verdicts.</p>"
         )
         images = [f"![{n}]({n}.png)" for n in ("effects_vs_size", "effects_vs_context") if n in parts.pngs]
-        shown = trend_df.drop("metric", "method")
+        shown = trend_df.drop("metric", "method", "verdict", "verdict_kind")
         parts.sections.append(
             (
                 "Trends with size and context",
@@ -1108,22 +1123,22 @@ def _trends_against(
                 low,
                 high,
             )
-        if treatment in (None, settings.a):  # the terminal table stays short; the rest is in trends.parquet
-            claim = tr.confidence_interval is not None and tr.confidence_interval.excludes(0.0)
-            parts.verdicts.append(
-                Verdict(
-                    f"{short} vs log {label}",
-                    tr.estimate,
-                    tr.confidence_interval,
-                    tr.pvalue,
-                    tr.n_seeds,
-                    tr.verdict,
-                    test="slope t",
-                    claim=claim,
-                    kind=tr.verdict_kind,
-                    unit=f"{unit} per e-fold" if (unit := loss_unit(tr.metric)) else "",
-                )
+        # every trend is a headline verdict: in the Holm family, shown in the verdict table
+        claim = tr.claims
+        parts.verdicts.append(
+            Verdict(
+                f"{short} vs log {label}",
+                tr.estimate,
+                tr.confidence_interval,
+                tr.pvalue,
+                tr.n_seeds,
+                tr.verdict,
+                test="slope t",
+                claim=claim,
+                kind=tr.verdict_kind,
+                unit=f"{unit} per e-fold" if (unit := loss_unit(tr.metric)) else "",
             )
+        )
     return trends
 
 
@@ -1457,6 +1472,8 @@ def _seeds(n: int) -> str:
 def _write_report(df: pl.DataFrame, settings: AnalysisSettings, study: _Study, out_dir: Path, parts: _Parts) -> Report:
     """Adjust the headline family, render, then write every file (each via a temporary name)."""
     verdicts = headline_family(parts.verdicts, alpha=settings.alpha)
+    if parts.stopped_on_data:
+        verdicts = [v if v.role == "primary" else descriptive_verdict(v) for v in verdicts]
     for v in verdicts:
         if v.pvalue_holm is not None:
             parts.headline[f"holm/{v.effect.replace(' (superadd.)', '').replace(' ', '_')}"] = v.pvalue_holm

@@ -20,6 +20,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
+from harness.analysis.verdict_words import few_seeds_words, format_interval, format_pvalue, shape_words
 from harness.errors import InputError
 
 NEEDS_TWO_SEEDS = "needs at least 2 seeds for an interval"
@@ -63,25 +64,6 @@ class ConfidenceInterval(NamedTuple):
     def inside(self, low: float, high: float) -> bool:
         """True when the whole interval lies within [low, high]."""
         return bool(self.low >= low and self.high <= high)
-
-
-def _fmt(x: float | None, signed: bool = True, digits: int = 3) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
-
-
-def format_interval(ci: ConfidenceInterval | None, signed: bool = True, digits: int = 3) -> str:
-    """``[low, high]`` with signs, or ``n/a`` when there is no interval."""
-    if ci is None:
-        return "n/a"
-    return f"[{_fmt(ci.low, signed, digits)}, {_fmt(ci.high, signed, digits)}]"
-
-
-def format_pvalue(p: float | None) -> str:
-    if p is None or math.isnan(p):
-        return "n/a"
-    return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
 
 
 def interval_kind(ci: ConfidenceInterval | None, *, untestable: bool = False, value: float = 0.0) -> VerdictKind:
@@ -252,6 +234,26 @@ class AnalysisSettings:
         return cls(**kwargs)
 
 
+def _qualified(claim: str, res: Any, quantity: str) -> str:
+    """A contrast's or trend's claim with what weakens it beside it: a failed shape check
+    (the claim withheld where the interval excludes 0), fewer than 6 seeds, diverged runs."""
+    ci = res.confidence_interval
+    text = claim
+    shape = res.shape
+    if shape is not None and shape.fires and ci is not None:
+        claims = ci.excludes(0.0)
+        words = shape_words(shape, res.pvalue, getattr(res, "permutation_pvalue", None), claims=claims)
+        text = f"{quantity} {res.estimate:+.3g} {format_interval(ci)}; {words}" if claims else f"{claim}; {words}"
+    if ci is not None:
+        alternative = getattr(res, "alternative", "two-sided")
+        few = few_seeds_words(res.n_seeds, alternative=alternative, alpha=1 - res.confidence)
+        if few:
+            text += f" — {few}"
+    if res.n_diverged:
+        text += f"; conditional on the runs that converged ({res.n_diverged} diverged)"
+    return text
+
+
 #: What a contrast estimates: the 2x2 interaction (superadditivity), a main effect (treatment
 #: against control) or any other linear contrast of the variants.
 ContrastKind = Literal["interaction", "main_effect", "contrast"]
@@ -296,6 +298,8 @@ class ContrastResult:
     message: str = ""
     n_diverged: int = 0
     excluded_cells: tuple = ()
+    shape: Any = None  # harness.analysis.shape.ShapeCheck of the per-seed values (None: not checked)
+    alternative: str = "two-sided"
 
     @property
     def standard_error(self) -> float | None:
@@ -307,12 +311,17 @@ class ContrastResult:
         return "paired t-test over seeds"
 
     @property
+    def claims(self) -> bool:
+        """True when the verdict's words claim an effect: the interval excludes 0 and the
+        per-seed values pass the shape check (where it fires the claim is withheld)."""
+        ci = self.confidence_interval
+        return ci is not None and ci.excludes(0.0) and not (self.shape is not None and self.shape.fires)
+
+    @property
     def verdict(self) -> str:
-        """Words that do not claim more than the interval shows."""
-        text = self._claim()
-        if self.n_diverged:
-            text += f"; conditional on the runs that converged ({self.n_diverged} diverged)"
-        return text
+        """Words that do not claim more than the interval shows, with what weakens them
+        beside them: a failed shape check, few seeds, diverged runs."""
+        return _qualified(self._claim(), self, "estimate")
 
     def _claim(self) -> str:
         reason = no_test_reason(self.per_seed)
@@ -336,8 +345,10 @@ class ContrastResult:
 
     @property
     def verdict_kind(self) -> VerdictKind:
-        """What :attr:`verdict` amounts to (:data:`VerdictKind`): its interval decides."""
-        return interval_kind(self.confidence_interval, untestable=no_test_reason(self.per_seed) is not None)
+        """What :attr:`verdict` amounts to (:data:`VerdictKind`): its interval decides, and a
+        claim withheld for the shape of the per-seed values is not settled."""
+        kind = interval_kind(self.confidence_interval, untestable=no_test_reason(self.per_seed) is not None)
+        return NOT_DISTINGUISHABLE if kind == SETTLED and not self.claims else kind
 
     def to_row(self) -> dict[str, Any]:
         """One flat row for tables (polars/parquet)."""
@@ -391,17 +402,26 @@ class TrendResult:
     confidence: float = 0.95
     message: str = ""
     n_diverged: int = 0
+    shape: Any = None  # harness.analysis.shape.ShapeCheck of the per-seed slopes (None: not checked)
 
     @property
     def test(self) -> str:
         return "t-test of the per-seed slopes"
 
     @property
+    def claims(self) -> bool:
+        """True when the verdict's words claim a trend (see :attr:`ContrastResult.claims`)."""
+        ci = self.confidence_interval
+        return ci is not None and ci.excludes(0.0) and not (self.shape is not None and self.shape.fires)
+
+    @property
+    def two_levels(self) -> bool:
+        """Two distinct x: the "slope" is a two-point difference, and is worded as one."""
+        return len(self.x_values) == 2
+
+    @property
     def verdict(self) -> str:
-        text = self._claim()
-        if self.n_diverged:
-            text += f"; conditional on the runs that converged ({self.n_diverged} diverged)"
-        return text
+        return _qualified(self._claim(), self, "difference" if self.two_levels else "slope")
 
     def _claim(self) -> str:
         reason = no_test_reason(self.per_seed)
@@ -411,6 +431,11 @@ class TrendResult:
             return self.message or "no test possible"
         ci = self.confidence_interval
         what = "size" if self.against == "params" else "context" if self.against == "context_length" else self.against
+        if self.two_levels:
+            level = f"{self.confidence:.0%} CI; 2 levels: a difference, not a slope"
+            if ci.excludes(0.0):
+                return f"effect {'larger' if ci.low > 0 else 'smaller'} at the larger {what} ({level})"
+            return f"effect at the two {what}s not distinguishable ({level})"
         if ci.low > 0:
             return f"effect grows with {what} ({self.confidence:.0%} CI of slope > 0)"
         if ci.high < 0:
@@ -419,9 +444,11 @@ class TrendResult:
 
     @property
     def verdict_kind(self) -> VerdictKind:
-        """What :attr:`verdict` amounts to: the slope's interval decides."""
+        """What :attr:`verdict` amounts to: the slope's interval decides (a claim withheld
+        for the shape of the per-seed slopes is not settled)."""
         untestable = no_test_reason(self.per_seed) is not None and self.method.startswith("per-seed")
-        return interval_kind(self.confidence_interval, untestable=untestable)
+        kind = interval_kind(self.confidence_interval, untestable=untestable)
+        return NOT_DISTINGUISHABLE if kind == SETTLED and not self.claims else kind
 
     def to_row(self) -> dict[str, Any]:
         ci = self.confidence_interval

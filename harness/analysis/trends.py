@@ -27,6 +27,7 @@ from harness.analysis.contrasts import (
 )
 from harness.analysis.results import cell_columns, numeric_column, require_columns, require_table
 from harness.analysis.results_types import NEEDS_TWO_SEEDS, ConfidenceInterval, TrendResult, has_spread, readonly_array
+from harness.analysis.shape import shape_check
 from harness.errors import InputError
 
 
@@ -194,6 +195,7 @@ def _per_seed_fit(slopes: np.ndarray, intercepts: list, confidence: float, again
         fit["notes"].append("every seed gives the same slope (zero spread): no test possible")
     else:
         fit["confidence_interval"], fit["pvalue"] = t_interval(slopes, confidence=confidence)
+        fit["shape"] = shape_check(slopes)
     return fit
 
 
