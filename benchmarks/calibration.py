@@ -1,5 +1,6 @@
 """Calibration of every interval and test the report uses: simulated studies with known
-truth at 2, 3, 5, 10 and 20 seeds (see harness/analysis/simulate/calibration.py).
+truth at 2, 3, 5, 10 and 20 seeds, in the simplest design and in the designs real studies have
+(see harness/analysis/simulate/calibration.py and designs.py).
 
 Prints the table, writes benchmarks/results/calibration.json and, with --readme,
 regenerates the README's "Calibration" table (between its calibration markers).
@@ -30,10 +31,16 @@ def readme_block(table: str, reps: int) -> str:
         [
             table,
             "",
-            f"{reps} simulated studies per cell ({max(reps // 4, 1)} for the multi-bootstrap, 32 windows each), "
-            "normal per-seed values; Monte-Carlo standard error about "
-            f"{monte_carlo_se(0.95, reps):.3f} at a rate of 0.95 or 0.05. Bootstraps use 999 resamples, the "
-            "sign-flip test 1024 (exact enumeration up to 10 seeds). Regenerate with "
+            f"{reps} simulated studies per cell ({max(reps // 4, 1)} for the multi-bootstrap, 32 windows each, "
+            "and for Fisher's test). Monte-Carlo standard error about "
+            f"{monte_carlo_se(0.95, reps):.3f} at a rate of 0.95 or 0.05 (a rate is within it when it lies within "
+            "about 3 standard errors of nominal). Bootstraps use 999 resamples, the sign-flip test 1024 (exact "
+            "enumeration up to 10 seeds). The first rows simulate one run per seed and normal per-seed values; "
+            "the later rows the designs real studies have: two gated runs per seed (tau at 0.32 and 0.38, run sd "
+            "0.02), six cells per seed with divergence correlated within the seed (intra-seed correlation 0.5, "
+            "rate 0.2), seed-specific slopes across 4 levels (slope sd 1), and skewed per-seed values of mean 0 "
+            "(exponential; lognormal with σ = 1). Rows marked *never* are what the report does not use, shown for "
+            "comparison. Regenerate with "
             f"`python benchmarks/calibration.py --reps {reps} --readme README.md`.",
         ]
     )

@@ -83,7 +83,7 @@ _MAX_FOREST_ROWS = 60
 # ----------------------------------------------------------------------------- result
 #: Short names of the tests behind the verdict table's p column (footer of the table).
 TEST_ABBREVIATIONS = {
-    "t": "paired t-test over seeds",
+    "t": "paired t-test over seeds (assumes roughly normal per-seed values; Shapiro-Wilk beside the verdict)",
     "slope t": "t-test of the per-seed slopes",
     "TOST": "two one-sided t-tests (equivalence to the band)",
     "diff t": "t-test over seeds of open fraction - Gaussian tail",
