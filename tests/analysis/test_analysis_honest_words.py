@@ -118,3 +118,18 @@ def test_every_trend_is_in_the_holm_family(tmp_path: Path, make_study) -> None:
             assert v.pvalue_holm < 0.05, v
     table = pl.read_parquet(report.table_paths["trends"])
     assert len(table) == 4
+
+
+def test_after_a_sequential_stop_the_secondary_rows_are_descriptive(tmp_path: Path, make_study) -> None:
+    from harness.analysis.sequential import CS_ASSUMPTION, SequentialSummary
+
+    df = make_study(seeds=8, rng=2)
+    stop = SequentialSummary("stop when settled", 8.0, 8, "settled", "settled after 8 seeds")
+    report = build_report(df, settings=AnalysisSettings(n_resamples=99), out_dir=tmp_path / "s", sequential=stop)
+    primary, *secondary = report.verdicts
+    assert primary.role == "primary" and primary.test == "anytime t"
+    assert secondary and all(
+        v.verdict.startswith("descriptive only (the study stopped on its data): ") for v in secondary
+    )
+    assert all(v.kind != "settled" for v in secondary)
+    assert CS_ASSUMPTION in report.markdown
