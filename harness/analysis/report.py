@@ -71,7 +71,7 @@ from harness.analysis.tables import frame_table_html, loss_unit, strip_external_
 from harness.analysis.tau import tau_runs, tau_stability
 from harness.analysis.tau_types import OpenFractionResult, TauStabilityResult
 from harness.analysis.trends import effect_trend
-from harness.analysis.verdict_words import descriptive_after_stop, not_after_holm
+from harness.analysis.verdict_words import T_ASSUMPTION, descriptive_after_stop, not_after_holm
 from harness.errors import InputError
 from harness.mlflow_client import TrackingClient, redact_uri
 from harness.models.variants import DIAGNOSTIC_LABEL, is_diagnostic
@@ -83,7 +83,7 @@ _MAX_FOREST_ROWS = 60
 # ----------------------------------------------------------------------------- result
 #: Short names of the tests behind the verdict table's p column (footer of the table).
 TEST_ABBREVIATIONS = {
-    "t": "paired t-test over seeds (assumes roughly normal per-seed values; Shapiro-Wilk beside the verdict)",
+    "t": "paired t-test over seeds",
     "slope t": "t-test of the per-seed slopes",
     "TOST": "two one-sided t-tests (equivalence to the band)",
     "diff t": "t-test over seeds of open fraction - Gaussian tail",
@@ -229,6 +229,8 @@ def verdict_footer(verdicts: Sequence[Verdict]) -> str:
     if not used:
         return ""
     footer = "; ".join(f"{t}: {TEST_ABBREVIATIONS[t]}" for t in used)
+    if "t" in used or "slope t" in used:
+        footer += f"; {T_ASSUMPTION}"
     if any(v.role == "primary" for v in verdicts):
         footer += "; * primary hypothesis (unadjusted); Holm p: the other rows adjusted as one family"
     return footer

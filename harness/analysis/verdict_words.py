@@ -20,7 +20,8 @@ def format_interval(ci: Any, signed: bool = True, digits: int = 3) -> str:
     """``[low, high]`` with signs, or ``n/a`` when there is no interval."""
     if ci is None:
         return "n/a"
-    return f"[{_fmt(ci.low, signed, digits)}, {_fmt(ci.high, signed, digits)}]"
+    low, high = ci  # a ConfidenceInterval or a (low, high) pair
+    return f"[{_fmt(low, signed, digits)}, {_fmt(high, signed, digits)}]"
 
 
 def format_pvalue(p: float | None) -> str:
@@ -28,6 +29,9 @@ def format_pvalue(p: float | None) -> str:
         return "n/a"
     return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
 
+
+#: What every t-based verdict assumes, said in the verdict table's footer.
+T_ASSUMPTION = "t-based rows assume roughly normal per-seed values (a Shapiro-Wilk check is beside any that fail it)"
 
 #: Below this many seeds a verdict says how few it rests on (a two-sided sign-flip test
 #: cannot reject at 0.05 below 6 seeds: its smallest p is 2 / 2^n).
@@ -80,6 +84,7 @@ def descriptive_after_stop(verdict: str) -> str:
 
 __all__ = [
     "FEW_SEEDS",
+    "T_ASSUMPTION",
     "descriptive_after_stop",
     "few_seeds_words",
     "format_interval",
