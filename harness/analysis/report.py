@@ -1126,7 +1126,6 @@ def _trends_against(
                 high,
             )
         # every trend is a headline verdict: in the Holm family, shown in the verdict table
-        claim = tr.claims
         parts.verdicts.append(
             Verdict(
                 f"{short} vs log {label}",
@@ -1136,7 +1135,7 @@ def _trends_against(
                 tr.n_seeds,
                 tr.verdict,
                 test="slope t",
-                claim=claim,
+                claim=tr.claims,
                 kind=tr.verdict_kind,
                 unit=f"{unit} per e-fold" if (unit := loss_unit(tr.metric)) else "",
             )
