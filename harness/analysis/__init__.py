@@ -6,7 +6,8 @@ Everything works on a polars results table (one row per trial; see
 :mod:`harness.analysis.results`) and returns frozen result objects in the style of
 ``scipy.stats`` (``estimate``, ``confidence_interval.low/high``, ``pvalue``,
 ``n_seeds``, ``per_seed``, ``method``, ``n_dropped``, ``message``, ``verdict``). What a
-verdict may say is set by ``docs/statistics.md``; ``benchmarks/calibration.py`` measures the
+verdict may say is set by ``docs/statistics.md``; ``benchmarks/calibration.py`` (with the simulations of
+:mod:`harness.analysis.simulate`, which the package never imports) measures the
 coverage of every interval and the false-positive rate of every test the report uses.
 
 The names below are imported lazily (:mod:`harness.lazy_exports`) so that ``import
@@ -36,18 +37,16 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "interaction_contrast",
             "main_effect",
             "linear_contrast",
-            "multi_bootstrap",
             "effects_table",
-            "effect_trend",
-            "seeds_needed",
             "primary_effect",
             "seed_blocks",
-            "sd_interval",
             "t_interval",
             "bootstrap_interval",
             "sign_flip_pvalue",
-            "multi_bootstrap_interval",
         ],
+        "trends": ["effect_trend"],
+        "planning": ["seeds_needed", "sd_interval"],
+        "multibootstrap": ["multi_bootstrap", "multi_bootstrap_interval"],
         "divergence": ["divergence_table"],
         "tau": [
             "prediction_interval",
@@ -68,34 +67,29 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "ContrastResult",
             "TrendResult",
             "SeedsNeededResult",
-            "TauStabilityResult",
-            "HeterogeneityResult",
-            "OpenFractionResult",
             "MopeScalesResult",
         ],
+        "tau_types": ["TauStabilityResult", "HeterogeneityResult", "OpenFractionResult"],
     },
 )
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from harness.analysis.contrasts import (
         bootstrap_interval,
-        effect_trend,
         effects_table,
         interaction_contrast,
         linear_contrast,
         main_effect,
-        multi_bootstrap,
-        multi_bootstrap_interval,
         primary_effect,
-        sd_interval,
         seed_blocks,
-        seeds_needed,
         sign_flip_pvalue,
         t_interval,
     )
     from harness.analysis.corpus import corpus_info_for
     from harness.analysis.divergence import divergence_table
     from harness.analysis.mope import mope_scales
+    from harness.analysis.multibootstrap import multi_bootstrap, multi_bootstrap_interval
+    from harness.analysis.planning import sd_interval, seeds_needed
     from harness.analysis.results import (
         CELL_COLUMNS,
         RESULT_COLUMNS,
@@ -109,12 +103,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         AnalysisSettings,
         ConfidenceInterval,
         ContrastResult,
-        HeterogeneityResult,
         MopeScalesResult,
-        OpenFractionResult,
         PrimaryHypothesis,
         SeedsNeededResult,
-        TauStabilityResult,
         TrendResult,
     )
     from harness.analysis.sequential import ConfidenceSequenceResult, confidence_sequence
@@ -127,3 +118,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         tau_stability,
         tost_pvalue,
     )
+    from harness.analysis.tau_types import HeterogeneityResult, OpenFractionResult, TauStabilityResult
+    from harness.analysis.trends import effect_trend

@@ -1,6 +1,8 @@
 """Paired-seed contrasts with confidence intervals: main effects, the 2x2 interaction,
-a multi-bootstrap over seeds and evaluation windows, a table over all cells with Holm
-correction, trends against model size and context length, and the seeds a study needs.
+any linear contrast, and a table over all cells with Holm correction. Trends against
+size and context live in :mod:`harness.analysis.trends`, the multi-bootstrap over seeds
+and windows in :mod:`harness.analysis.multibootstrap`, the seeds a study needs in
+:mod:`harness.analysis.planning`.
 
 Pairing. Trials that share a cell (dataset, size, context length) and a seed form a
 *seed block*: the same data order and evaluation windows for every variant, so a
@@ -54,11 +56,11 @@ from harness.analysis.results_types import (
     ConfidenceInterval,
     ContrastKind,
     ContrastResult,
-    SeedsNeededResult,
-    TrendResult,
     has_spread,
     readonly_array,
 )
+from harness.analysis.shape import shape_check
+from harness.analysis.verdict_words import not_after_holm
 from harness.errors import InputError
 
 Alternative = Literal["two-sided", "less", "greater"]
@@ -87,7 +89,7 @@ class SeedBlocks:
     n_diverged: int = 0
 
 
-def _check_confidence(confidence: float) -> None:
+def check_confidence(confidence: float) -> None:
     if not 0.0 < confidence < 1.0:
         raise InputError(f"confidence must lie in (0, 1), got {confidence}")
 
@@ -133,7 +135,7 @@ def seed_blocks(df: pl.DataFrame, variants: Sequence[str], metric: str, by: Sequ
         slot = table.setdefault(key, [None] * len(variants))
         slot[index[rec["variant"]]] = float(rec[metric]) if rec["__ok"] else None
     keys, values, dropped, missing = [], [], [], {}
-    for key in sorted(table, key=_sort_key):
+    for key in sorted(table, key=sort_key):
         slot = table[key]
         if any(v is None for v in slot) or key[1] is None:
             dropped.append(key)
@@ -141,15 +143,15 @@ def seed_blocks(df: pl.DataFrame, variants: Sequence[str], metric: str, by: Sequ
         else:
             keys.append(key)
             values.append(slot)
-    all_cells = sorted({k[0] for k in table}, key=_sort_key)
+    all_cells = sorted({k[0] for k in table}, key=sort_key)
     arr = np.array(values, dtype=float).reshape(len(values), len(variants))  # (n_blocks, n_variants)
     return SeedBlocks(cells, keys, arr, tuple(variants), dropped, all_cells, missing, int(diverged_mask(rows).sum()))
 
 
-def _sort_key(item: Any) -> Any:
+def sort_key(item: Any) -> Any:
     """Sort mixed/None values deterministically."""
     if isinstance(item, tuple):
-        return tuple(_sort_key(x) for x in item)
+        return tuple(sort_key(x) for x in item)
     return (item is None, str(type(item)), item if item is not None else 0)
 
 
@@ -179,12 +181,12 @@ def _per_seed(blocks: SeedBlocks, weights: np.ndarray) -> _PerSeed:
         lacking = set.intersection(*(set(m) for (c, _), m in blocks.missing.items() if c == cell))
         what = f"no finished {', '.join(v for v in blocks.variants if v in lacking)}" if lacking else "no complete seed"
         excluded.append(f"{cell_label(blocks.cells, cell)} ({what})")
-    seeds = sorted(by_seed, key=_sort_key)
+    seeds = sorted(by_seed, key=sort_key)
     dropped = {seed for _, seed in blocks.dropped if seed is not None and seed not in by_seed}
     return _PerSeed(
         values=np.array([np.mean(by_seed[s]) for s in seeds], dtype=float),
         seeds=tuple(seeds),
-        dropped_seeds=tuple(sorted(dropped, key=_sort_key)),
+        dropped_seeds=tuple(sorted(dropped, key=sort_key)),
         n_cells=max(len(used_cells), 1),
         excluded_cells=tuple(excluded),
         partial_seeds=tuple(s for s in seeds if len(by_seed[s]) < len(used_cells)),
@@ -289,6 +291,7 @@ def _summarise(
         permutation_pvalue=None,
         sd=None,
         message="",
+        shape=None,
     )
     if n == 0:
         out["message"] = "no complete seed block: every seed lacks a finished trial of some variant"
@@ -304,6 +307,7 @@ def _summarise(
     out["confidence_interval"], out["pvalue"] = t_interval(values, confidence=confidence, alternative=alternative)
     out["bootstrap_interval"], out["bootstrap_method"], note = _shown_bootstrap(values, confidence, n_resamples, rng)
     out["permutation_pvalue"] = sign_flip_pvalue(values, alternative=alternative, n_resamples=n_resamples, rng=rng)
+    out["shape"] = shape_check(values)
     notes = [note]
     if n < 6 and alternative == "two-sided":
         notes.append(f"{n} seeds: the smallest possible sign-flip p-value is {2 / 2**n:.3g}")
@@ -345,7 +349,7 @@ def _contrast(
     alternative: str,
     n_resamples: int,
 ) -> ContrastResult:
-    _check_confidence(confidence)
+    check_confidence(confidence)
     _check_alternative(alternative)
     if n_resamples < 1:
         raise InputError(f"n_resamples must be >= 1, got {n_resamples}")
@@ -373,6 +377,7 @@ def _contrast(
         message="; ".join(m for m in notes if m),
         n_diverged=blocks.n_diverged,
         excluded_cells=per.excluded_cells,
+        alternative=alternative,
         **summary,
     )
 
@@ -403,8 +408,9 @@ def interaction_contrast(
     Per seed s, ``I_s = L_a + L_b - L_base - L_ab``: the combination's gain over the
     base, ``L_base - L_ab``, minus the sum of the single gains, ``(L_base - L_a) +
     (L_base - L_b)``. Positive = superadditive. The mean over seeds gets a t-interval
-    (``scipy.stats.ttest_1samp``), a bootstrap interval over seeds (BCa; percentile with
-    fewer than 10 seeds) and a sign-flip permutation p-value (exact for <= 13 seeds).
+    (``scipy.stats.ttest_1samp``), a BCa bootstrap interval over seeds (only from
+    :data:`BOOTSTRAP_MIN_SEEDS` seeds; none below, where every bootstrap under-covers) and a
+    sign-flip permutation p-value (exact for <= 13 seeds).
 
     Parameters
     ----------
@@ -513,122 +519,6 @@ def linear_contrast(
     )
 
 
-# ----------------------------------------------------------------------------- multi-bootstrap
-def multi_bootstrap_interval(
-    d: np.ndarray, *, confidence: float = 0.95, n_resamples: int = 2000, rng: Any = None
-) -> ConfidenceInterval:
-    """Percentile interval of the multi-bootstrap of a (seeds, windows) contrast matrix
-    ``d``: each replicate draws seeds and windows with replacement (counts c_s, c_w) and
-    computes ``sum_sw c_s d[s, w] c_w / (n_s n_w)``."""
-    rng = np.random.default_rng(rng)
-    n_s, n_w = d.shape
-    # counts of each seed / window in every replicate: (B, S) and (B, W)
-    seed_counts = rng.multinomial(n_s, np.full(n_s, 1.0 / n_s), size=n_resamples)
-    window_counts = rng.multinomial(n_w, np.full(n_w, 1.0 / n_w), size=n_resamples)
-    replicates = np.einsum("bs,sw,bw->b", seed_counts, d, window_counts) / (n_s * n_w)  # (B,)
-    alpha = 1.0 - confidence
-    low, high = np.quantile(replicates, [alpha / 2, 1 - alpha / 2])
-    return ConfidenceInterval(float(low), float(high))
-
-
-def multi_bootstrap(
-    windows: pl.DataFrame,
-    *,
-    treatment: str | None = None,
-    control: str = "baseline",
-    base: str = "baseline",
-    a: str = "ega",
-    b: str = "mope",
-    ab: str = "ega-mope",
-    loss: str = "loss",
-    confidence: float = 0.95,
-    n_resamples: int = 2000,
-    rng: Any = None,
-) -> ContrastResult:
-    """A contrast's interval from resampling seeds *and* evaluation windows.
-
-    The per-seed t-interval treats the evaluation set as fixed; the multi-bootstrap
-    (Sellam et al., 2022, "The MultiBERTs") also resamples it. With D[s, w] the contrast
-    on window w of seed s (windows are the same for every variant and seed, so the
-    contrast is paired in both), each replicate draws seeds and windows with replacement
-    (counts c_s, c_w) and computes ``sum_sw c_s D[s,w] c_w / (n_s n_w)``; the interval is
-    the percentile interval of the replicates (:func:`multi_bootstrap_interval`). Like
-    every bootstrap over seeds it is shown only from 10 seeds: below, it under-covers.
-
-    ``windows`` is long: ``variant, seed, window`` and ``loss`` (one cell: filter first);
-    ``treatment`` given: the main effect ``L_control - L_treatment``, else the
-    interaction ``L_a + L_b - L_base - L_ab``.
-    """
-    _check_confidence(confidence)
-    windows = require_table(windows, "window-loss table")
-    require_columns(windows, ("variant", "seed", "window", loss), "window-loss table")
-    cells = cell_columns(windows)
-    if cells and windows.select(cells).unique().height > 1:
-        raise InputError(
-            f"multi_bootstrap works on one cell; the window-loss table has several ({', '.join(cells)}): "
-            "filter it to one"
-        )
-    if treatment is None:
-        weights, name, kind = interaction_weights(base, a, b, ab), f"interaction {a} x {b}", "interaction"
-    else:
-        weights, name, kind = {control: 1.0, treatment: -1.0}, f"{treatment} vs {control}", "main_effect"
-    variants = tuple(weights)
-    require_variants(windows, variants, "window-loss table")
-    rows = windows.filter(pl.col("variant").is_in(list(variants)))
-    if "status" in rows.columns:
-        rows = rows.filter(~unfinished_mask(rows))
-    rows = rows.filter(pl.col(loss).is_not_null() & pl.col(loss).is_finite())
-    all_seeds = sorted(
-        set(windows.filter(pl.col("variant").is_in(list(variants))).get_column("seed").to_list()), key=_sort_key
-    )
-    # windows common to every (variant, seed) of a complete seed
-    per_seed: dict[Any, dict[str, dict[int, float]]] = {}
-    for rec in rows.select("variant", "seed", "window", loss).iter_rows():
-        per_seed.setdefault(rec[1], {}).setdefault(rec[0], {})[int(rec[2])] = float(rec[3])
-    seeds = [s for s in all_seeds if s in per_seed and all(v in per_seed[s] for v in variants)]
-    dropped = tuple(s for s in all_seeds if s not in seeds)
-    common = sorted(set.intersection(*(set(per_seed[s][v]) for s in seeds for v in variants))) if seeds else []
-    rng = np.random.default_rng(rng)
-    w = np.array([weights[v] for v in variants])
-    if not seeds or not common:
-        d = np.zeros((len(seeds), 0))
-    else:
-        losses = np.array([[[per_seed[s][v][k] for k in common] for s in seeds] for v in variants])  # (V, S, W)
-        d = np.tensordot(w, losses, axes=1)  # (S, W): the contrast per seed and window
-    n_s, n_w = d.shape
-    seed_values = d.mean(axis=1) if n_w else np.zeros(0)
-    estimate = float(d.mean()) if d.size else math.nan
-    notes = []
-    ci = None
-    if n_s < 2:
-        notes.append(f"{n_s} seed(s): {NEEDS_TWO_SEEDS}")
-    elif n_w == 0:
-        notes.append("no evaluation window common to every variant and seed")
-    elif n_s < BOOTSTRAP_MIN_SEEDS:
-        notes.append(BOOTSTRAP_SMALL_N)
-    else:
-        ci = multi_bootstrap_interval(d, confidence=confidence, n_resamples=n_resamples, rng=rng)
-    if dropped:
-        notes.append(f"dropped {len(dropped)} incomplete seed block(s) (seeds {', '.join(map(str, dropped))})")
-    return ContrastResult(
-        name=name,
-        kind=kind,
-        metric=f"{loss} (per window)",
-        estimate=estimate,
-        confidence_interval=ci,
-        pvalue=None,
-        n_seeds=n_s,
-        per_seed=readonly_array(seed_values),
-        seeds=tuple(seeds),
-        method=f"multi-bootstrap over {n_s} seeds x {n_w} windows, percentile, {n_resamples} replicates",
-        n_dropped=len(dropped),
-        dropped_seeds=dropped,
-        sd=float(np.std(seed_values, ddof=1)) if n_s >= 2 else None,
-        confidence=confidence,
-        message="; ".join(notes),
-    )
-
-
 # ----------------------------------------------------------------------------- effects table
 def effects_table(
     df: pl.DataFrame,
@@ -655,7 +545,8 @@ def effects_table(
 
     Returns a polars table: the cell columns, ``treatment, control`` and the fields of
     :meth:`ContrastResult.to_row`, plus ``pvalue_holm`` and ``reject_holm``; a verdict
-    whose interval excludes 0 but whose Holm-adjusted p does not reject says so.
+    whose interval excludes 0 but whose Holm-adjusted p does not reject loses its claim words
+    (:func:`~harness.analysis.verdict_words.not_after_holm`).
     """
     from statsmodels.stats.multitest import multipletests
 
@@ -680,7 +571,7 @@ def effects_table(
     factorial = (settings.base, settings.a, settings.b, settings.ab)
     groups = df.partition_by(list(cells), as_dict=True, maintain_order=True) if cells else {(): df}
     rows = []
-    for key, cell_df in sorted(groups.items(), key=lambda kv: _sort_key(kv[0])):
+    for key, cell_df in sorted(groups.items(), key=lambda kv: sort_key(kv[0])):
         cell = dict(zip(cells, key, strict=False))
         in_cell = set(cell_df.get_column("variant").to_list())
         common = dict(metric=metric, confidence=confidence, rng=rng, by=cells, n_resamples=n_resamples)
@@ -716,8 +607,16 @@ def effects_table(
         for kind, p, r in zip(table.get_column("verdict_kind").to_list(), adjusted, reject, strict=False)
     ]
     verdicts = [
-        f"{v} — not significant after Holm" if gone else v
-        for v, gone in zip(table.get_column("verdict").to_list(), lost, strict=True)
+        not_after_holm("estimate", est, ConfidenceInterval(low, high), p) if gone else v
+        for v, gone, est, low, high, p in zip(
+            table.get_column("verdict").to_list(),
+            lost,
+            table.get_column("estimate").to_list(),
+            table.get_column("ci_low").to_list(),
+            table.get_column("ci_high").to_list(),
+            adjusted,
+            strict=True,
+        )
     ]
     kinds = [
         NOT_DISTINGUISHABLE if gone else kind
@@ -728,306 +627,6 @@ def effects_table(
         pl.Series("reject_holm", reject),
         pl.Series("verdict", verdicts, dtype=pl.String),
         pl.Series("verdict_kind", kinds, dtype=pl.String),
-    )
-
-
-# ----------------------------------------------------------------------------- trends
-def effect_trend(
-    df: pl.DataFrame,
-    *,
-    against: str = "context_length",
-    treatment: str | None = None,
-    control: str = "baseline",
-    base: str = "baseline",
-    a: str = "ega",
-    b: str = "mope",
-    ab: str = "ega-mope",
-    metric: str = "val_loss",
-    confidence: float = 0.95,
-    by: Sequence[str] | None = None,
-    method: Literal["per-seed", "cluster"] = "per-seed",
-) -> TrendResult:
-    """Does an effect grow or shrink with model size or context length? The slope of the
-    per-cell effect against ``log(x)`` (``against``: ``"params"`` or ``"context_length"``),
-    with its interval.
-
-    ``treatment`` given: the main effect ``L_control - L_treatment``; else the
-    interaction ``L_a + L_b - L_base - L_ab``. The x of a cell for ``params`` is the
-    mean parameter count of ``control`` (or ``base``) there. Other cell columns that
-    vary (e.g. dataset) enter as fixed effects (one intercept per level).
-
-    Method. ``"per-seed"`` (default): a slope is fitted by least squares within each
-    seed across its complete cells, and the slopes get a t-interval over seeds. Cells of
-    one seed share its data order (and, at one size, its initial weights), so they are
-    correlated, while seeds are independent: one slope per seed is the unit of
-    replication, the interval has n_seeds - 1 degrees of freedom and needs no model of
-    the within-seed correlation; with a balanced design the mean slope equals the pooled
-    OLS slope. ``"cluster"``: pooled OLS over (cell, seed) points with seed-clustered
-    standard errors (statsmodels, t with n_seeds - 1 df), a cross-check; cluster-robust
-    errors are biased low with the handful of seeds a study has, hence not the default.
-    """
-    _check_confidence(confidence)
-    if against not in ("params", "context_length") and against not in getattr(df, "columns", ()):
-        raise InputError(
-            f"effect_trend: against must be 'params', 'context_length' or a numeric column, got {against!r}"
-        )
-    if method not in ("per-seed", "cluster"):
-        raise InputError(f"effect_trend: method must be 'per-seed' or 'cluster', got {method!r}")
-    if treatment is None:
-        weights, name = interaction_weights(base, a, b, ab), f"interaction {a} x {b}"
-        reference = base
-    else:
-        weights, name = {control: 1.0, treatment: -1.0}, f"{treatment} vs {control}"
-        reference = control
-    df = require_table(df)
-    require_columns(df, (against,))
-    numeric_column(df, against)
-    cells = cell_columns(df, by)
-    if against != "params" and against not in cells:
-        cells = (*cells, against)
-    if against == "params" and not cells:
-        raise InputError("effect_trend against params needs cell columns (e.g. size) to group trials")
-    blocks = seed_blocks(df, tuple(weights), metric, cells)
-    points, controls = _trend_points(df, blocks, weights, cells, against, reference)
-    distinct_x = sorted({p[1] for p in points})
-    if len(distinct_x) < 2:
-        raise InputError(
-            f"effect_trend: need at least 2 distinct values of {against} among complete cells, got {len(distinct_x)}"
-        )
-    levels = sorted({p[3] for p in points}, key=_sort_key)
-    slopes, intercepts, used, seeds_all = _per_seed_slopes(points, levels)
-    notes = []
-    if blocks.dropped:
-        notes.append(f"dropped {len(blocks.dropped)} incomplete (cell, seed) block(s)")
-    if len(used) < len(seeds_all):
-        notes.append(f"{len(seeds_all) - len(used)} seed(s) lack the cells for a slope")
-    if method == "cluster":
-        fit = _cluster_fit(points, levels, confidence, against)
-    else:
-        fit = _per_seed_fit(slopes, intercepts, confidence, against)
-    notes += fit.pop("notes")
-    if controls and len(levels) > 1:
-        fit["method"] += f", fixed effects for {', '.join(controls)}"
-    return TrendResult(
-        effect=name,
-        against=against,
-        metric=metric,
-        n_seeds=len(used) if method == "per-seed" else len(seeds_all),
-        per_seed=readonly_array(slopes),
-        seeds=tuple(used),
-        x_values=readonly_array(np.exp(np.array(distinct_x))),
-        cell_estimates=readonly_array([np.mean([p[2] for p in points if p[1] == lx]) for lx in distinct_x]),
-        n_dropped=len(blocks.dropped),
-        confidence=confidence,
-        message="; ".join(notes),
-        n_diverged=blocks.n_diverged,
-        **fit,
-    )
-
-
-def _trend_points(
-    df: pl.DataFrame,
-    blocks: SeedBlocks,
-    weights: Mapping[str, float],
-    cells: Sequence[str],
-    against: str,
-    reference: str,
-) -> tuple[list[tuple], list[str]]:
-    """(seed, log x, contrast, levels of the other cell columns) of every complete block,
-    and the names of those other columns (fixed effects)."""
-    w = np.array([weights[v] for v in blocks.variants])
-    contrast = blocks.values @ w if len(blocks.keys) else np.zeros(0)  # (n_blocks,)
-    if against == "params":  # x of a cell: the reference variant's mean parameter count there
-        ref = df.filter(pl.col("variant") == reference)
-        xs = {
-            tuple(k): float(np.nanmean(g.get_column("params").cast(pl.Float64).to_numpy()))
-            for k, g in (ref.partition_by(list(cells), as_dict=True).items())
-        }
-    else:
-        xs = {cell: float(cell[list(cells).index(against)]) for cell in blocks.all_cells}
-    if any(not (x > 0) for c, x in xs.items() if c in blocks.all_cells):
-        raise InputError(f"effect_trend: {against} must be positive in every cell to take its log")
-    controls = [c for c in cells if c != against and not (against == "params" and c == "size")]
-    points = []
-    for (cell, seed), y in zip(blocks.keys, contrast, strict=True):
-        cd = dict(zip(cells, cell, strict=True))
-        points.append((seed, math.log(xs[cell]), float(y), tuple(cd[c] for c in controls)))
-    return points, controls
-
-
-def _trend_design(points: Sequence[tuple], levels: Sequence[tuple]) -> np.ndarray:
-    """Intercept, log x and one indicator per level of the other cell columns but the first."""
-    cols = [np.ones(len(points)), np.array([p[1] for p in points])]
-    for lev in levels[1:]:
-        cols.append(np.array([1.0 if p[3] == lev else 0.0 for p in points]))
-    return np.column_stack(cols)  # (n_points, 2 + n_levels - 1)
-
-
-def _per_seed_slopes(points: Sequence[tuple], levels: Sequence[tuple]) -> tuple[np.ndarray, list, list, list]:
-    """Least-squares slope and intercept within each seed that has the cells to separate
-    the slope from the fixed effects; the seeds used and all seeds."""
-    seeds_all = sorted({p[0] for p in points}, key=_sort_key)
-    slopes, intercepts, used = [], [], []
-    for seed in seeds_all:
-        pts = [p for p in points if p[0] == seed]
-        X = _trend_design(pts, levels)
-        if np.linalg.matrix_rank(X) < X.shape[1]:
-            continue
-        coef, *_ = np.linalg.lstsq(X, np.array([p[2] for p in pts]), rcond=None)
-        slopes.append(coef[1])
-        intercepts.append(coef[0])
-        used.append(seed)
-    return np.array(slopes, dtype=float), intercepts, used, seeds_all
-
-
-def _per_seed_fit(slopes: np.ndarray, intercepts: list, confidence: float, against: str) -> dict[str, Any]:
-    """The mean per-seed slope with its t-interval over seeds."""
-    fit: dict[str, Any] = dict(
-        estimate=float(np.mean(slopes)) if len(slopes) else math.nan,
-        intercept=float(np.mean(intercepts)) if intercepts else math.nan,
-        confidence_interval=None,
-        pvalue=None,
-        method=f"per-seed OLS slope on log({against}), t-interval over seeds",
-        notes=[],
-    )
-    if len(slopes) < 2:
-        fit["notes"].append(f"{len(slopes)} seed slope(s): {NEEDS_TWO_SEEDS}")
-    elif not has_spread(slopes):
-        fit["notes"].append("every seed gives the same slope (zero spread): no test possible")
-    else:
-        fit["confidence_interval"], fit["pvalue"] = t_interval(slopes, confidence=confidence)
-    return fit
-
-
-def _cluster_fit(points: Sequence[tuple], levels: Sequence[tuple], confidence: float, against: str) -> dict[str, Any]:
-    """Pooled OLS over (cell, seed) points with seed-clustered standard errors."""
-    import statsmodels.api as sm
-
-    X = _trend_design(points, levels)
-    y = np.array([p[2] for p in points])
-    groups = np.unique(np.array([str(p[0]) for p in points]), return_inverse=True)[1]
-    n_groups = len(np.unique(groups))
-    fit: dict[str, Any] = dict(confidence_interval=None, pvalue=None, notes=[])
-    if n_groups < 2:
-        fit["notes"].append(NEEDS_TWO_SEEDS)
-        ols = sm.OLS(y, X).fit()
-    else:
-        ols = sm.OLS(y, X).fit(cov_type="cluster", cov_kwds={"groups": groups}, use_t=True)
-        low, high = ols.conf_int(alpha=1 - confidence)[1]
-        fit["confidence_interval"], fit["pvalue"] = ConfidenceInterval(float(low), float(high)), float(ols.pvalues[1])
-    fit.update(
-        estimate=float(ols.params[1]),
-        intercept=float(ols.params[0]),
-        method=f"pooled OLS of the effect on log({against}), seed-clustered SE (t, {n_groups - 1} df)",
-    )
-    return fit
-
-
-# ----------------------------------------------------------------------------- power
-def sd_interval(sd: float, df: int, confidence: float = 0.95) -> ConfidenceInterval:
-    """Chi-square confidence interval of a normal standard deviation estimated with
-    ``df`` degrees of freedom: ``sd sqrt(df / chi2_{1-a/2, df})`` to ``sd sqrt(df / chi2_{a/2, df})``.
-    With 3 seeds (df = 2) at 95 % it spans 0.52 sd to 6.3 sd."""
-    if df < 1:
-        raise InputError(f"sd_interval: needs at least 1 degree of freedom, got {df}")
-    alpha = 1.0 - confidence
-    low = sd * math.sqrt(df / stats.chi2.ppf(1.0 - alpha / 2.0, df))
-    high = sd * math.sqrt(df / stats.chi2.ppf(alpha / 2.0, df))
-    return ConfidenceInterval(float(low), float(high))
-
-
-def _seeds_for(d: float, power: float, alpha: float, alternative: str, max_seeds: int) -> int | None:
-    """Smallest n >= 2 whose one-sample t-test on n per-seed contrasts reaches ``power``
-    at standardised effect ``d`` (None beyond ``max_seeds``)."""
-    from statsmodels.stats.power import TTestPower
-
-    analysis = TTestPower()
-
-    def power_at(n: int) -> float:
-        return float(analysis.power(effect_size=d, nobs=n, alpha=alpha, alternative=alternative))
-
-    if math.isinf(d) or power_at(2) >= power:
-        return 2
-    lo, hi = 2, 4
-    while power_at(hi) < power:  # exponential search, then bisection on integers
-        if hi >= max_seeds:
-            return None
-        lo, hi = hi, min(2 * hi, max_seeds)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if power_at(mid) < power else (lo, mid)
-    return hi
-
-
-def seeds_needed(
-    result: ContrastResult | None = None,
-    *,
-    effect: float | None = None,
-    sd: float | None = None,
-    sd_df: int | None = None,
-    power: float = 0.8,
-    alpha: float | None = None,
-    alternative: Literal["two-sided", "larger", "smaller"] = "two-sided",
-    max_seeds: int = 10_000,
-) -> SeedsNeededResult:
-    """How many seeds a paired study needs to detect ``effect`` with probability
-    ``power`` at level ``alpha``.
-
-    Give ``effect`` as the *smallest effect of interest* (``analysis.smallest_effect``):
-    planning at the observed estimate (the default when ``effect`` is None) is post-hoc
-    power, which only restates the p-value; the result is then flagged ``post_hoc``.
-
-    The per-seed contrast has seed-to-seed standard deviation ``sd`` (default: the
-    observed one of ``result``, with ``sd_df = n_seeds - 1``); a one-sample t-test on n
-    per-seed contrasts has power ``P(|T| > t_{1-alpha/2, n-1})`` with T noncentral
-    t(n-1, d sqrt(n)), d = effect / sd (``statsmodels.stats.power.TTestPower``). The
-    answer is the smallest integer n >= 2 reaching ``power``. An estimated sd is itself
-    uncertain (with 3 seeds, by a factor 0.5 to 6): ``n_seeds_range`` gives the seeds
-    needed at the two ends of its chi-square ``1 - alpha`` interval (:func:`sd_interval`).
-    """
-    if not 0.0 < power < 1.0:
-        raise InputError(f"seeds_needed: power must lie in (0, 1), got {power}")
-    if alpha is None:
-        alpha = 1.0 - result.confidence if result is not None else 0.05
-    if not 0.0 < alpha < 1.0:
-        raise InputError(f"seeds_needed: alpha must lie in (0, 1), got {alpha}")
-    if alternative not in ("two-sided", "larger", "smaller"):
-        raise InputError(f"seeds_needed: alternative must be 'two-sided', 'larger' or 'smaller', got {alternative!r}")
-    post_hoc = effect is None
-    if effect is None:
-        if result is None:
-            raise InputError("seeds_needed: give effect= (the smallest effect of interest) or a ContrastResult")
-        effect = result.estimate
-    if sd is None:
-        if result is None or result.sd is None:
-            raise InputError("seeds_needed: the seed-to-seed sd is unknown (needs a result with >= 2 seeds, or sd=)")
-        sd = result.sd
-        sd_df = result.n_seeds - 1 if sd_df is None else sd_df
-    effect, sd = float(effect), float(sd)
-    if not math.isfinite(effect) or not math.isfinite(sd) or sd < 0:
-        raise InputError(f"seeds_needed: effect and sd must be finite and sd >= 0, got effect={effect}, sd={sd}")
-    method = "one-sample t-test power on per-seed contrasts (statsmodels TTestPower)"
-    common = dict(effect=effect, sd=sd, power=power, alpha=alpha, alternative=alternative, method=method)
-    common.update(post_hoc=post_hoc, sd_df=sd_df)
-    if effect == 0.0:
-        return SeedsNeededResult(n_seeds=None, effect_size=0.0, message="an effect of 0 cannot be detected", **common)
-    if sd == 0.0:
-        return SeedsNeededResult(n_seeds=2, effect_size=math.inf, message="zero seed-to-seed spread", **common)
-    d = effect / sd
-    if alternative == "two-sided":
-        d = abs(d)
-    elif (alternative == "larger") != (d > 0):
-        message = f"a one-sided '{alternative}' test cannot detect an effect of sign {effect:+g}"
-        return SeedsNeededResult(n_seeds=None, effect_size=d, message=message, **common)
-    n = _seeds_for(d, power, alpha, alternative, max_seeds)
-    message = "" if n is not None else f"more than {max_seeds} seeds needed"
-    interval = n_range = None
-    if sd_df is not None and sd_df >= 1:
-        interval = sd_interval(sd, sd_df, 1.0 - alpha)
-        # a smaller sd needs fewer seeds: the range runs from the interval's low end to its high end
-        n_range = tuple(_seeds_for(d * sd / bound, power, alpha, alternative, max_seeds) for bound in interval)
-    return SeedsNeededResult(
-        n_seeds=n, effect_size=d, message=message, sd_interval=interval, n_seeds_range=n_range, **common
     )
 
 
@@ -1061,18 +660,15 @@ def primary_effect(df: pl.DataFrame, settings: AnalysisSettings | None = None, *
 __all__ = [
     "SeedBlocks",
     "bootstrap_interval",
-    "effect_trend",
+    "check_confidence",
     "effects_table",
     "interaction_contrast",
     "interaction_weights",
     "linear_contrast",
     "main_effect",
-    "multi_bootstrap",
-    "multi_bootstrap_interval",
     "primary_effect",
-    "sd_interval",
     "seed_blocks",
-    "seeds_needed",
     "sign_flip_pvalue",
+    "sort_key",
     "t_interval",
 ]

@@ -20,6 +20,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
+from harness.analysis.verdict_words import few_seeds_words, format_interval, format_pvalue, shape_words
 from harness.errors import InputError
 
 NEEDS_TWO_SEEDS = "needs at least 2 seeds for an interval"
@@ -63,25 +64,6 @@ class ConfidenceInterval(NamedTuple):
     def inside(self, low: float, high: float) -> bool:
         """True when the whole interval lies within [low, high]."""
         return bool(self.low >= low and self.high <= high)
-
-
-def _fmt(x: float | None, signed: bool = True, digits: int = 3) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
-
-
-def format_interval(ci: ConfidenceInterval | None, signed: bool = True, digits: int = 3) -> str:
-    """``[low, high]`` with signs, or ``n/a`` when there is no interval."""
-    if ci is None:
-        return "n/a"
-    return f"[{_fmt(ci.low, signed, digits)}, {_fmt(ci.high, signed, digits)}]"
-
-
-def format_pvalue(p: float | None) -> str:
-    if p is None or math.isnan(p):
-        return "n/a"
-    return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
 
 
 def interval_kind(ci: ConfidenceInterval | None, *, untestable: bool = False, value: float = 0.0) -> VerdictKind:
@@ -252,6 +234,26 @@ class AnalysisSettings:
         return cls(**kwargs)
 
 
+def _qualified(claim: str, res: Any, quantity: str) -> str:
+    """A contrast's or trend's claim with what weakens it beside it: a failed shape check
+    (the claim withheld where the interval excludes 0), fewer than 6 seeds, diverged runs."""
+    ci = res.confidence_interval
+    text = claim
+    shape = res.shape
+    if shape is not None and shape.fires and ci is not None:
+        claims = ci.excludes(0.0)
+        words = shape_words(shape, res.pvalue, getattr(res, "permutation_pvalue", None), claims=claims)
+        text = f"{quantity} {res.estimate:+.3g} {format_interval(ci)}; {words}" if claims else f"{claim}; {words}"
+    if ci is not None:
+        alternative = getattr(res, "alternative", "two-sided")
+        few = few_seeds_words(res.n_seeds, alternative=alternative, alpha=1 - res.confidence)
+        if few:
+            text += f" — {few}"
+    if res.n_diverged:
+        text += f"; conditional on the runs that converged ({res.n_diverged} diverged)"
+    return text
+
+
 #: What a contrast estimates: the 2x2 interaction (superadditivity), a main effect (treatment
 #: against control) or any other linear contrast of the variants.
 ContrastKind = Literal["interaction", "main_effect", "contrast"]
@@ -296,6 +298,8 @@ class ContrastResult:
     message: str = ""
     n_diverged: int = 0
     excluded_cells: tuple = ()
+    shape: Any = None  # harness.analysis.shape.ShapeCheck of the per-seed values (None: not checked)
+    alternative: str = "two-sided"
 
     @property
     def standard_error(self) -> float | None:
@@ -307,12 +311,17 @@ class ContrastResult:
         return "paired t-test over seeds"
 
     @property
+    def claims(self) -> bool:
+        """True when the verdict's words claim an effect: the interval excludes 0 and the
+        per-seed values pass the shape check (where it fires the claim is withheld)."""
+        ci = self.confidence_interval
+        return ci is not None and ci.excludes(0.0) and not (self.shape is not None and self.shape.fires)
+
+    @property
     def verdict(self) -> str:
-        """Words that do not claim more than the interval shows."""
-        text = self._claim()
-        if self.n_diverged:
-            text += f"; conditional on the runs that converged ({self.n_diverged} diverged)"
-        return text
+        """Words that do not claim more than the interval shows, with what weakens them
+        beside them: a failed shape check, few seeds, diverged runs."""
+        return _qualified(self._claim(), self, "estimate")
 
     def _claim(self) -> str:
         reason = no_test_reason(self.per_seed)
@@ -336,8 +345,10 @@ class ContrastResult:
 
     @property
     def verdict_kind(self) -> VerdictKind:
-        """What :attr:`verdict` amounts to (:data:`VerdictKind`): its interval decides."""
-        return interval_kind(self.confidence_interval, untestable=no_test_reason(self.per_seed) is not None)
+        """What :attr:`verdict` amounts to (:data:`VerdictKind`): its interval decides, and a
+        claim withheld for the shape of the per-seed values is not settled."""
+        kind = interval_kind(self.confidence_interval, untestable=no_test_reason(self.per_seed) is not None)
+        return NOT_DISTINGUISHABLE if kind == SETTLED and not self.claims else kind
 
     def to_row(self) -> dict[str, Any]:
         """One flat row for tables (polars/parquet)."""
@@ -391,17 +402,26 @@ class TrendResult:
     confidence: float = 0.95
     message: str = ""
     n_diverged: int = 0
+    shape: Any = None  # harness.analysis.shape.ShapeCheck of the per-seed slopes (None: not checked)
 
     @property
     def test(self) -> str:
         return "t-test of the per-seed slopes"
 
     @property
+    def claims(self) -> bool:
+        """True when the verdict's words claim a trend (see :attr:`ContrastResult.claims`)."""
+        ci = self.confidence_interval
+        return ci is not None and ci.excludes(0.0) and not (self.shape is not None and self.shape.fires)
+
+    @property
+    def two_levels(self) -> bool:
+        """Two distinct x: the "slope" is a two-point difference, and is worded as one."""
+        return len(self.x_values) == 2
+
+    @property
     def verdict(self) -> str:
-        text = self._claim()
-        if self.n_diverged:
-            text += f"; conditional on the runs that converged ({self.n_diverged} diverged)"
-        return text
+        return _qualified(self._claim(), self, "difference" if self.two_levels else "slope")
 
     def _claim(self) -> str:
         reason = no_test_reason(self.per_seed)
@@ -411,6 +431,11 @@ class TrendResult:
             return self.message or "no test possible"
         ci = self.confidence_interval
         what = "size" if self.against == "params" else "context" if self.against == "context_length" else self.against
+        if self.two_levels:
+            level = f"{self.confidence:.0%} CI; 2 levels: a difference, not a slope"
+            if ci.excludes(0.0):
+                return f"effect {'larger' if ci.low > 0 else 'smaller'} at the larger {what} ({level})"
+            return f"effect at the two {what}s not distinguishable ({level})"
         if ci.low > 0:
             return f"effect grows with {what} ({self.confidence:.0%} CI of slope > 0)"
         if ci.high < 0:
@@ -419,9 +444,11 @@ class TrendResult:
 
     @property
     def verdict_kind(self) -> VerdictKind:
-        """What :attr:`verdict` amounts to: the slope's interval decides."""
+        """What :attr:`verdict` amounts to: the slope's interval decides (a claim withheld
+        for the shape of the per-seed slopes is not settled)."""
         untestable = no_test_reason(self.per_seed) is not None and self.method.startswith("per-seed")
-        return interval_kind(self.confidence_interval, untestable=untestable)
+        kind = interval_kind(self.confidence_interval, untestable=untestable)
+        return NOT_DISTINGUISHABLE if kind == SETTLED and not self.claims else kind
 
     def to_row(self) -> dict[str, Any]:
         ci = self.confidence_interval
@@ -484,201 +511,6 @@ class SeedsNeededResult:
 
 
 @dataclass(frozen=True)
-class HeterogeneityResult:
-    """Does the learned tau differ between the levels of ``factor``, with the seed as the
-    unit?
-
-    ``design`` is ``"crossed"`` (the same seeds run every level: repeated-measures ANOVA
-    on the seed x level means, ``statsmodels`` ``AnovaRM``, with Friedman's test, or
-    Wilcoxon's for two levels, as the rank check), ``"nested"`` (each seed runs one
-    level: one-way ANOVA on the per-seed means, Kruskal-Wallis as the rank check) or
-    ``"runs"`` (no seed column: runs are the units). ``pvalue_holm`` is adjusted across
-    the factors tested (Holm). ``equivalence_pvalue`` is the largest over levels of the
-    TOST p-value of that level's mean against ``reference`` +- ``margin``
-    (intersection-union test): below ``alpha`` the mean lies within the band at *every*
-    level, the only basis for "converges to the reference whatever the factor".
-    """
-
-    factor: str
-    levels: tuple
-    group_means: tuple
-    group_sizes: tuple
-    design: str
-    test: str
-    pvalue: float | None
-    rank_test: str = ""
-    rank_pvalue: float | None = None
-    pvalue_holm: float | None = None
-    n_seeds: int = 0
-    dropped_seeds: tuple = ()
-    reference: float | None = None
-    margin: float | None = None
-    equivalence_pvalue: float | None = None
-    equivalence_pvalue_holm: float | None = None
-    alpha: float = 0.05
-    message: str = ""
-
-    @property
-    def differs(self) -> bool:
-        p = self.pvalue_holm if self.pvalue_holm is not None else self.pvalue
-        return p is not None and p < self.alpha
-
-    @property
-    def equivalent_at_every_level(self) -> bool:
-        p = self.equivalence_pvalue_holm if self.equivalence_pvalue_holm is not None else self.equivalence_pvalue
-        return p is not None and p < self.alpha
-
-    @property
-    def verdict_kind(self) -> VerdictKind:
-        """Settled when tau differs across the levels, or lies within the band at every level."""
-        if self.pvalue is None:
-            return NOT_TESTABLE
-        return SETTLED if self.differs or self.equivalent_at_every_level else NOT_DISTINGUISHABLE
-
-    @property
-    def verdict(self) -> str:
-        if self.pvalue is None:
-            return self.message or "no test possible"
-        p = f"{self.test} p={format_pvalue(self.pvalue)}"
-        if self.pvalue_holm is not None:
-            p += f", Holm p={format_pvalue(self.pvalue_holm)}"
-        head = (
-            f"differs across {self.factor} ({p})" if self.differs else f"not distinguishable across {self.factor} ({p})"
-        )
-        if self.equivalence_pvalue is None or self.reference is None:
-            return head
-        band = f"{self.reference:g} ± {self.margin:g}"
-        q = self.equivalence_pvalue_holm if self.equivalence_pvalue_holm is not None else self.equivalence_pvalue
-        if self.equivalent_at_every_level:
-            return f"{head}; mean within {band} at every level (TOST, largest p={format_pvalue(q)})"
-        return f"{head}; equivalence to {band} at every level not shown (TOST, largest p={format_pvalue(q)})"
-
-
-@dataclass(frozen=True)
-class OpenFractionResult:
-    """The fraction of open gates beside two readings of it.
-
-    ``gaussian_tail`` is what standard-normal (z-normalised) energies predict: per run
-    the mean over heads of ``1 - Phi(tau_h)`` (from ``tau_heads``), or ``1 - Phi(tau_mean)``
-    when the table has no per-head taus (``reference_method`` says which; the latter is
-    biased whenever heads differ). ``difference`` = open - tail (per-seed means) with
-    its t-interval and t-test p-value: an interval covering 0 means the measured
-    fraction is *consistent with* the tail, not that the tail explains it.
-    ``content_fraction`` is the corpus's content-word fraction and ``ground_truth`` the
-    true salient fraction of a synthetic corpus, when known.
-    """
-
-    estimate: float
-    confidence_interval: ConfidenceInterval | None
-    gaussian_tail: float
-    difference: float
-    difference_interval: ConfidenceInterval | None
-    difference_pvalue: float | None
-    n_runs: int
-    content_fraction: float | None = None
-    ground_truth: float | None = None
-    confidence: float = 0.95
-    message: str = ""
-    reference_method: str = "mean over heads of 1 - Phi(tau_h)"
-    n_seeds: int = 0
-
-    @property
-    def test(self) -> str:
-        return "t-test of open - tail over seeds"
-
-    @property
-    def verdict_kind(self) -> VerdictKind:
-        """The interval of the difference open - tail decides."""
-        return interval_kind(self.difference_interval)
-
-    @property
-    def verdict(self) -> str:
-        parts = [f"open {self.estimate:.3f} vs Gaussian tail {self.gaussian_tail:.3f}:"]
-        if self.difference_interval is None:
-            parts.append(self.message if self.message.startswith("no test possible") else "no test possible")
-        elif self.difference_interval.excludes(0.0):
-            parts.append(f"differs from the Gaussian tail ({self.confidence:.0%} CI of the difference excludes 0)")
-        else:
-            parts.append(f"consistent with the Gaussian tail ({self.confidence:.0%} CI of the difference covers 0)")
-        if self.content_fraction is not None:
-            parts.append(f"; content-word fraction {self.content_fraction:.3f}")
-        if self.ground_truth is not None:
-            parts.append(f"; ground truth {self.ground_truth:.3f}")
-        return " ".join(parts).replace(" ;", ";")
-
-
-@dataclass(frozen=True)
-class TauStabilityResult:
-    """The learned EGA threshold across seeds, against ``reference`` +- ``margin``.
-
-    Two questions, kept apart. *Is the mean near the reference?* ``estimate`` is the mean
-    over seeds of the per-seed tau (each run's mean over layers and heads, averaged over
-    the seed's runs); ``confidence_interval`` its t-interval; ``tost_pvalue`` the two
-    one-sided tests' p-value (max of the two), ``equivalence_interval`` the matching
-    (1 - 2 alpha) t-interval (90 % for alpha = 0.05): below alpha the mean is
-    *equivalent* to the reference within the margin. ``pvalue`` is the ordinary
-    two-sided t-test against the reference. *Does a new run land near it?*
-    ``prediction_interval`` is the t prediction interval for a new seed's tau,
-    ``mean +- t_{1-alpha/2, n-1} s sqrt(1 + 1/n)``; ``stable`` is True only when it lies
-    inside the band; ``within_band_fraction`` is the share of the seeds inside the band.
-    """
-
-    estimate: float
-    confidence_interval: ConfidenceInterval | None
-    pvalue: float | None
-    tost_pvalue: float | None
-    equivalent: bool
-    reference: float
-    margin: float
-    n_seeds: int
-    n_runs: int
-    per_seed: np.ndarray
-    seeds: tuple
-    method: str
-    head_spread: float | None = None
-    heterogeneity: tuple = ()
-    open_fraction: OpenFractionResult | None = None
-    n_dropped: int = 0
-    confidence: float = 0.95
-    message: str = ""
-    prediction_interval: ConfidenceInterval | None = None
-    equivalence_interval: ConfidenceInterval | None = None
-    within_band_fraction: float | None = None
-    stable: bool = False
-
-    @property
-    def band(self) -> ConfidenceInterval:
-        return ConfidenceInterval(self.reference - self.margin, self.reference + self.margin)
-
-    @property
-    def test(self) -> str:
-        return "TOST (two one-sided t-tests)"
-
-    @property
-    def verdict_kind(self) -> VerdictKind:
-        """Settled when the mean is shown equivalent to the band (TOST), stable or not."""
-        if no_test_reason(self.per_seed) is not None or self.tost_pvalue is None or self.prediction_interval is None:
-            return NOT_TESTABLE
-        return SETTLED if self.equivalent or self.stable else NOT_DISTINGUISHABLE
-
-    @property
-    def verdict(self) -> str:
-        reason = no_test_reason(self.per_seed)
-        if reason is not None:
-            return reason
-        if self.tost_pvalue is None or self.prediction_interval is None:
-            return self.message or "no test possible"
-        band = f"{self.reference:g} ± {self.margin:g}"
-        tost = f"TOST p={format_pvalue(self.tost_pvalue)}"
-        new_runs = f"{self.confidence:.0%} of new runs fall in {format_interval(self.prediction_interval, False, 3)}"
-        if self.stable:
-            return f"stable: {new_runs}, inside {band} (mean equivalent, {tost})"
-        if self.equivalent:
-            return f"mean equivalent to {band} ({tost}) but not stable: {new_runs}"
-        return f"not stable: {new_runs}; mean not shown equivalent to {band} ({tost})"
-
-
-@dataclass(frozen=True)
 class MopeScalesResult:
     """Clusters of the learned MOPE widths sigma on a log scale.
 
@@ -713,12 +545,9 @@ __all__ = [
     "AnalysisSettings",
     "ConfidenceInterval",
     "ContrastResult",
-    "HeterogeneityResult",
     "MopeScalesResult",
-    "OpenFractionResult",
     "PrimaryHypothesis",
     "SeedsNeededResult",
-    "TauStabilityResult",
     "TrendResult",
     "VerdictKind",
     "format_interval",

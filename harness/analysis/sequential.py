@@ -75,6 +75,13 @@ from harness.analysis.results_types import (
 from harness.errors import InputError
 
 METHOD = "anytime-valid t-mixture confidence sequence (Lai 1976; Wang & Ramdas 2023)"
+#: What the confidence sequence assumes, said in every sequential report: skewed per-seed
+#: values break its guarantee (peeked at from 2 to 40 seeds, exponential values exclude a
+#: true 0 in about 12 % of null studies, lognormal ones in about 20 %: the Calibration table).
+CS_ASSUMPTION = (
+    "The anytime-valid interval assumes normal per-seed values: with strongly skewed ones it excludes a true "
+    "effect more often than its level says (see the Calibration table)."
+)
 #: Where the interval of :func:`confidence_sequence` is tightest when the caller says nothing.
 DEFAULT_TIGHTEST_AT = 10.0
 
@@ -316,6 +323,7 @@ def _running_mean_var(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nd
 
 
 __all__ = [
+    "CS_ASSUMPTION",
     "DEFAULT_TIGHTEST_AT",
     "METHOD",
     "STOPPED_BY_CODES",

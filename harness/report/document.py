@@ -80,7 +80,6 @@ LABELS: dict[str, str] = {
     "pvalue": "p",
     "pvalue_holm": "Holm p",
     "permutation_pvalue": "permutation p",
-    "fisher_pvalue": "Fisher p (vs control)",
     "rank_pvalue": "rank-test p",
     "tost_max_pvalue": "TOST p (largest)",
     "tost_max_pvalue_holm": "TOST Holm p",

@@ -53,6 +53,7 @@ class Parts:
     verdicts: list[Verdict] = field(default_factory=list)
     results: dict[str, Any] = field(default_factory=dict)
     primary: ContrastResult | None = None  # the primary hypothesis's contrast, once the effects section has it
+    stopped_on_data: bool = False  # a sequential study: the secondary verdicts are descriptive
 
     def skip(self, note: str, blocks: list[Block]) -> None:
         """A note on the document that also shows in the section being built."""

@@ -19,10 +19,10 @@ from harness.analysis.contrasts import seed_blocks
 from harness.analysis.results_types import (
     BOOTSTRAP_MIN_SEEDS,
     AnalysisSettings,
-    TauStabilityResult,
     TrendResult,
     format_interval,
 )
+from harness.analysis.tau_types import TauStabilityResult
 from harness.report.verdict import finite
 
 #: Rows of the effects table the forest plot shows.

@@ -14,24 +14,20 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from harness.analysis.contrasts import (
-    effect_trend,
-    effects_table,
-    interaction_contrast,
-    main_effect,
-    multi_bootstrap,
-    primary_effect,
-    seeds_needed,
-)
-from harness.analysis.divergence import divergence_table
+from harness.analysis.contrasts import effects_table, interaction_contrast, main_effect, primary_effect
+from harness.analysis.divergence import divergence_method, divergence_table
+from harness.analysis.multibootstrap import multi_bootstrap
+from harness.analysis.planning import seeds_needed
 from harness.analysis.results import cell_columns, diverged_mask, unfinished_mask
 from harness.analysis.results_types import BOOTSTRAP_MIN_SEEDS, AnalysisSettings, ContrastResult, TrendResult
 from harness.analysis.sequential import (
+    CS_ASSUMPTION,
     SequentialSummary,
     confidence_sequence,
     sequential_verdict,
     sequential_verdict_kind,
 )
+from harness.analysis.trends import effect_trend
 from harness.errors import InputError
 from harness.models.variants import DIAGNOSTIC_LABEL, is_diagnostic
 from harness.report.document import Block, Figure, Note, Paragraph
@@ -205,7 +201,9 @@ def sequential_section(df: pl.DataFrame, settings: AnalysisSettings, seq: Sequen
         f"Stopped: {seq.stop_text}.",
         "Only the anytime-valid interval stays valid after a stop that depended on the data; the other "
         "intervals of this report assume a number of seeds fixed in advance: read them as descriptive.",
+        CS_ASSUMPTION,
     ]
+    parts.stopped_on_data = True
     parts.headline.update(
         {"sequential/n_seeds": float(seq.seeds_scheduled), "sequential/stopped_by": seq.stopped_by_code}
     )
@@ -219,6 +217,8 @@ def sequential_section(df: pl.DataFrame, settings: AnalysisSettings, seq: Sequen
         parts.add("sequential", "Sequential design", blocks)
         return
     cs = confidence_sequence(res.per_seed, confidence=settings.confidence, tightest_at=seq.tightest_at)
+    if res.shape is not None and res.shape.fires:
+        lines.append(f"Here the {res.shape.words}: the anytime-valid interval's guarantee is in doubt.")
     blocks += [Paragraph(line) for line in lines]
     level = f"{settings.confidence:.0%}"
     rows = pl.DataFrame(
@@ -373,10 +373,11 @@ def trends_section(
         text = (
             "Slope of the effect per e-fold increase of the parameter count or the context length: fitted "
             "within each seed across its cells, t-interval over seeds (cells of one seed are correlated; seeds "
-            "are the independent replicates). Other cell columns that vary enter as fixed effects."
+            "are the independent replicates). Other cell columns that vary enter as fixed effects. Every trend's "
+            "verdict is in the verdict table at the top, Holm-adjusted with the other headline verdicts."
         )
         figures = [Figure(n, parts.pngs[n]) for n in ("effects_vs_size", "effects_vs_context") if n in parts.pngs]
-        shown = trend_df.drop("metric", "method")
+        shown = trend_df.drop("metric", "method", "verdict", "verdict_kind")
         style = effect_style(settings.metric, value="slope", per="per e-fold")
         table = frame_table(shown, confidence=settings.confidence, **style)
         parts.add("trends", "Trends with size and context", [table, Paragraph(text), *figures])
@@ -411,22 +412,21 @@ def _trends_against(
                 low,
                 high,
             )
-        if treatment in (None, settings.a):  # the terminal table stays short; the rest is in trends.parquet
-            claim = tr.confidence_interval is not None and tr.confidence_interval.excludes(0.0)
-            parts.verdicts.append(
-                Verdict(
-                    f"{short} vs log {label}",
-                    tr.estimate,
-                    tr.confidence_interval,
-                    tr.pvalue,
-                    tr.n_seeds,
-                    tr.verdict,
-                    test="slope t",
-                    claim=claim,
-                    kind=tr.verdict_kind,
-                    unit=f"{unit} per e-fold" if (unit := loss_unit(tr.metric)) else "",
-                )
+        # every trend is a headline verdict: in the Holm family, shown in the verdict table
+        parts.verdicts.append(
+            Verdict(
+                f"{short} vs log {label}",
+                tr.estimate,
+                tr.confidence_interval,
+                tr.pvalue,
+                tr.n_seeds,
+                tr.verdict,
+                test="slope t",
+                claim=tr.claims,
+                kind=tr.verdict_kind,
+                unit=f"{unit} per e-fold" if (unit := loss_unit(tr.metric)) else "",
             )
+        )
     return trends
 
 
@@ -467,10 +467,9 @@ def divergence_section(df: pl.DataFrame, settings: AnalysisSettings, parts: Part
         if row["rate"] is not None:
             parts.headline[f"{row['variant']}/divergence_rate"] = row["rate"]
     text = (
-        f"Runs that diverged, per variant: rate with its exact (Clopper-Pearson) {settings.confidence:.0%} "
-        f"interval and Fisher's exact test against {settings.base} (unadjusted). Failed runs (infrastructure) "
-        "are not counted. A variant that diverges more often is a finding in itself, and every paired "
-        "contrast of a variant with diverged runs is conditional on the runs that converged."
+        f"{divergence_method(settings.confidence, settings.base)} A variant that diverges more often is a "
+        "finding in itself, and every paired contrast of a variant with diverged runs is conditional on the runs "
+        "that converged."
     )
     table_block = frame_table(table, confidence=settings.confidence, percent=("rate", "ci_low", "ci_high"))
     parts.add("divergence", "Divergence", [Paragraph(text), table_block])

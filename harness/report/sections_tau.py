@@ -13,14 +13,9 @@ import numpy as np
 import polars as pl
 
 from harness.analysis.mope import mope_scales
-from harness.analysis.results_types import (
-    AnalysisSettings,
-    OpenFractionResult,
-    TauStabilityResult,
-    format_interval,
-    format_pvalue,
-)
+from harness.analysis.results_types import AnalysisSettings, format_interval, format_pvalue
 from harness.analysis.tau import tau_runs, tau_stability
+from harness.analysis.tau_types import OpenFractionResult, TauStabilityResult
 from harness.errors import InputError
 from harness.report.document import Block, Figure, Paragraph
 from harness.report.parts import Parts, frame_table
@@ -113,12 +108,11 @@ def _tau_text(tau: TauStabilityResult) -> str:
         f"{format_interval(tau.confidence_interval, False, 4)}; t-test against {tau.reference:g}: "
         f"p={format_pvalue(tau.pvalue)}. Equivalence of the mean to the band {band}: TOST "
         f"p={format_pvalue(tau.tost_pvalue)}, {eq_level} CI {format_interval(tau.equivalence_interval, False, 4)}. "
-        f"Stability (where a new run lands): {level} prediction interval "
-        f"{format_interval(tau.prediction_interval, False, 4)}; stable only if it lies inside the band."
+        f"Stability (where a new seed's run lands, {level} prediction interval"
+        f"{' per cell' if tau.cells else ''}): {tau.new_seed_words}; stable only if inside the band."
     )
-    if tau.within_band_fraction is not None:
-        inside = round(tau.within_band_fraction * tau.n_seeds)
-        text += f" {inside} of {tau.n_seeds} seeds ({tau.within_band_fraction:.0%}) lie inside the band."
+    if tau.within_band_text:
+        text += f" {tau.within_band_text}."
     if tau.head_spread is not None:
         text += f" Spread over heads (mean sd): {tau.head_spread:.3f}."
     return text + (f" ({tau.message}.)" if tau.message else "")

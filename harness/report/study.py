@@ -60,7 +60,7 @@ from harness.report.sections_effects import (
 )
 from harness.report.sections_tau import mope_section, tau_section
 from harness.report.terminal import render_terminal
-from harness.report.verdict import VERDICTS_KEY, Verdict, finite, headline_family, verdict_section
+from harness.report.verdict import VERDICTS_KEY, Verdict, descriptive_verdict, finite, headline_family, verdict_section
 from harness.training.description import NOTE_TAG
 
 #: MLflow keeps at most this many characters of a tag's value (``mlflow.note.content`` too).
@@ -204,6 +204,8 @@ def _write_report(
     """Adjust the headline family, build the document, render it, then write every file
     (each via a temporary name)."""
     verdicts = headline_family(parts.verdicts, alpha=settings.alpha)
+    if parts.stopped_on_data:
+        verdicts = [v if v.role == "primary" else descriptive_verdict(v) for v in verdicts]
     for v in verdicts:
         if v.pvalue_holm is not None:
             parts.headline[f"holm/{v.effect.replace(' (superadd.)', '').replace(' ', '_')}"] = v.pvalue_holm

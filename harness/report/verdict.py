@@ -27,8 +27,8 @@ from harness.analysis.results_types import (
     ConfidenceInterval,
     ContrastResult,
     VerdictKind,
-    format_pvalue,
 )
+from harness.analysis.verdict_words import T_ASSUMPTION, descriptive_after_stop, not_after_holm
 from harness.report.document import Document, Paragraph, Section, Table
 from harness.report.terminal import render_terminal
 
@@ -113,8 +113,9 @@ class Verdict:
 def headline_family(verdicts: Sequence[Verdict], *, alpha: float = 0.05) -> list[Verdict]:
     """The primary row first, then the secondary rows with Holm-adjusted p-values across
     them (``statsmodels.stats.multitest.multipletests``); a secondary claim whose
-    adjusted p is not below ``alpha`` gets "not significant after Holm" in its verdict and
-    is no longer settled (kind "not distinguishable")."""
+    adjusted p is not below ``alpha`` loses its claim words (:func:`not_after_holm`:
+    "not significant after Holm (p=...): estimate ... [...] before adjustment") and is no
+    longer settled (kind "not distinguishable")."""
     from statsmodels.stats.multitest import multipletests
 
     primary = [v for v in verdicts if v.role == "primary"]
@@ -128,15 +129,21 @@ def headline_family(verdicts: Sequence[Verdict], *, alpha: float = 0.05) -> list
         p = adjusted.get(i)
         text, kind = v.verdict, v.kind
         if p is not None and v.claim and p >= alpha:
-            text += f" — not significant after Holm (p={format_pvalue(float(p))})"
+            text = not_after_holm("slope" if v.test == "slope t" else "estimate", v.estimate, v.confidence_interval, p)
             kind = NOT_DISTINGUISHABLE if kind == SETTLED else kind
         out.append(dataclasses.replace(v, pvalue_holm=None if p is None else float(p), verdict=text, kind=kind))
     return [*primary, *out]
 
 
+def descriptive_verdict(v: Verdict) -> Verdict:
+    """A secondary verdict of a study that stopped on its data: descriptive, never settled."""
+    kind = NOT_DISTINGUISHABLE if v.kind == SETTLED else v.kind
+    return dataclasses.replace(v, verdict=descriptive_after_stop(v.verdict), kind=kind)
+
+
 def verdict_of(label: str, res: ContrastResult, role: str = "secondary") -> Verdict:
-    """The verdict of a paired contrast (a claim when its interval excludes 0)."""
-    claim = res.confidence_interval is not None and res.confidence_interval.excludes(0.0)
+    """The verdict of a paired contrast (a claim when its test settles it: :attr:`ContrastResult.claims`)."""
+    claim = res.claims
     return Verdict(
         label,
         res.estimate,
@@ -158,6 +165,8 @@ def verdict_footer(verdicts: Sequence[Verdict]) -> str:
     if not used:
         return ""
     footer = "; ".join(f"{t}: {TEST_ABBREVIATIONS[t]}" for t in used)
+    if "t" in used or "slope t" in used:
+        footer += f"; {T_ASSUMPTION}"
     if any(v.role == "primary" for v in verdicts):
         footer += "; * primary hypothesis (unadjusted); Holm p: the other rows adjusted as one family"
     return footer

@@ -22,11 +22,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from harness.analysis.contrasts import effect_trend, interaction_contrast, main_effect, t_interval
+from harness.analysis.contrasts import interaction_contrast, main_effect, t_interval
 from harness.analysis.mope import mope_scales
 from harness.analysis.results import CELL_COLUMNS, cell_label
 from harness.analysis.results_types import AnalysisSettings, ConfidenceInterval, has_spread, no_test_reason
 from harness.analysis.tau import open_fraction_analysis, tau_stability
+from harness.analysis.trends import effect_trend
 from harness.errors import InputError
 from harness.scorecard.claims import Claim, ClaimSet, Measure, load_claims
 from harness.scorecard.verdicts import (

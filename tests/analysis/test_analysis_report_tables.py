@@ -218,7 +218,7 @@ def test_parent_description_holds_the_verdict_table() -> None:
     assert lines[0] == "### Verdicts: demo — 5 seeds"
     assert lines[2] == "| effect | estimate | 95% CI | p (test) | Holm p | seeds | verdict |"
     assert lines[4] == (
-        "| **interaction (superadd.) \\*** | +0.0600 nats | [+0.0200, +0.1000] | 0.01 (t) |  | 5 | "
+        "| **interaction (superadd.)** \\* | +0.0600 nats | [+0.0200, +0.1000] | 0.01 (t) |  | 5 | "
         "**superadditive (95% CI excludes 0)** |"
     )
     assert lines[5] == (

@@ -26,7 +26,9 @@ from harness.analysis import (
     sd_interval,
     seeds_needed,
 )
-from harness.analysis.calibration import clopper_pearson_coverage
+from harness.analysis.divergence import DIVERGENCE_COLUMNS, SEED_TEST, seed_level_interval
+from harness.analysis.simulate import designs
+from harness.analysis.simulate.calibration import clopper_pearson_coverage
 from harness.errors import InputError
 from harness.report import Verdict, build_report, headline_family
 
@@ -176,7 +178,9 @@ def test_a_claim_that_does_not_survive_holm_says_so() -> None:
     primary, b, c, d = headline_family(verdicts)
     assert primary.verdict == "better than control (95% CI excludes 0)" and primary.pvalue_holm is None
     assert (b.pvalue_holm, c.pvalue_holm, d.pvalue_holm) == pytest.approx((0.09, 0.09, 0.5))
-    assert b.verdict == "better than control (95% CI excludes 0) — not significant after Holm (p=0.09)"
+    # the claim words go; what is left is the estimate and its interval before adjustment
+    assert b.verdict == "not significant after Holm (p=0.09): estimate +0.1 [+0.010, +0.200] before adjustment"
+    assert b.kind == "not distinguishable" and "better" not in b.verdict
     assert d.verdict == "not distinguishable from control"
 
 
@@ -223,23 +227,60 @@ def test_spec_primary_and_smallest_effect_are_validated_naming_the_field(tmp_pat
 
 
 # ----------------------------------------------------------------------------- divergence
-def test_divergence_table_is_clopper_pearson_and_fisher(make_study) -> None:
+def test_divergence_table_is_clopper_pearson_and_a_sign_flip_test_per_seed(make_study) -> None:
     df = make_study(seeds=6, rng=5)
     df = _with_status(df, "diverged", (pl.col("variant") == "ega") & (pl.col("seed") < 4))
     df = _with_status(df, "failed", (pl.col("variant") == "mope") & (pl.col("seed") == 0))
     table = divergence_table(df)
-    assert table.columns == ["variant", "n_runs", "n_diverged", "rate", "ci_low", "ci_high", "fisher_pvalue"]
+    assert table.columns == list(DIVERGENCE_COLUMNS)
     rows = {r["variant"]: r for r in table.iter_rows(named=True)}
     ega = rows["ega"]
+    # one run per seed: the seed-level interval is the exact binomial one
     ci = stats.binomtest(4, 6).proportion_ci(confidence_level=0.95, method="exact")
-    assert (ega["n_runs"], ega["n_diverged"], ega["rate"]) == (6, 4, pytest.approx(4 / 6))
+    assert (ega["n_runs"], ega["n_diverged"], ega["n_seeds"], ega["rate"]) == (6, 4, 6, pytest.approx(4 / 6))
     assert (ega["ci_low"], ega["ci_high"]) == pytest.approx((ci.low, ci.high))
-    assert ega["fisher_pvalue"] == pytest.approx(stats.fisher_exact([[4, 2], [0, 6]]).pvalue)
+    # per-seed differences (1, 1, 1, 1, 0, 0): of the 16 sign patterns of the four non-zero
+    # ones, 2 reach |mean| >= 4/6
+    assert ega["pvalue"] == pytest.approx(2 / 16) and ega["test"] == SEED_TEST
     assert rows["mope"]["n_runs"] == 5  # the failed run says nothing about the variant
-    assert rows["baseline"]["fisher_pvalue"] is None and rows["baseline"]["ci_low"] == 0.0
-    assert divergence_table(df, control=None).get_column("fisher_pvalue").is_null().all()
+    assert rows["baseline"]["pvalue"] is None and rows["baseline"]["ci_low"] == 0.0
+    assert divergence_table(df, control=None).get_column("pvalue").is_null().all()
+    # without seeds the runs are the units: Fisher's exact test, said in the test column
+    runs = divergence_table(df.drop("seed")).row(by_predicate=pl.col("variant") == "ega", named=True)
+    assert runs["pvalue"] == pytest.approx(stats.fisher_exact([[4, 2], [0, 6]]).pvalue) and "Fisher" in runs["test"]
     with pytest.raises(InputError, match="confidence"):
         divergence_table(df, confidence=95)
+
+
+def test_several_runs_per_seed_count_the_seed_once() -> None:
+    """3 seeds x 4 cells: seed 0 diverges in every cell, the others never. Runs as units
+    would give 4 of 12; the seed-level interval uses k = 1 of n = 3."""
+    rows = [
+        {"variant": v, "seed": s, "cell": c, "status": "diverged" if (v == "ega" and s == 0) else "finished"}
+        for v in ("baseline", "ega")
+        for s in range(3)
+        for c in range(4)
+    ]
+    ega = divergence_table(pl.DataFrame(rows)).row(1, named=True)
+    ci = stats.binomtest(1, 3).proportion_ci(confidence_level=0.95, method="exact")
+    assert (ega["n_runs"], ega["n_diverged"], ega["n_seeds"]) == (12, 4, 3)
+    assert (ega["ci_low"], ega["ci_high"]) == pytest.approx((ci.low, ci.high))
+    assert seed_level_interval(0.5, 3) == pytest.approx(
+        (stats.beta.ppf(0.025, 0.5, 3.5), stats.beta.ppf(0.975, 1.5, 2.5))
+    )
+
+
+@pytest.mark.parametrize("n", [5, 10])
+def test_clustered_divergence_keeps_the_level_and_the_coverage(n: int) -> None:
+    """Intra-seed correlation 0.5 across 6 cells, no true difference: the seed-level
+    interval covers at least 95 % and the per-seed sign-flip test rejects at most 5 %
+    (run-level counting: the interval covers about 72 %, Fisher rejects about 20 %)."""
+    reps = 400
+    gen = np.random.default_rng(60 + n)
+    se = 3.5 * math.sqrt(0.05 * 0.95 / reps)
+    assert designs.seed_divergence_coverage(n, reps, gen) >= 0.95 - se
+    assert designs.seed_divergence_false_positive(n, reps, gen) <= 0.05 + se
+    assert designs.seed_divergence_coverage(n, reps, gen, by_seed=False) < 0.85
 
 
 @pytest.mark.parametrize("n", [2, 3, 5, 10, 20])

@@ -1,5 +1,8 @@
 """Does a verdict mean what it says? Simulated studies with known truth, run through the
-intervals and tests the report uses, at 2, 3, 5, 10 and 20 seeds.
+intervals and tests the report uses, at 2, 3, 5, 10 and 20 seeds, in the simplest design
+(one run per seed, normal per-seed values) and in the designs real studies have
+(:mod:`harness.analysis.simulate.designs`: several runs per seed, seed-clustered
+divergence, seed-specific slopes, skewed per-seed values).
 
 Each procedure is measured on what it claims: an interval by its *coverage* (how often
 it contains the truth; nominal 0.95), a test by its *false-positive rate* when its null
@@ -7,7 +10,7 @@ hypothesis holds (nominal at most 0.05). Per-seed values are normal with a seed-
 random effect where the design has one; every procedure is the analysis's own function
 (:func:`~harness.analysis.contrasts.t_interval`, :func:`~harness.analysis.contrasts.bootstrap_interval`,
 :func:`~harness.analysis.contrasts.sign_flip_pvalue`,
-:func:`~harness.analysis.contrasts.multi_bootstrap_interval`,
+:func:`~harness.analysis.multibootstrap.multi_bootstrap_interval`,
 :func:`~harness.analysis.tau.tost_pvalue`, :func:`~harness.analysis.tau.prediction_interval`,
 ``scipy.stats.f_oneway`` on seed means as in :func:`~harness.analysis.tau.tau_heterogeneity`,
 ``scipy.stats.binomtest`` as in :func:`~harness.analysis.divergence.divergence_table`)
@@ -30,9 +33,11 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from harness.analysis.contrasts import bootstrap_interval, multi_bootstrap_interval, sign_flip_pvalue, t_interval
+from harness.analysis.contrasts import bootstrap_interval, sign_flip_pvalue, t_interval
+from harness.analysis.multibootstrap import multi_bootstrap_interval
 from harness.analysis.results_types import BOOTSTRAP_MIN_SEEDS
-from harness.analysis.tau import prediction_interval, tost_pvalue
+from harness.analysis.simulate import designs
+from harness.analysis.tau import greenhouse_geisser_epsilon, prediction_interval, tost_pvalue
 
 SEEDS: tuple[int, ...] = (2, 3, 5, 10, 20)
 CONFIDENCE = 0.95
@@ -173,17 +178,20 @@ def _heterogeneity_data(size: int, n: int, g: np.random.Generator, levels: int, 
     return seed_effect + runs_noise
 
 
-def rm_anova_pvalues(y: np.ndarray) -> np.ndarray:
+def rm_anova_pvalues(y: np.ndarray, *, greenhouse_geisser: bool = True) -> np.ndarray:
     """Repeated-measures one-way ANOVA p-values of a batch ``y`` (studies, seeds, levels):
     ``F = (SS_level / (k-1)) / (SS_error / ((k-1)(n-1)))`` with the seed as the blocking
-    factor, the closed form of ``statsmodels`` ``AnovaRM`` for one within factor."""
+    factor, the closed form of ``statsmodels`` ``AnovaRM`` for one within factor; with
+    ``greenhouse_geisser`` (what the report uses) both degrees of freedom are multiplied by
+    :func:`~harness.analysis.tau.greenhouse_geisser_epsilon`."""
     _, n, k = y.shape
     grand = y.mean(axis=(1, 2), keepdims=True)
     ss_level = n * np.sum((y.mean(axis=1, keepdims=True) - grand) ** 2, axis=(1, 2))
     ss_seed = k * np.sum((y.mean(axis=2, keepdims=True) - grand) ** 2, axis=(1, 2))
     ss_error = np.sum((y - grand) ** 2, axis=(1, 2)) - ss_level - ss_seed
     df1, df2 = k - 1, (k - 1) * (n - 1)
-    return stats.f.sf((ss_level / df1) / (ss_error / df2), df1, df2)
+    eps = greenhouse_geisser_epsilon(y) if greenhouse_geisser and k > 2 else 1.0
+    return stats.f.sf((ss_level / df1) / (ss_error / df2), df1 * eps, df2 * eps)
 
 
 def _check_against_anovarm(y: np.ndarray, p: np.ndarray, count: int = 3) -> None:
@@ -198,6 +206,21 @@ def _check_against_anovarm(y: np.ndarray, p: np.ndarray, count: int = 3) -> None
             raise AssertionError(f"closed-form RM-ANOVA p {p[i]} differs from AnovaRM's {expected}")
 
 
+def slopes_false_positive(
+    n: int, reps: int, rng: np.random.Generator, *, levels: int = 4, greenhouse_geisser: bool = True
+) -> float:
+    """Rejection rate at alpha 0.05 with seed-specific slopes across the levels (non-spherical
+    repeated measures): ``y[s, l] = u_s + b_s x_l + e`` with u, b of sd 1, e of sd 0.3,
+    x evenly spaced in [-1, 1], no level effect on average."""
+    x = np.linspace(-1.0, 1.0, levels)
+
+    def draw(size: int, g: np.random.Generator) -> np.ndarray:
+        y = g.normal(0, 1, (size, n, 1)) + g.normal(0, 1, (size, n, 1)) * x + g.normal(0, 0.3, (size, n, levels))
+        return rm_anova_pvalues(y, greenhouse_geisser=greenhouse_geisser) < ALPHA
+
+    return _chunked(reps, rng, draw)
+
+
 def heterogeneity_false_positive(
     n: int, reps: int, rng: np.random.Generator, *, crossed: bool, levels: int = 3, runs: int = 2
 ) -> float:
@@ -208,8 +231,8 @@ def heterogeneity_false_positive(
     def draw(size: int, g: np.random.Generator) -> np.ndarray:
         y = _heterogeneity_data(size, n, g, levels, runs, crossed)
         if crossed:
+            _check_against_anovarm(y, rm_anova_pvalues(y, greenhouse_geisser=False))
             p = rm_anova_pvalues(y)
-            _check_against_anovarm(y, p)
         else:
             p = stats.f_oneway(*np.moveaxis(y, 2, 0), axis=1).pvalue
         return p < ALPHA
@@ -233,6 +256,115 @@ class Procedure:
     reps_share: float = 1.0
 
 
+_ASSUMED = "every contrast (assumes symmetric values)"
+DESIGN_PROCEDURES: tuple[Procedure, ...] = (
+    Procedure(
+        "prediction interval per cell, 95 %, 2 runs per seed",
+        "coverage of a new seed's run in the cell",
+        "0.95",
+        "tau stability, several runs per seed",
+        designs.cell_prediction_coverage,
+    ),
+    Procedure(
+        "'stable', cells at 0.32 / 0.38, run sd 0.02",
+        "false-stability rate",
+        "≤ 0.05",
+        "tau stability, several runs per seed",
+        designs.two_cell_stable_claims,
+    ),
+    Procedure(
+        "RM-ANOVA uncorrected, seed-specific slopes, 4 levels",
+        "false-positive rate",
+        "0.05",
+        "never",
+        lambda n, r, g: slopes_false_positive(n, r, g, greenhouse_geisser=False),
+    ),
+    Procedure(
+        "RM-ANOVA (Greenhouse-Geisser), seed-specific slopes, 4 levels",
+        "false-positive rate",
+        "≤ 0.05",
+        "tau heterogeneity",
+        slopes_false_positive,
+    ),
+    Procedure(
+        "Clopper-Pearson over runs, 6 cells per seed, ICC 0.5",
+        "coverage",
+        "≥ 0.95",
+        "never",
+        lambda n, r, g: designs.seed_divergence_coverage(n, r, g, by_seed=False),
+    ),
+    Procedure(
+        "Clopper-Pearson over seeds, 6 cells per seed, ICC 0.5",
+        "coverage",
+        "≥ 0.95",
+        "divergence rate",
+        designs.seed_divergence_coverage,
+    ),
+    Procedure(
+        "Fisher over runs, 6 cells per seed, ICC 0.5, α = 0.05",
+        "false-positive rate",
+        "≤ 0.05",
+        "never",
+        designs.fisher_clustered_false_positive,
+        reps_share=0.25,
+    ),
+    Procedure(
+        "sign-flip on per-seed rates, ICC 0.5, α = 0.05",
+        "false-positive rate",
+        "≤ 0.05",
+        "divergence test",
+        designs.seed_divergence_false_positive,
+    ),
+    *(
+        proc
+        for kind in ("exponential", "lognormal")
+        for proc in (
+            Procedure(
+                f"t-interval, 95 %, {kind}",
+                "coverage",
+                "0.95",
+                _ASSUMED,
+                designs.by_shape(designs.skewed_t_coverage, kind),
+            ),
+            Procedure(
+                f"sign-flip test, α = 0.05, {kind}",
+                "false-positive rate",
+                "≤ 0.05",
+                _ASSUMED,
+                designs.by_shape(designs.skewed_sign_flip_false_positive, kind),
+            ),
+            Procedure(
+                f"confidence sequence, looks 2..n, {kind}",
+                "false-exclusion rate",
+                "≤ 0.05",
+                "sequential primary (assumes normal values)",
+                designs.by_shape(designs.skewed_confidence_sequence, kind),
+            ),
+            Procedure(
+                f"shape check (Shapiro-Wilk p < 0.10), {kind}",
+                "firing rate",
+                "high",
+                "beside every verdict",
+                designs.by_shape(designs.shape_check_rate, kind),
+            ),
+            Procedure(
+                f"t claim where the shape check is quiet, {kind}",
+                "false-claim rate",
+                "≤ 0.05",
+                "every contrast, trend",
+                designs.by_shape(designs.skewed_guarded_claims, kind),
+            ),
+        )
+    ),
+    Procedure(
+        "shape check (Shapiro-Wilk p < 0.10), normal",
+        "false-alarm rate",
+        "0.10",
+        "beside every verdict",
+        designs.by_shape(designs.shape_check_rate, "normal"),
+    ),
+)
+
 _FROM_10 = f"from {BOOTSTRAP_MIN_SEEDS} seeds"
 PROCEDURES: tuple[Procedure, ...] = (
     Procedure("t-interval, 95 %", "coverage", "0.95", "every contrast, trend, tau mean", t_coverage),
@@ -251,9 +383,9 @@ PROCEDURES: tuple[Procedure, ...] = (
         "TOST, α = 0.05, mean on the margin", "false-equivalence rate", "≤ 0.05", "tau mean", tost_false_equivalence
     ),
     Procedure(
-        "RM-ANOVA, crossed seeds, α = 0.05",
+        "RM-ANOVA (Greenhouse-Geisser), crossed seeds, α = 0.05",
         "false-positive rate",
-        "0.05",
+        "≤ 0.05",
         "tau heterogeneity",
         lambda n, r, g: heterogeneity_false_positive(n, r, g, crossed=True),
     ),
@@ -265,13 +397,14 @@ PROCEDURES: tuple[Procedure, ...] = (
         lambda n, r, g: heterogeneity_false_positive(n, r, g, crossed=False),
     ),
     Procedure(
-        "Clopper-Pearson, 95 % (n = runs)",
+        "Clopper-Pearson, 95 % (n = seeds, one run each)",
         "worst-case coverage",
         "≥ 0.95",
         "divergence rate",
         lambda n, r, g: clopper_pearson_coverage(n),
         exact=True,
     ),
+    *DESIGN_PROCEDURES,
 )
 
 
