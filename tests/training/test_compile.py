@@ -59,7 +59,8 @@ def test_compile_setting_is_auto_true_or_false() -> None:
 def test_study_spec_takes_train_compile() -> None:
     from harness.studies.spec import parse_spec
 
-    base = "name: c\ndatasets: [tinyshakespeare]\nvariants: [baseline]\nseeds: 1\nsizes: [nano]\ncontext_lengths: [64]\n"
+    base = "name: c\ndatasets: [tinyshakespeare]\nvariants: [baseline]\nseeds: 1\nsizes: [nano]\n"
+    base += "context_lengths: [64]\n"
     assert parse_spec(base + "train: {compile: auto}").train_overrides() == {"compile": "auto"}
     assert parse_spec(base + "train: {compile: false}").train_overrides() == {"compile": False}
     with pytest.raises(InputError, match="compile"):
