@@ -42,17 +42,23 @@ from typing import Any
 
 from harness.training.config import TrainConfig
 
-# ---- measured constants: benchmarks/compile_cost.py (2-CPU dev machine, 1 thread, torch 2.13) ----
-#: Seconds of the first compiled step beyond an eager one, cold cache: COLD_BASE_S + COLD_PER_LAYER_S x n_layer.
-COLD_BASE_S = 40.0
-COLD_PER_LAYER_S = 20.0
-#: The same with the graph in the node's cache (Dynamo traces again, Inductor loads the build).
-WARM_BASE_S = 6.0
-WARM_PER_LAYER_S = 2.0
-#: Fraction of the eager step a compiled step saves on CPU (the smallest over the zoo's measured variants).
-CPU_STEP_SAVING = 0.3
-#: Effective fp32 FLOP/s of one thread in an eager training step (calibrates :func:`predicted_step_s`).
-CPU_THREAD_FLOPS = 2.5e10
+# ---- measured constants: benchmarks/compile_cost.py, CPU seconds (= idle wall clock at one thread) on
+# the 2-CPU dev machine, torch 2.13, nano (L2 H2 d64) and L1 H2 d64 at T = 128, batch 16 ----
+#: Seconds of the first compiled step beyond a compiled one, cold cache: COLD_PER_LAYER_S x n_layer
+#: (measured 18.8 s at one layer, 45.6 s baseline and 53.9 s ega-mope at two: the largest per layer).
+COLD_PER_LAYER_S = 27.0
+#: The same with the graph in the node's cache (Dynamo traces again, Inductor loads the build):
+#: measured 1.6 s at one layer, 3.7 s and 4.6 s at two.
+WARM_PER_LAYER_S = 2.3
+#: Fraction of the eager step a compiled step saves on CPU. With dropout (the recipe's 0.2 on
+#: residuals): measured 0 to 8 % (0 % at one layer, 3 % baseline and 8 % ega-mope at two),
+#: within the noise of zero, so taken as none: the dropout masks are drawn by eager's random ops
+#: (they must equal eager's) and cut the fused kernels apart; Inductor's own generator is slower
+#: still (41 against 30 ms a step). Without any dropout: measured SAVING_NO_DROPOUT_MEASURED.
+CPU_STEP_SAVING_DROPOUT = 0.0
+CPU_STEP_SAVING_NO_DROPOUT = 0.3
+#: Effective fp32 FLOP/s of one thread in an eager nano training step (30 ms a step measured).
+CPU_THREAD_FLOPS = 4.8e10
 #: Inductor options of every compile: eager's random ops, so that dropout masks equal eager's.
 INDUCTOR_OPTIONS = {"fallback_random": True}
 
@@ -184,10 +190,13 @@ def predicted_step_s(config: TrainConfig, threads: int) -> float:
 
 def compile_cost_s(config: TrainConfig, *, warm: bool) -> float:
     """Predicted seconds a compile adds to a run (cold or warm cache)."""
-    layers = config.model_size().n_layer
-    if warm:
-        return WARM_BASE_S + WARM_PER_LAYER_S * layers
-    return COLD_BASE_S + COLD_PER_LAYER_S * layers
+    return (WARM_PER_LAYER_S if warm else COLD_PER_LAYER_S) * config.model_size().n_layer
+
+
+def step_saving(config: TrainConfig) -> float:
+    """Fraction of an eager CPU step the compiled one saves (by whether the run has dropout)."""
+    attention = config.dropout if config.attention_dropout is None else config.attention_dropout
+    return CPU_STEP_SAVING_DROPOUT if config.dropout > 0 or attention > 0 else CPU_STEP_SAVING_NO_DROPOUT
 
 
 def compile_decision(
@@ -204,7 +213,7 @@ def compile_decision(
         return CompileDecision(True, "auto on GPU: compiled (bf16 kernels; the CPU cost model does not apply)")
     sharing = max(1, sharing)
     steps = max(0, config.max_steps - start_step)
-    saving = steps * CPU_STEP_SAVING * predicted_step_s(config, threads)
+    saving = steps * step_saving(config) * predicted_step_s(config, threads)
     cost = sharing * compile_cost_s(config, warm=True)
     if not warm:
         cost += compile_cost_s(config, warm=False) - compile_cost_s(config, warm=True)
@@ -218,12 +227,14 @@ def compile_decision(
     )
 
 
-def break_even_steps(config: TrainConfig, *, threads: int, warm: bool, sharing: int = 1) -> int:
-    """Steps from which ``auto`` compiles (the inverse of :func:`compile_decision` on CPU)."""
+def break_even_steps(config: TrainConfig, *, threads: int, warm: bool, sharing: int = 1) -> float:
+    """Steps from which ``auto`` compiles on CPU (the inverse of :func:`compile_decision`;
+    infinite when compiling saves nothing)."""
     cost = sharing * compile_cost_s(config, warm=True)
     if not warm:
         cost += compile_cost_s(config, warm=False) - compile_cost_s(config, warm=True)
-    return math.floor(cost / sharing / (CPU_STEP_SAVING * predicted_step_s(config, threads))) + 1
+    per_step = step_saving(config) * predicted_step_s(config, threads)
+    return math.floor(cost / sharing / per_step) + 1 if per_step > 0 else math.inf
 
 
 class CompiledForward:

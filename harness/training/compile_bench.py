@@ -15,9 +15,9 @@ number that stays meaningful on a shared one; the constants of
 :mod:`harness.training.compile` come from it.
 
 Compile cost = first compiled step - a steady compiled step. Step = forward, cross-entropy,
-backward, clipping, AdamW, in train mode (dropout 0.2 on residuals, none on the attention
-weights, as ``studies/smoke.yaml``), fp32, the threads given. Prints a table, writes JSON
-(default ``benchmarks/results/compile_cost.json``) with the load average beside it.
+backward, clipping, AdamW, in train mode (dropout ``--dropout``, default 0.2 as the recipe,
+on residuals; none on the attention weights, as ``studies/smoke.yaml``), fp32, the threads
+given. Prints a table, writes JSON (default ``benchmarks/results/compile_cost.json``) with the load average beside it.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ def _probe(args: argparse.Namespace) -> dict[str, Any]:
         **shape,
         context_length=args.context_length,
         batch_size=args.batch_size,
+        dropout=args.dropout,
         attention_dropout=0.0,
     )
     torch.manual_seed(0)
@@ -209,6 +210,7 @@ def _run_probe(variant: str, shape: str, cache: Path, a: argparse.Namespace) -> 
         f"--threads={a.threads}",
         f"--context-length={a.context_length}",
         f"--batch-size={a.batch_size}",
+        f"--dropout={a.dropout}",
         f"--steps={a.steps}",
         f"--rounds={a.rounds}",
     ]
@@ -270,6 +272,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     p.add_argument("--context-length", type=int, default=128)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--dropout", type=float, default=0.2, help="residual dropout (attention dropout is 0)")
     p.add_argument("--steps", type=int, default=10, help="steps per timed round")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--output", default=str(_REPO / "benchmarks" / "results" / "compile_cost.json"))
@@ -283,7 +286,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
         return None
     load_before = os.getloadavg()
     print(
-        f"torch.compile on CPU: T={a.context_length} B={a.batch_size}, {a.threads} thread(s); "
+        f"torch.compile on CPU: T={a.context_length} B={a.batch_size}, dropout {a.dropout}, {a.threads} thread(s); "
         "CPU ms per step, compile = first compiled step - a compiled step (CPU s)"
     )
     print(

@@ -71,12 +71,13 @@ def test_study_spec_takes_train_compile() -> None:
 
 
 def test_auto_compiles_from_the_break_even_step() -> None:
-    config = TrainConfig(**SMOKE)
+    plain = {**SMOKE, "dropout": 0.0}  # without dropout a compiled CPU step is faster
+    config = TrainConfig(**plain)
     for warm in (False, True):
         for sharing in (1, 2, 8):
             steps = tc.break_even_steps(config, threads=1, warm=warm, sharing=sharing)
-            below = TrainConfig(**{**SMOKE, "max_steps": steps - 1})
-            at = TrainConfig(**{**SMOKE, "max_steps": steps})
+            below = TrainConfig(**{**plain, "max_steps": steps - 1})
+            at = TrainConfig(**{**plain, "max_steps": steps})
             decide = dict(use_gpu=False, threads=1, warm=warm, sharing=sharing)
             assert not tc.compile_decision(below, **decide).compile
             assert tc.compile_decision(at, **decide).compile
@@ -88,9 +89,17 @@ def test_auto_compiles_from_the_break_even_step() -> None:
         < cold
     )
     # Resuming counts the steps left.
-    long = TrainConfig(**{**SMOKE, "max_steps": cold + 10})
+    long = TrainConfig(**{**plain, "max_steps": cold + 10})
     assert tc.compile_decision(long, use_gpu=False, threads=1, warm=False).compile
     assert not tc.compile_decision(long, use_gpu=False, threads=1, warm=False, start_step=20).compile
+
+
+def test_auto_never_compiles_cpu_runs_with_dropout() -> None:
+    """With dropout a compiled CPU step saves nothing measurable (benchmarks/compile_cost.py)."""
+    for dropout in ({}, {"dropout": 0.0, "attention_dropout": 0.1}):
+        config = TrainConfig(**{**SMOKE, "max_steps": 10**6, **dropout})
+        assert tc.break_even_steps(config, threads=1, warm=True, sharing=100) == math.inf
+        assert not tc.compile_decision(config, use_gpu=False, threads=1, warm=True, sharing=100).compile
 
 
 def test_auto_keeps_the_smoke_study_eager_on_a_cold_cache() -> None:
@@ -138,7 +147,7 @@ def test_train_compiles_in_the_shared_cache(
 
     from harness.training.run import train
 
-    config = tiny_config(variant="baseline", compile=True, max_steps=6, eval_every=3, **{**TINY, "batch_size": 4})
+    config = tiny_config(variant="baseline", compile=True, max_steps=6, eval_every=3, size="L1H2d32", **TINY)
     torch._dynamo.reset()
     counters.clear()
     result = train(config, mlflow_logging=False, progress_bar=False)
