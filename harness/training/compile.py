@@ -50,18 +50,19 @@ from harness.training.config import TrainConfig
 # the 2-CPU dev machine, torch 2.13, nano (L2 H2 d64) and L1 H2 d64 at T = 128, batch 16 ----
 #: Seconds of the first compiled step beyond a compiled one, cold cache:
 #: COLD_BASE_S + COLD_PER_LAYER_S x n_layer, an upper envelope of the measurements (one layer:
-#: 18.8 s baseline, 49.3 s ega-mope; two layers: 45.6 s baseline, 53.9 s ega-mope).
+#: 18.8 s baseline, 49.3 s ega-mope; two layers: 45.6 s baseline, 53.9 s ega-mope, and without
+#: dropout 43.1 s and 73.4 s).
 COLD_BASE_S = 27.0
 COLD_PER_LAYER_S = 27.0
 #: The same with the graph in the node's cache (Dynamo traces again, Inductor loads the build):
-#: one layer 1.6 s and 8.6 s, two layers 3.7 s and 4.6 s.
+#: one layer 1.6 s and 8.6 s, two layers 3.7 s and 4.6 s (without dropout 4.0 s and 9.6 s).
 WARM_BASE_S = 6.3
 WARM_PER_LAYER_S = 2.3
 #: Fraction of the eager step a compiled step saves on CPU, the smallest measured. With dropout
 #: (the recipe's 0.2 on residuals): 0 % at one layer, 3 % baseline and 8 % ega-mope at two, and
 #: 0 % in an interleaved A/B (30 against 30 ms): none. The masks are drawn by eager's random ops
 #: (so that they equal eager's), which cuts the fused kernels apart; Inductor's own generator
-#: is slower still (41 ms). Without any dropout: 6 % (baseline, nano).
+#: is slower still (41 ms). Without any dropout: 6 % baseline, 20 % ega-mope (nano).
 CPU_STEP_SAVING_DROPOUT = 0.0
 CPU_STEP_SAVING_NO_DROPOUT = 0.06
 #: Effective fp32 FLOP/s of one thread in an eager nano training step (30 ms a step measured).
