@@ -3,7 +3,7 @@
     python benchmarks/gpu_check.py                 # a machine with a CUDA GPU: <= 8 min on one H200
     python benchmarks/gpu_check.py --cpu-smoke     # the same code paths on CPU, a few steps (run by the tests)
 
-Three parts, each a named phase below; a table is printed and JSON written
+Four parts, each a named phase below; a table is printed and JSON written
 (``benchmarks/results/gpu_check.json``, ``gpu_check_cpu_smoke.json`` for the smoke run):
 
 1. **training speed** (:func:`train_speed`): the ``paper`` size (L6 H8 d256), T = 256,
@@ -11,13 +11,16 @@ Three parts, each a named phase below; a table is printed and JSON written
    ``ega`` and ``ega-mope`` on TinyShakespeare batches (forward, cross-entropy, backward,
    clipping, fused AdamW): tokens/s, step time against ``baseline``, peak GPU memory, the
    compile time, and whether the loss fell;
-2. **folded attention at long context** (:func:`folded_attention`): the EGA attention
+2. **compiled graphs** (:func:`compiled_graphs`): the compiled training step of one variant per
+   family (Inductor, bf16): graph breaks beyond the documented ones and recompiles after the
+   first training and evaluation steps fail the check;
+3. **folded attention at long context** (:func:`folded_attention`): the EGA attention
    layer (key gate folded into one SDPA call) against the plain layer at T = 4096 and
    8192 (B = 4, H = 8, head dim 32, bf16): forward + backward time and peak memory, and
    the folded kernel against the naive softmax with an explicit T x T bias (fp32) as an
    oracle. The check fails if the gated layer's extra memory reaches a quarter of one
    T x T score tensor (it would mean a T x T tensor was built);
-3. **packed trials** (:func:`packed_study`): a real ``harness run`` of 4 trials with
+4. **packed trials** (:func:`packed_study`): a real ``harness run`` of 4 trials with
    ``gpus: 0.25`` (all on the one GPU at once) and the same study with 1 trial: total
    training tokens/s of the four against the one alone (per-trial throughput summed, and
    trained tokens over the study's wall time, Ray start-up included).
@@ -28,7 +31,8 @@ a phase, a non-finite or non-decreasing loss, an oracle mismatch, a T x T alloca
 trial that did not finish, and (full mode) a total time over ``--budget-s`` (480 s).
 
 ``--cpu-smoke`` runs every phase through the same functions on CPU with a smaller
-setting (nano, fp32, no compile, T = 128 and 256 for the attention, 4 trials of a few
+setting (nano, fp32, no compile in the speed phase, the graphs through Dynamo and
+AOTAutograd only (``aot_eager``), T = 128 and 256 for the attention, 4 trials of a few
 steps with ``gpus: 0``): it checks that the script works, not the speed of a GPU.
 """
 
@@ -75,6 +79,8 @@ class Settings:
     study_cpus: int = 2
     study_steps: int = 300
     budget_s: float | None = 480.0
+    graph_backend: str = "inductor"
+    graph_variants: tuple[str, ...] = ("baseline", "rope", "alibi", "ega", "ega-mope", "ega-mope-rel", "phase-mope")
 
 
 FULL = Settings(
@@ -97,6 +103,8 @@ SMOKE = Settings(
     study_cpus=1,
     study_steps=4,
     budget_s=None,
+    graph_backend="aot_eager",
+    graph_variants=("baseline", "ega-mope-rel"),
 )
 
 
@@ -141,6 +149,7 @@ def _trainer_step(variant: str, settings: Settings, corpus: Any) -> tuple[Callab
     shared recipe's AdamW groups and schedule, clipping; returns (step(k) -> loss, parameters)."""
     from harness.datasets import sample_train_batch
     from harness.models import build_model
+    from harness.training.compile import CompiledForward
     from harness.training.config import TrainConfig
     from harness.training.module import learning_rate, optimizer_groups
 
@@ -153,8 +162,8 @@ def _trainer_step(variant: str, settings: Settings, corpus: Any) -> tuple[Callab
     optimizer = torch.optim.AdamW(
         optimizer_groups(model, config.weight_decay), lr=config.lr, betas=(config.beta1, config.beta2), **fused
     )
-    if settings.compile:
-        model.compile()  # in place, as harness.training.run does
+    # The training step's compiled forward, as harness.training.run compiles it.
+    forward = CompiledForward(model) if settings.compile else model
 
     def step(k: int) -> Tensor:
         x, y = sample_train_batch(
@@ -165,7 +174,7 @@ def _trainer_step(variant: str, settings: Settings, corpus: Any) -> tuple[Callab
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(k, config)
         with _autocast(settings):
-            logits = model(x)  # (B, T, V)
+            logits = forward(x)  # (B, T, V)
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), y.reshape(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
@@ -214,7 +223,41 @@ def train_speed(settings: Settings, phase: Phase) -> None:
         row["step_time_ratio"] = row["step_ms"] / base["step_ms"] if base else None
 
 
-# -- 2. folded attention at long context ------------------------------------------------------------
+# -- 2. compiled graphs -------------------------------------------------------------------------------
+
+
+def compiled_graphs(settings: Settings, phase: Phase) -> None:
+    """Graph breaks and recompiles of the compiled training step, per variant
+    (:func:`harness.training.compile_bench.check_graph`: a training step, an eager
+    evaluation, more training steps); the documented breaks are counted apart."""
+    from harness.training.compile_bench import check_graph
+    from harness.training.config import TrainConfig
+
+    for variant in settings.graph_variants:
+        config = TrainConfig(
+            variant=variant,
+            size=settings.size,
+            context_length=settings.context_length,
+            batch_size=settings.batch_size,
+            eval_batch_size=settings.batch_size,
+        )
+        check = check_graph(config, backend=settings.graph_backend, device=settings.device, bf16=settings.bf16)
+        phase.rows.append(
+            {
+                "variant": variant,
+                "backend": settings.graph_backend,
+                "graphs": check.graphs,
+                "graph_breaks": sum(check.breaks.values()),
+                "documented_breaks": sum(check.documented_breaks.values()),
+                "recompiles": check.recompiles,
+                "first_step_s": check.first_step_s,
+            }
+        )
+        if not check.ok:
+            phase.failures.append(f"{variant}: graph breaks {check.breaks}, {check.recompiles} recompile(s)")
+
+
+# -- 3. folded attention at long context ------------------------------------------------------------
 
 
 def _attention_layer(gated: bool, settings: Settings) -> tuple[Any, Any]:
@@ -298,7 +341,7 @@ def folded_attention(settings: Settings, phase: Phase) -> None:
             )
 
 
-# -- 3. packed trials --------------------------------------------------------------------------------
+# -- 4. packed trials --------------------------------------------------------------------------------
 
 
 def _study_spec(settings: Settings, trials: int) -> dict[str, Any]:
@@ -365,6 +408,7 @@ def packed_study(settings: Settings, phase: Phase) -> None:
 
 PHASES: tuple[tuple[str, Callable[[Settings, Phase], None]], ...] = (
     ("training speed", train_speed),
+    ("compiled graphs", compiled_graphs),
     ("folded attention", folded_attention),
     ("packed trials", packed_study),
 )

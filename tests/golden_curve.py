@@ -82,7 +82,9 @@ def measure_curve(variant: str, data_dir: str | None = None) -> dict[str, Any]:
     of ``variant`` trained with :data:`SETTINGS` (checkpoints in a temporary folder, no MLflow)."""
     recorder = CurveRecorder()
     with tempfile.TemporaryDirectory(prefix="harness-golden-") as tmp:
-        config = TrainConfig(variant=variant, data_dir=data_dir, checkpoint_dir=tmp, **SETTINGS)
+        # Eager always: the curve pins eager training (compiled training is checked against eager
+        # in tests/training/test_compile.py).
+        config = TrainConfig(variant=variant, data_dir=data_dir, checkpoint_dir=tmp, compile=False, **SETTINGS)
         result = train(config, callbacks=[recorder], mlflow_logging=False, progress_bar=False)
     if result.status != "finished" or len(recorder.train_batch_loss) != SETTINGS["max_steps"]:
         raise RuntimeError(f"{variant}: the golden run did not finish ({result.status}, {result.steps} steps)")

@@ -211,6 +211,7 @@ def run_trial(
     import ray.tune
     import torch
 
+    from harness.training.compile import runs_sharing_graph
     from harness.training.run import train  # torch and Lightning: see the note on imports
 
     trial_id = str(config["trial"])
@@ -238,7 +239,16 @@ def run_trial(
         ensure_corpus(cfg.dataset, cfg.data_dir)
         marker = Path(fault_dir) / f"{trial_id}.killed" if fault_dir else None
         reporter = _report_callback(checkpoint_dir, fault_kill_at_step, marker, (fault_nan or {}).get(trial_id))
-        result = train(cfg, callbacks=[reporter], mlflow_logging=False, resume_from=resume_from, progress_bar=False)
+        # The study's trials with this trial's graph share one cold compile (compile: auto).
+        sharing = runs_sharing_graph(cfg, (TrainConfig(**t) for t in trials.values()))
+        result = train(
+            cfg,
+            callbacks=[reporter],
+            mlflow_logging=False,
+            resume_from=resume_from,
+            progress_bar=False,
+            compile_sharing=sharing,
+        )
         final_dir = work / "final"
         _write_final(final_dir, result, reporter.module)
         metrics = final_report(result)

@@ -53,7 +53,9 @@ def train_command(
     experiment: str | None = typer.Option(None, "--experiment", help="MLflow experiment name. (default: harness)"),
     accelerator: str | None = typer.Option(None, "--accelerator", help="auto, cpu or gpu. (default: auto)"),
     compile_model: bool | None = typer.Option(
-        None, "--compile/--no-compile", help="torch.compile the model. (default: on for GPU, off for CPU)"
+        None,
+        "--compile/--no-compile",
+        help="torch.compile the training step. (default: auto, when the run's steps repay the compile)",
     ),
     resume: Path | None = typer.Option(
         None,
@@ -170,6 +172,7 @@ def _print_summary(result: Any) -> None:
         ("throughput", f"{_fmt(result.tokens_per_s, ',.0f')} tokens/s"),
         ("parameters", f"{result.num_parameters:,}"),
         ("wall time", f"{result.wall_time_s:.1f} s"),
+        ("compile", result.compile_reason or "-"),
         ("checkpoint", result.checkpoint_path or "-"),
     ]
     if result.mlflow_run_id:

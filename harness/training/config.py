@@ -85,7 +85,11 @@ class TrainConfig(BaseModel):
 
     # -- hardware -------------------------------------------------------------------
     accelerator: Annotated[Literal["auto", "cpu", "gpu"], MAY_CHANGE_ON_RESUME] = "auto"
-    compile: Annotated[bool | None, MAY_CHANGE_ON_RESUME] = None  # None: on for GPU, off for CPU
+    # torch.compile the training step: "auto" when the run's steps repay the compile
+    # (harness.training.compile, measured by benchmarks/compile_cost.py). Not in the resume
+    # contract: a compiled step computes the same function as the eager one (same dropout
+    # masks), up to float rounding, like a change of threads.
+    compile: Annotated[Literal["auto"] | bool, MAY_CHANGE_ON_RESUME] = "auto"
     # torch threads on CPU (None: the CPUs given to the process)
     num_threads: Annotated[PositiveInt | None, MAY_CHANGE_ON_RESUME] = None
 
@@ -96,6 +100,14 @@ class TrainConfig(BaseModel):
     tracking_uri: Annotated[str | None, MAY_CHANGE_ON_RESUME] = None
     experiment: Annotated[str, MAY_CHANGE_ON_RESUME] = "harness"
     data_dir: Annotated[str | None, MAY_CHANGE_ON_RESUME] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _compile_none_is_auto(cls, data: Any) -> Any:
+        """``compile: null`` (configs and checkpoints written when the default was None) is ``auto``."""
+        if isinstance(data, dict) and "compile" in data and data["compile"] is None:
+            return {**data, "compile": "auto"}
+        return data
 
     @model_validator(mode="after")
     def _check_schedule(self) -> TrainConfig:

@@ -160,6 +160,9 @@ class CharLMModule(LightningModule):
         self._final_eval = False
         self._force_final = False
         self._eval_state: dict[str, Any] = {}
+        # The training step's compiled forward (harness.training.compile.CompiledForward, not a
+        # Module: the state dict stays the model's), or None for eager; evaluation runs eager.
+        self.compiled_forward: Any = None
 
     # -- training ------------------------------------------------------------------
     def forward(self, idx: Tensor) -> Tensor:
@@ -168,7 +171,8 @@ class CharLMModule(LightningModule):
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         x, y = batch
         reseed_dropout(self.config.seed, self.global_step, x.device)  # dropout masks = f(seed, step)
-        logits = self.model(x)  # (B, T, V)
+        forward = self.model if self.compiled_forward is None else self.compiled_forward
+        logits = forward(x)  # (B, T, V)
         return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), y.reshape(-1))
 
     def configure_optimizers(self) -> dict[str, Any]:

@@ -17,6 +17,9 @@ progress_bar=False)``: ``trainer.callback_metrics`` holds every metric of
 :mod:`harness.training.module` at ``on_validation_end`` (0-dim tensors), ``step``
 included, and the last evaluation of a run that reaches ``max_steps`` carries the
 ``final/...`` metrics as well.
+
+``compile`` (``auto``, true, false): :mod:`harness.training.compile` says what is compiled,
+when ``auto`` compiles and where the compiled graphs are cached.
 """
 
 from __future__ import annotations
@@ -53,6 +56,14 @@ from harness.training.callbacks import (
     RollingCheckpoint,
     TokenThroughput,
     TrainingDiverged,
+)
+from harness.training.compile import (
+    CompileDecision,
+    CompiledForward,
+    compile_decision,
+    graph_key,
+    is_warm,
+    shared_cache,
 )
 from harness.training.config import TrainConfig
 from harness.training.data import CharDataModule
@@ -91,6 +102,9 @@ class TrainResult:
     mlflow_run_id: str | None
     checkpoint_path: str | None
     wall_time_s: float
+    #: Whether the training step ran compiled, and why (``compile: auto`` weighs cost and saving).
+    compiled: bool = False
+    compile_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -101,7 +115,8 @@ class _Plan:
     variant: Any
     corpus: Any
     use_gpu: bool
-    compile: bool
+    compile: CompileDecision
+    compile_key: str | None
     num_threads: int | None
     resume_path: Path | None
     resume_meta: dict[str, Any] | None
@@ -174,7 +189,9 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _prepare(config: TrainConfig, resume_from: str | os.PathLike[str] | None, *, progress: bool = True) -> _Plan:
+def _prepare(
+    config: TrainConfig, resume_from: str | os.PathLike[str] | None, *, progress: bool = True, compile_sharing: int = 1
+) -> _Plan:
     size = config.model_size()
     if config.context_length > size.max_context_length:
         raise InputError(
@@ -200,7 +217,6 @@ def _prepare(config: TrainConfig, resume_from: str | os.PathLike[str] | None, *,
     if config.accelerator == "gpu" and not cuda:
         raise InputError("accelerator 'gpu' requested but no CUDA device is available; use --accelerator cpu or auto")
     use_gpu = config.accelerator == "gpu" or (config.accelerator == "auto" and cuda)
-    compile_model = use_gpu if config.compile is None else config.compile
     num_threads = None if use_gpu else (config.num_threads or available_cpus())
 
     resume_path, resume_meta, start_step = None, None, 0
@@ -214,12 +230,22 @@ def _prepare(config: TrainConfig, resume_from: str | os.PathLike[str] | None, *,
             )
 
     corpus = datasets.load(config.dataset, data_dir=config.data_dir, progress=progress)
+    key = graph_key(config, device="cuda" if use_gpu else "cpu") if config.compile is not False else None
+    decision = compile_decision(
+        config,
+        use_gpu=use_gpu,
+        threads=num_threads or 1,
+        warm=key is not None and is_warm(key),
+        sharing=compile_sharing,
+        start_step=start_step,
+    )
     return _Plan(
         config=config,
         variant=variant,
         corpus=corpus,
         use_gpu=use_gpu,
-        compile=compile_model,
+        compile=decision,
+        compile_key=key,
         num_threads=num_threads,
         resume_path=resume_path,
         resume_meta=resume_meta,
@@ -235,6 +261,7 @@ def _runtime(plan: _Plan, progress_bar: bool) -> Iterator[None]:
     quiet = ("lightning.pytorch", "lightning.fabric", "lightning.pytorch.utilities.rank_zero")
     saved_levels = {name: logging.getLogger(name).level for name in quiet}
     devices = [torch.cuda.current_device()] if plan.use_gpu else []
+    cache = shared_cache() if plan.compile.compile else contextlib.nullcontext()
     try:
         if plan.num_threads:
             torch.set_num_threads(plan.num_threads)
@@ -243,7 +270,7 @@ def _runtime(plan: _Plan, progress_bar: bool) -> Iterator[None]:
             torch.backends.cudnn.allow_tf32 = True
         for name in quiet:  # "GPU available: ...", "max_steps reached": noise in a study log
             logging.getLogger(name).setLevel(logging.WARNING)
-        with torch.random.fork_rng(devices=devices), warnings.catch_warnings():
+        with cache, torch.random.fork_rng(devices=devices), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*does not have many workers.*")
             warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning 2.6 on torch 2.13
             yield
@@ -372,6 +399,7 @@ def train(
     mlflow_logging: bool = True,
     resume_from: str | os.PathLike[str] | None = None,
     progress_bar: bool = True,
+    compile_sharing: int = 1,
 ) -> TrainResult:
     """Train one model as ``config`` says and evaluate it on the fixed windows.
 
@@ -389,6 +417,10 @@ def train(
         continue from: the result equals that of an uninterrupted run (CPU).
     progress_bar
         Show a progress bar.
+    compile_sharing
+        Runs (this one included) that compile the same graph on this node, e.g. the seeds of
+        a variant in a study: ``compile: auto`` weighs one cold compile against their steps
+        together (:func:`harness.training.compile.compile_decision`).
 
     Returns
     -------
@@ -404,7 +436,7 @@ def train(
     """
     started = time.perf_counter()
     config = as_train_config(config)
-    plan = _prepare(config, resume_from, progress=progress_bar)
+    plan = _prepare(config, resume_from, progress=progress_bar, compile_sharing=compile_sharing)
 
     with _runtime(plan, progress_bar):
         torch.manual_seed(config.seed)  # initialisation = f(seed)
@@ -429,8 +461,8 @@ def train(
                 run.declare_corpus(config.dataset, data_dir=config.data_dir)
             module = CharLMModule(config, vocab_size=plan.corpus.vocab_size, model=model)
             module.mlflow_run_id = run.run_id if run is not None else None
-            if plan.compile:
-                model.compile()  # in place: state-dict keys stay those of the plain model
+            if plan.compile.compile:
+                module.compiled_forward = CompiledForward(model, plan.compile_key)
             loop = _build_loop(plan, module, run, callbacks=callbacks, progress_bar=progress_bar)
             diverged = _fit(loop, module, datamodule, plan)
             status = "diverged" if diverged is not None else "finished"
@@ -454,7 +486,12 @@ def train(
         if run is not None:
             run.end(status)
 
-    return replace(result, wall_time_s=time.perf_counter() - started)
+    return replace(
+        result,
+        wall_time_s=time.perf_counter() - started,
+        compiled=plan.compile.compile,
+        compile_reason=plan.compile.reason,
+    )
 
 
 def _open_run(target: TrackingTarget | None, plan: _Plan) -> TrackedRun | None:
@@ -466,7 +503,7 @@ def _open_run(target: TrackingTarget | None, plan: _Plan) -> TrackedRun | None:
     previous = (plan.resume_meta or {}).get("mlflow_run_id")
     run = target.resume_run(previous) if previous else None
     if run is None:
-        tags = run_tags(config, plan.variant)
+        tags = run_tags(config, plan.variant) | {"harness.compile": plan.compile.reason}
         if plan.resume_path is not None:
             tags["harness.resumed_from"] = str(plan.resume_path)
         run = target.start_run(run_name=run_name(config), params=run_params(config), tags=tags)

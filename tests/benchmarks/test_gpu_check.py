@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,31 @@ def test_speed_and_attention_phases_on_cpu(shared_data_dir: Path) -> None:
     assert all(r["oracle_max_abs_error"] < 1e-4 for r in attention.rows)
 
 
+def test_compiled_graph_phase_on_cpu() -> None:
+    gpu_check = _load_gpu_check()
+    settings = gpu_check.SMOKE
+    graphs = gpu_check.Phase("compiled graphs")
+    gpu_check.compiled_graphs(settings, graphs)
+    assert graphs.ok, graphs.failures
+    rows = {r["variant"]: r for r in graphs.rows}
+    assert list(rows) == list(settings.graph_variants)
+    assert all(r["graph_breaks"] == 0 and r["recompiles"] == 0 for r in rows.values())
+    assert rows["baseline"]["graphs"] == 1 and rows["baseline"]["documented_breaks"] == 0
+    assert rows["ega-mope-rel"]["documented_breaks"] > 0  # mope-rel's fused lag attention runs eager
+
+
+def test_compiled_graph_phase_fails_on_an_undocumented_break(monkeypatch: pytest.MonkeyPatch) -> None:
+    """mope-rel's break, no longer documented, is a failure of the phase."""
+    import harness.training.compile_bench as compile_bench
+
+    gpu_check = _load_gpu_check()
+    monkeypatch.setattr(compile_bench, "DOCUMENTED_GRAPH_BREAKS", {})
+    phase = gpu_check.Phase("compiled graphs")
+    gpu_check.compiled_graphs(replace(gpu_check.SMOKE, graph_variants=("ega-mope-rel",)), phase)
+    assert not phase.ok and "ega-mope-rel: graph breaks" in phase.failures[0]
+    assert phase.rows[0]["graph_breaks"] > 0
+
+
 def test_no_gpu_without_cpu_smoke_is_a_usage_error(capsys) -> None:
     if __import__("torch").cuda.is_available():
         pytest.skip("a GPU is present")
@@ -69,8 +95,9 @@ def test_cpu_smoke_runs_every_phase(tmp_path: Path, shared_data_dir: Path) -> No
     record = json.loads(output.read_text())
     assert record["ok"] and [p["name"] for p in record["phases"]] == [
         "training speed",
+        "compiled graphs",
         "folded attention",
         "packed trials",
     ]
-    packed = record["phases"][2]["rows"]
+    packed = record["phases"][3]["rows"]
     assert [r["trials"] for r in packed] == [1, 4] and all(r["summed_tokens_per_s"] > 0 for r in packed)

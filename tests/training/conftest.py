@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,3 +36,14 @@ def tiny_config(tmp_path: Path, shared_data_dir: Path) -> Callable[..., TrainCon
         return TrainConfig(**fields)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def compile_cache(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One Inductor cache for every compiling test of the session (``$HARNESS_COMPILE_CACHE``),
+    kept between sessions in pytest's cache folder: only the first session pays the cold
+    compiles (about a minute per graph on a 2-CPU machine)."""
+    cache = getattr(request.config, "cache", None)
+    path = cache.mkdir("inductor") if cache is not None else tmp_path_factory.mktemp("inductor")
+    os.environ["HARNESS_COMPILE_CACHE"] = str(path)
+    return path

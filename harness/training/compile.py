@@ -1,0 +1,273 @@
+"""``torch.compile`` of the training step: what is compiled, when it pays (``compile: auto``)
+and the Inductor caches the runs of a node share.
+
+**What is compiled.** The model's forward pass of the training step (and, through
+AOTAutograd, its backward): one graph per run. Evaluation stays eager: it is a few per cent
+of a run's compute (the recipe evaluates 2 x 256 windows every 250 steps of 64), and
+compiling it would add an inference graph per evaluation batch shape for little gain. The
+graph draws its dropout masks with eager's random ops (Inductor's ``fallback_random``), so a
+compiled run sees exactly the masks of an eager run of the same seed: the two differ by
+float rounding only, and variants compared by seed stay paired.
+
+**When it pays.** A compile is a fixed cost per run (cold: Dynamo, AOTAutograd and Inductor
+generate and build the C++ kernels; warm: Dynamo traces again and Inductor loads the built
+graph from its cache) and saves a fraction of every step. ``auto`` compiles when
+
+    steps x saving x eager step  >  cold + (n - 1) x warm       (n runs share the graph)
+
+with the eager step predicted from the model's FLOPs (:func:`predicted_step_s`) and the
+constants below, measured by ``benchmarks/compile_cost.py``; a run whose graph this node
+has compiled before pays ``n x warm``. The choice depends on the config and on this node's
+cache only, so every trial of a study that shares a graph makes the same one. On CPU the
+measured saving is small (none with dropout, 6 % without at ``nano``), so ``auto`` keeps CPU
+runs with dropout eager and compiles the others only when long (``nano``, T = 128, batch 16,
+no dropout: from about 46,000 steps on a cold cache, 6,200 on a warm one). On GPU ``auto``
+compiles: the CPU constants do not apply there and GPU ones are not measured yet.
+
+**Caches.** Every run of a node uses one Inductor cache directory, :func:`cache_dir`:
+``$HARNESS_COMPILE_CACHE``, else ``<harness cache>/inductor`` (``$HARNESS_CACHE_DIR``, else
+``~/.cache/harness``), with the FX graph and AOTAutograd caches on. The trials of a study on
+a node therefore share their compiled graphs, and only the first run of a variant and shape
+pays the cold compile. A marker per graph (:func:`graph_key`) records that it was built.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.training.config import TrainConfig
+
+# ---- measured constants: benchmarks/compile_cost.py, CPU seconds (= idle wall clock at one thread) on
+# the 2-CPU dev machine, torch 2.13, nano (L2 H2 d64) and L1 H2 d64 at T = 128, batch 16 ----
+#: Seconds of the first compiled step beyond a compiled one, cold cache:
+#: COLD_BASE_S + COLD_PER_LAYER_S x n_layer, an upper envelope of the measurements (one layer:
+#: 18.8 s baseline, 49.3 s ega-mope; two layers: 45.6 s baseline, 53.9 s ega-mope, and without
+#: dropout 43.1 s and 73.4 s).
+COLD_BASE_S = 27.0
+COLD_PER_LAYER_S = 27.0
+#: The same with the graph in the node's cache (Dynamo traces again, Inductor loads the build):
+#: one layer 1.6 s and 8.6 s, two layers 3.7 s and 4.6 s (without dropout 4.0 s and 9.6 s).
+WARM_BASE_S = 6.3
+WARM_PER_LAYER_S = 2.3
+#: Fraction of the eager step a compiled step saves on CPU, the smallest measured. With dropout
+#: (the recipe's 0.2 on residuals): 0 % at one layer, 3 % baseline and 8 % ega-mope at two, and
+#: 0 % in an interleaved A/B (30 against 30 ms): none. The masks are drawn by eager's random ops
+#: (so that they equal eager's), which cuts the fused kernels apart; Inductor's own generator
+#: is slower still (41 ms). Without any dropout: 6 % baseline, 20 % ega-mope (nano).
+CPU_STEP_SAVING_DROPOUT = 0.0
+CPU_STEP_SAVING_NO_DROPOUT = 0.06
+#: Effective fp32 FLOP/s of one thread in an eager nano training step (30 ms a step measured).
+CPU_THREAD_FLOPS = 4.8e10
+#: Inductor options of every compile: eager's random ops, so that dropout masks equal eager's.
+INDUCTOR_OPTIONS = {"fallback_random": True}
+
+#: Environment of the caches (set for the process that compiles, before its first compile).
+_CACHE_ENV = {"TORCHINDUCTOR_FX_GRAPH_CACHE": "1", "TORCHINDUCTOR_AUTOGRAD_CACHE": "1"}
+_MARKERS = "harness-graphs"
+
+
+@dataclass(frozen=True)
+class CompileDecision:
+    """Whether a run compiles its training step, and why (one line for logs and tags)."""
+
+    compile: bool
+    reason: str
+
+
+def cache_dir() -> Path:
+    """The node's Inductor cache: ``$HARNESS_COMPILE_CACHE``, else ``<harness cache>/inductor``."""
+    env = os.environ.get("HARNESS_COMPILE_CACHE")
+    if env:
+        return Path(env)
+    from harness.datasets import cache_root
+
+    return cache_root() / "inductor"
+
+
+@contextlib.contextmanager
+def shared_cache(directory: Path | None = None) -> Iterator[Path]:
+    """Inductor's caches in ``directory`` (default :func:`cache_dir`) while the block runs:
+    ``TORCHINDUCTOR_CACHE_DIR`` and the FX graph / AOTAutograd cache switches, restored after
+    (Inductor's in-process path caches are cleared on both sides)."""
+    from torch._inductor.utils import clear_caches
+
+    directory = Path(directory or cache_dir()).resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(directory), **_CACHE_ENV}
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    clear_caches()
+    try:
+        yield directory
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        clear_caches()
+
+
+def _source_digest() -> str:
+    """Digest of the code that makes the graph (the models package and this module)."""
+    import harness.models
+
+    h = hashlib.sha256()
+    paths = sorted(Path(harness.models.__file__).parent.glob("*.py")) + [Path(__file__)]
+    for path in paths:
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+_DIGEST: dict[str, str] = {}
+
+
+def graph_key(config: TrainConfig, *, device: str) -> str:
+    """What decides the compiled graph of a run: torch, the model code, the variant's
+    components, the shape, the batch, dropout and the device. Seeds, learning rates and the
+    schedule do not change it: the runs of a study that differ only there share a graph."""
+    import torch
+
+    from harness.training.module import resolve_variant
+
+    if "models" not in _DIGEST:
+        _DIGEST["models"] = _source_digest()
+    variant = resolve_variant(config)
+    size = config.model_size()
+    parts = {
+        "torch": torch.__version__,
+        "code": _DIGEST["models"],
+        "variant": [variant.position, variant.gate, variant.scoring, sorted(dict(variant.options).items())],
+        "tau_init": config.tau_init is not None,
+        "shape": [size.n_layer, size.n_head, size.d_model],
+        "dataset": config.dataset,  # the vocabulary size
+        "batch": [config.batch_size, config.context_length],
+        "dropout": [config.dropout, config.attention_dropout],
+        "device": device,
+        "options": sorted(INDUCTOR_OPTIONS.items()),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def runs_sharing_graph(config: TrainConfig, configs: Iterable[TrainConfig]) -> int:
+    """How many of ``configs`` (a study's trials) compile the graph of ``config``."""
+    key = graph_key(config, device="any")
+    return sum(graph_key(other, device="any") == key for other in configs)
+
+
+def is_warm(key: str, directory: Path | None = None) -> bool:
+    """Whether this node's cache holds the graph ``key`` (a run compiled it before)."""
+    return (Path(directory or cache_dir()) / _MARKERS / f"{key}.json").is_file()
+
+
+def mark_warm(key: str, seconds: float, directory: Path | None = None) -> None:
+    """Record that graph ``key`` is in the cache, with its measured compile time."""
+    folder = Path(directory or cache_dir()) / _MARKERS
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f"{key}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps({"compile_s": round(seconds, 2), "torch": _torch_version()}))
+    tmp.replace(folder / f"{key}.json")
+
+
+def _torch_version() -> str:
+    import torch
+
+    return torch.__version__
+
+
+def predicted_step_s(config: TrainConfig, threads: int) -> float:
+    """Eager seconds per training step on CPU: FLOPs / (CPU_THREAD_FLOPS x threads), with
+
+    FLOPs per step = B T (6 N + 6 L T d)      (N = 12 L d^2 parameters; fwd + bwd, causal)
+    """
+    size = config.model_size()
+    n = 12 * size.n_layer * size.d_model**2
+    per_token = 6 * n + 6 * size.n_layer * config.context_length * size.d_model
+    return config.batch_size * config.context_length * per_token / (CPU_THREAD_FLOPS * max(1, threads))
+
+
+def compile_cost_s(config: TrainConfig, *, warm: bool) -> float:
+    """Predicted seconds a compile adds to a run (cold or warm cache)."""
+    layers = config.model_size().n_layer
+    return WARM_BASE_S + WARM_PER_LAYER_S * layers if warm else COLD_BASE_S + COLD_PER_LAYER_S * layers
+
+
+def step_saving(config: TrainConfig) -> float:
+    """Fraction of an eager CPU step the compiled one saves (by whether the run has dropout)."""
+    attention = config.dropout if config.attention_dropout is None else config.attention_dropout
+    return CPU_STEP_SAVING_DROPOUT if config.dropout > 0 or attention > 0 else CPU_STEP_SAVING_NO_DROPOUT
+
+
+def compile_decision(
+    config: TrainConfig, *, use_gpu: bool, threads: int, warm: bool, sharing: int = 1, start_step: int = 0
+) -> CompileDecision:
+    """Compile or not, by ``config.compile``; for ``auto`` by the break-even rule of the module
+    docstring over the steps left (``max_steps - start_step``), with ``sharing`` runs (this
+    one included) compiling the same graph on this node and ``warm`` when it is cached."""
+    if config.compile is not True and config.compile is not False and config.compile != "auto":
+        raise ValueError(f"compile must be 'auto', true or false, got {config.compile!r}")
+    if isinstance(config.compile, bool):
+        return CompileDecision(config.compile, "compile: true" if config.compile else "compile: false")
+    if use_gpu:
+        return CompileDecision(True, "auto on GPU: compiled (bf16 kernels; the CPU cost model does not apply)")
+    sharing = max(1, sharing)
+    steps = max(0, config.max_steps - start_step)
+    saving = steps * step_saving(config) * predicted_step_s(config, threads)
+    cost = sharing * compile_cost_s(config, warm=True)
+    if not warm:
+        cost += compile_cost_s(config, warm=False) - compile_cost_s(config, warm=True)
+    per_run = cost / sharing
+    verdict = saving > per_run
+    state = "warm" if warm else "cold"
+    return CompileDecision(
+        verdict,
+        f"auto: {'compiled' if verdict else 'eager'} (saves ~{saving:.0f} s over {steps} steps against "
+        f"~{per_run:.0f} s of compile per run, {state} cache, {sharing} run(s) sharing the graph)",
+    )
+
+
+def break_even_steps(config: TrainConfig, *, threads: int, warm: bool, sharing: int = 1) -> float:
+    """Steps from which ``auto`` compiles on CPU (the inverse of :func:`compile_decision`;
+    infinite when compiling saves nothing)."""
+    cost = sharing * compile_cost_s(config, warm=True)
+    if not warm:
+        cost += compile_cost_s(config, warm=False) - compile_cost_s(config, warm=True)
+    per_step = step_saving(config) * predicted_step_s(config, threads)
+    return math.floor(cost / sharing / per_step) + 1 if per_step > 0 else math.inf
+
+
+class CompiledForward:
+    """``torch.compile(model)`` for the training step (the module itself stays eager for
+    evaluation; parameters are shared). The first step compiles (the backward graph at its
+    first backward pass); when the second step starts, the first one's duration is recorded
+    in the node's marker for ``key``: the graph is in the cache."""
+
+    def __init__(self, model: Any, key: str | None = None, directory: Path | None = None) -> None:
+        import torch
+
+        self.compiled: Callable[..., Any] = torch.compile(model, options=dict(INDUCTOR_OPTIONS))
+        self.key = key
+        self.directory = directory
+        self.calls = 0
+        self.first_step_s: float | None = None
+        self._started = 0.0
+
+    def __call__(self, *args: Any) -> Any:
+        self.calls += 1
+        if self.calls == 1:
+            self._started = time.perf_counter()
+        elif self.calls == 2:
+            self.first_step_s = time.perf_counter() - self._started
+            if self.key is not None:
+                mark_warm(self.key, self.first_step_s, self.directory)
+        return self.compiled(*args)

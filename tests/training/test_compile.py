@@ -1,0 +1,201 @@
+"""``compile: auto | true | false``: the setting, the auto rule, the graphs of the zoo
+(graph breaks, recompiles), the shared Inductor cache, and compiled training agreeing with
+eager training.
+
+Fast: the setting and the rule; Dynamo + AOTAutograd (backend ``aot_eager``, where graph
+breaks and recompiles arise: Inductor's lowering adds neither) on one variant per position
+and gate family, combined inline so that each compile covers two families; one real
+Inductor run of ``train`` in the session's shared cache. Slow: every registry variant
+through Inductor in the shared cache, and the 200-step loss curve compiled against eager.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.errors import InputError
+from harness.models.variants import VARIANTS
+from harness.training import compile as tc
+from harness.training.compile_bench import DOCUMENTED_GRAPH_BREAKS, check_graph
+from harness.training.config import TrainConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from golden_curve import CurveRecorder  # noqa: E402 - the tests folder is not a package
+
+SMOKE = dict(variant="ega-mope", size="nano", context_length=128, batch_size=16, max_steps=500)
+#: One compile per pair: every position family and every gate / scoring / output family of the zoo.
+FAMILIES = {
+    "sinusoidal+ega": dict(variant="ega"),
+    "learned+phase": dict(variant="learned-phase", position="learned", gate="phase"),
+    "rope+ega-2": dict(variant="rope-ega-2", position="rope", gate="ega-2"),
+    "alibi+db2-dir": dict(variant="alibi-db2-dir", position="alibi", gate="db2-dir"),
+    "none+morlet-param": dict(variant="nope-morlet", position="none", gate="morlet-param"),
+    "mope+flux": dict(variant="flux-mope"),
+    "mope-rel+ega-4-pc": dict(variant="mope-rel-pc", position="mope-rel", gate="ega-4-pc"),
+    "mope+lagged": dict(variant="ega-mope-lagged"),
+    "output gate": dict(variant="gated-output"),
+}
+TINY = dict(n_layer=1, n_head=2, d_model=32, context_length=32, batch_size=4, eval_batch_size=8)
+
+
+# -- the setting ----------------------------------------------------------------------------------
+
+
+def test_compile_setting_is_auto_true_or_false() -> None:
+    assert TrainConfig().compile == "auto"
+    assert TrainConfig(compile=None).compile == "auto"  # configs and checkpoints of the earlier default
+    assert TrainConfig(compile=True).compile is True and TrainConfig(compile=False).compile is False
+    with pytest.raises(ValueError, match="compile"):
+        TrainConfig(compile="sometimes")
+    assert "compile" not in TrainConfig.resume_contract_fields()
+
+
+def test_study_spec_takes_train_compile() -> None:
+    from harness.studies.spec import parse_spec
+
+    base = "name: c\ndatasets: [tinyshakespeare]\nvariants: [baseline]\nseeds: 1\nsizes: [nano]\n"
+    base += "context_lengths: [64]\n"
+    assert parse_spec(base + "train: {compile: auto}").train_overrides() == {"compile": "auto"}
+    assert parse_spec(base + "train: {compile: false}").train_overrides() == {"compile": False}
+    with pytest.raises(InputError, match="compile"):
+        parse_spec(base + "train: {compile: often}")
+
+
+# -- the auto rule ----------------------------------------------------------------------------------
+
+
+def test_auto_compiles_from_the_break_even_step() -> None:
+    plain = {**SMOKE, "dropout": 0.0}  # without dropout a compiled CPU step is faster
+    config = TrainConfig(**plain)
+    for warm in (False, True):
+        for sharing in (1, 2, 8):
+            steps = tc.break_even_steps(config, threads=1, warm=warm, sharing=sharing)
+            below = TrainConfig(**{**plain, "max_steps": steps - 1})
+            at = TrainConfig(**{**plain, "max_steps": steps})
+            decide = dict(use_gpu=False, threads=1, warm=warm, sharing=sharing)
+            assert not tc.compile_decision(below, **decide).compile
+            assert tc.compile_decision(at, **decide).compile
+    # A warm cache and more runs sharing the graph only make compiling pay sooner.
+    cold = tc.break_even_steps(config, threads=1, warm=False)
+    assert (
+        tc.break_even_steps(config, threads=1, warm=True)
+        < tc.break_even_steps(config, threads=1, warm=False, sharing=8)
+        < cold
+    )
+    # Resuming counts the steps left.
+    long = TrainConfig(**{**plain, "max_steps": cold + 10})
+    assert tc.compile_decision(long, use_gpu=False, threads=1, warm=False).compile
+    assert not tc.compile_decision(long, use_gpu=False, threads=1, warm=False, start_step=20).compile
+
+
+def test_auto_never_compiles_cpu_runs_with_dropout() -> None:
+    """With dropout a compiled CPU step saves nothing measurable (benchmarks/compile_cost.py)."""
+    for dropout in ({}, {"dropout": 0.0, "attention_dropout": 0.1}):
+        config = TrainConfig(**{**SMOKE, "max_steps": 10**6, **dropout})
+        assert tc.break_even_steps(config, threads=1, warm=True, sharing=100) == math.inf
+        assert not tc.compile_decision(config, use_gpu=False, threads=1, warm=True, sharing=100).compile
+
+
+def test_auto_keeps_the_smoke_study_eager_on_a_cold_cache() -> None:
+    """studies/smoke.yaml: 500 steps, 2 seeds a variant, one CPU a trial."""
+    decision = tc.compile_decision(TrainConfig(**SMOKE), use_gpu=False, threads=1, warm=False, sharing=2)
+    assert not decision.compile and "cold cache" in decision.reason
+
+
+def test_explicit_settings_win_and_gpu_compiles() -> None:
+    short = TrainConfig(**{**SMOKE, "max_steps": 5, "compile": True})
+    assert tc.compile_decision(short, use_gpu=False, threads=1, warm=False).compile
+    long = TrainConfig(**{**SMOKE, "max_steps": 10**6, "compile": False})
+    assert not tc.compile_decision(long, use_gpu=False, threads=1, warm=True).compile
+    assert tc.compile_decision(TrainConfig(**SMOKE), use_gpu=True, threads=1, warm=False).compile
+
+
+def test_graph_key_ignores_seed_and_schedule_not_shape() -> None:
+    key = tc.graph_key(TrainConfig(**SMOKE), device="cpu")
+    assert tc.graph_key(TrainConfig(**SMOKE, seed=4, lr=3e-4), device="cpu") == key
+    assert tc.graph_key(TrainConfig(**{**SMOKE, "batch_size": 8}), device="cpu") != key
+    assert tc.graph_key(TrainConfig(**{**SMOKE, "variant": "baseline"}), device="cpu") != key
+    configs = [TrainConfig(**SMOKE, seed=s) for s in range(3)] + [TrainConfig(**{**SMOKE, "variant": "mope"})]
+    assert tc.runs_sharing_graph(configs[0], configs) == 3
+
+
+# -- graphs of the zoo -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_one_graph_per_family_no_recompile(family: str) -> None:
+    config = TrainConfig(**FAMILIES[family], **TINY)
+    check = check_graph(config, backend="aot_eager")
+    assert check.breaks == {}, check.breaks
+    assert check.recompiles == 0
+    expected = {"lag_penalised_attention"} if "mope-rel" in family else set()
+    assert set(check.documented_breaks) == expected
+    assert check.graphs == (1 if not expected else check.graphs)
+
+
+def test_train_compiles_in_the_shared_cache(
+    tiny_config: Callable[..., TrainConfig], compile_cache: Path, tmp_path: Path
+) -> None:
+    import torch
+    from torch._dynamo.utils import counters
+
+    from harness.training.run import train
+
+    config = tiny_config(variant="baseline", compile=True, max_steps=6, eval_every=3, size="L1H2d32", **TINY)
+    torch._dynamo.reset()
+    counters.clear()
+    result = train(config, mlflow_logging=False, progress_bar=False)
+    assert result.status == "finished" and result.compiled and result.compile_reason == "compile: true"
+    assert counters["stats"]["unique_graphs"] == 1 and not counters["graph_break"]  # two evaluations: no recompile
+    assert tc.is_warm(tc.graph_key(config, device="cpu"), compile_cache)
+    assert any(compile_cache.iterdir())
+    state = torch.load(result.checkpoint_path, map_location="cpu", weights_only=True)["state_dict"]
+    assert not any("_orig_mod" in key for key in state)  # the checkpoint is the plain model's
+
+
+# -- slow: every variant through Inductor, and compiled training against eager ---------------------
+
+
+@pytest.mark.slow
+def test_every_variant_compiles_with_inductor(compile_cache: Path) -> None:
+    failures = []
+    with tc.shared_cache(compile_cache):
+        for name in VARIANTS:
+            check = check_graph(TrainConfig(variant=name, **TINY), backend="inductor")
+            if not check.ok or set(check.documented_breaks) - set(DOCUMENTED_GRAPH_BREAKS):
+                failures.append(f"{name}: {check}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.slow
+def test_compiled_training_follows_the_eager_curve(
+    tiny_config: Callable[..., TrainConfig], compile_cache: Path
+) -> None:
+    """200 steps of ``ega-mope`` compiled against eager, same seed: the same dropout masks and
+    batches, so the curves differ by float rounding only. That difference grows over training
+    (rounding changes the trajectory), as a change of thread count does; the tolerance is
+    the thread-count difference of the eager run (which the harness already accepts) with a
+    floor, and a dropout mask differing would show as ~0.1 nats at the first step."""
+    from harness.training.run import train
+
+    def curve(**overrides: object) -> np.ndarray:
+        recorder = CurveRecorder()
+        config = tiny_config(max_steps=200, eval_every=100, **overrides)
+        train(config, callbacks=[recorder], mlflow_logging=False, progress_bar=False)
+        return np.array(recorder.train_batch_loss)
+
+    eager = curve(compile=False)
+    compiled = curve(compile=True)
+    threads = curve(compile=False, num_threads=2)
+    assert len(compiled) == len(eager) == 200
+    assert abs(compiled[0] - eager[0]) < 1e-4  # same initialisation, batch and dropout masks
+    tolerance = max(5e-3, 3 * float(np.abs(threads - eager).max()))
+    gap = np.abs(compiled - eager)
+    assert gap.max() < tolerance, f"max |compiled - eager| {gap.max():.2e} >= {tolerance:.2e}"
+    assert math.isfinite(gap.mean())
