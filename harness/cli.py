@@ -31,7 +31,6 @@ _COMMAND_MODULES = (
     "harness.datasets.cli",
     "harness.training.cli",
     "harness.studies.cli",
-    "harness.analysis.cli",
 )
 
 for _module_name in _COMMAND_MODULES:
