@@ -9,7 +9,6 @@ uses: a table with ``variant``, ``seed`` and ``val_loss`` is enough for a contra
 from __future__ import annotations
 
 import math
-import os
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -410,9 +409,3 @@ def mope_sigma_frame(tracking_uri: str, study: str) -> pl.DataFrame | None:
                     }
                 )
     return normalise(pl.DataFrame(rows)) if rows else None
-
-
-def tracking_uri_or_default(tracking_uri: str | None) -> str:
-    """``tracking_uri``, else ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db``
-    (MLflow's own default: the file store is refused by MLflow 3)."""
-    return tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"

@@ -139,13 +139,14 @@ def ui(
 ) -> None:
     """Start the MLflow UI on the study's tracking store (bound to 127.0.0.1 unless told otherwise)."""
     from harness.errors import InputError
-    from harness.mlflow_client import check_tracking_uri, resolve_tracking_uri
+    from harness.mlflow_client import check_tracking_uri, resolve_tracking_uri, sqlite_path
 
     uri = resolve_tracking_uri(tracking_uri)
     if uri.startswith(("http://", "https://")):
         raise InputError(f"{uri} is a tracking server already: open it in a browser instead of starting a UI")
     check_tracking_uri(uri)
-    if uri.startswith("sqlite:") and not Path(uri.split("///", 1)[-1]).exists():
+    db = sqlite_path(uri) if uri.startswith("sqlite:") else None
+    if db is not None and not db.exists():
         raise InputError(
             f"no MLflow database at {uri}: run a study first (harness run studies/smoke.yaml) or pass --tracking-uri"
         )
@@ -191,13 +192,6 @@ def bench_study(
 
 
 # --- harness report ------------------------------------------------------------------
-
-
-def _sqlite_file(uri: str) -> Path | None:
-    """The database file of a ``sqlite:///`` URI (None for other stores)."""
-    if not uri.startswith("sqlite:///"):
-        return None
-    return Path(uri[len("sqlite:///") :])
 
 
 def _settings_from_spec(text: str, spec: Any):
@@ -268,9 +262,9 @@ def report(
     Prints the verdicts."""
     from harness.analysis.corpus import corpus_info_for
     from harness.analysis.report import build_report, log_report
-    from harness.analysis.results import tracking_uri_or_default
+    from harness.mlflow_client import resolve_tracking_uri
 
-    uri = tracking_uri_or_default(tracking_uri)
+    uri = resolve_tracking_uri(tracking_uri)
     df, parent, from_path = _results_and_parent(study, uri, from_path, log)
     spec_text = _parent_spec_text(uri, parent)  # downloaded and parsed once, for both
     spec = _parsed_spec(spec_text)
@@ -318,8 +312,9 @@ def _results_and_parent(study: str, uri: str, from_path: Path | None, log: bool)
     MLflow or ``--from``; a study directory is first recorded in MLflow (with ``log``)."""
     from harness.analysis.results import find_study_run, mlflow_results_frame, results_frame
     from harness.errors import InputError
+    from harness.mlflow_client import sqlite_path
 
-    db = _sqlite_file(uri)
+    db = sqlite_path(uri) if uri.startswith("sqlite:") else None
     store_exists = db is None or db.exists()  # never create an empty mlflow.db by looking
     if from_path is None:
         if not store_exists:
