@@ -162,7 +162,7 @@ class StudyRecorder:
             )
         except InputError:
             raise
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # an unreachable server: run without MLflow; anything else is a bad URI
             if is_server_uri(self.tracking_uri):
                 self.experiment_id = None
                 self.broken = f"{type(exc).__name__}: {exc}"
