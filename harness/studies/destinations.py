@@ -8,9 +8,10 @@ client's shell therefore falls back to ``sqlite:///mlflow.db`` and ``./results``
 that copy*: it succeeds, and its record is lost. Two checks, one on each side of a job:
 
 - :func:`refuse_ephemeral_destinations` (the driver: ``harness run`` as a job's entrypoint)
-  refuses a tracking URI or storage path that resolves inside the job's temporary working
-  directory or Ray's session directory (in a working directory that persists: the defaults
-  and relative paths), before anything starts;
+  applies one rule before anything starts: inside a job, the tracking URI and the storage
+  path must each be remote, or an absolute path that was asked for (not the working
+  directory's default) and lies outside Ray's session directory, which holds the job's
+  temporary copy of the working directory;
 - :func:`refuse_local_destinations` (the client: ``harness submit``) refuses a local SQLite
   URI or a local storage path when the dashboard is not on this machine, since the driver
   would write them on the cluster's head, not here.
@@ -151,22 +152,19 @@ def _is_relative(destination: str) -> bool:
 
 
 def _lost(path: Path, default: Path, destination: str, driver: JobDriver) -> bool:
-    """Whether a job's driver writing to ``path`` loses the record or hides it: anything in
-    Ray's temporary copy of the working directory or in Ray's session directory; in a
-    working directory that persists (a job without ``working_dir`` runs in the head's Ray
-    directory), what was only implied -- the default, or a path written relative to it."""
-    if driver.ray_copy:
-        return _inside(path, driver.working_dir) or _inside(path, driver.session_dir)
-    return path == default or (_is_relative(destination) and _inside(path, driver.working_dir))
+    """The rule for a destination inside a Ray job: it must be remote, or written as an
+    absolute path that is not the working directory's default and lies outside Ray's session
+    directory (where Ray keeps the job's temporary copy of the working directory, deleted
+    with the session). Whether ``destination`` (resolved: ``path``) breaks it."""
+    return _is_relative(destination) or path == default or _inside(path, driver.session_dir)
 
 
 def refuse_ephemeral_destinations(*, tracking_uri: str, storage: str, driver: JobDriver | None = None) -> None:
-    """As a Ray job's driver, refuse a tracking URI or storage path that resolves inside the
-    job's temporary working directory or Ray's session directory (a relative SQLite path,
-    the default ``sqlite:///mlflow.db``, ``./results``, ``./mlruns``) -- or, in a working
-    directory that persists, the defaults and relative paths, which name a folder of the
-    head that the submitter never chose: :class:`InputError` naming ``--tracking-uri`` /
-    ``--storage-path``. Outside a job, nothing is checked.
+    """As a Ray job's driver, refuse a tracking URI or storage path that breaks the rule of
+    :func:`_lost` (a relative path such as ``sqlite:///mlflow.db``, ``./results`` or
+    ``./mlruns``; the working directory's default, a folder of the head that the submitter
+    never chose; anything in Ray's session directory, deleted with it): :class:`InputError`
+    naming ``--tracking-uri`` / ``--storage-path``. Outside a job, nothing is checked.
 
     ``driver`` defaults to :func:`job_driver` of this process."""
     driver = driver if driver is not None else job_driver()
