@@ -34,6 +34,9 @@ from harness.mlflow_client import redact_uri, sqlite_path
 #: Set by Ray's job supervisor for a job's entrypoint (Ray 2.60): the job's runtime_env and
 #: metadata, whose ``job_submission_id`` is the job id.
 RAY_JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+#: The tag of a study's MLflow parent run that names the Ray job whose driver started or last
+#: continued it (``harness submit`` finds the run by it).
+RAY_JOB_TAG = "harness.ray_job"
 #: The folder of a Ray session that holds working-directory copies and other runtime envs.
 RAY_RUNTIME_RESOURCES = "runtime_resources"
 
@@ -88,7 +91,7 @@ class JobDriver:
     ``working_dir`` is where relative paths resolve; ``ray_copy`` says whether it is Ray's
     temporary copy of the submitted working directory (under ``session_dir``)."""
 
-    job_id: str | None
+    job_id: str | None  # None when Ray's job config is absent or unreadable
     working_dir: Path
     ray_copy: bool
     session_dir: Path | None
@@ -118,10 +121,9 @@ def job_driver(environ: Mapping[str, str] | None = None, cwd: Path | None = None
             job_id = json.loads(raw).get("metadata", {}).get("job_submission_id")
         except (ValueError, AttributeError):
             job_id = None
-        job_id = job_id or "(id unknown)"
     parts = cwd.parts
     ray_copy = RAY_RUNTIME_RESOURCES in parts
-    if not ray_copy and job_id is None:
+    if not ray_copy and not raw:
         return None
     session_dir = Path(*parts[: parts.index(RAY_RUNTIME_RESOURCES)]) if ray_copy else None
     return JobDriver(job_id=job_id, working_dir=cwd, ray_copy=ray_copy, session_dir=session_dir)

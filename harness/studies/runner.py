@@ -45,7 +45,7 @@ from harness.errors import InputError
 from harness.mlflow_client import check_tracking_uri, harness_git_commit, redact_uri, resolve_tracking_uri
 from harness.results_schema import RESULT_SCHEMA, TrialStatus, head_taus
 from harness.studies.cost import CostEstimate, estimate
-from harness.studies.destinations import is_uri, refuse_ephemeral_destinations
+from harness.studies.destinations import RAY_JOB_TAG, is_uri, job_driver, refuse_ephemeral_destinations
 from harness.studies.grid import Trial, expand_grid
 from harness.studies.ray_auth import enable_token_auth_if_available
 from harness.studies.sequential import (
@@ -736,6 +736,9 @@ def start_parent_run(
         datasets=plan.spec.datasets,
         data_dir=plan.spec.train_overrides().get("data_dir"),
     )
+    job = job_driver()
+    if job is not None and job.job_id:  # the run `harness submit` looks for when the job ends
+        recorder.set_parent_tags({RAY_JOB_TAG: job.job_id})
     return git_commit
 
 
