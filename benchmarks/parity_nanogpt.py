@@ -1,6 +1,6 @@
 """Parity with nanoGPT at its own CPU recipe: the harness's baselines against nanoGPT's ``train.py``.
 
-    python benchmarks/parity_nanogpt.py --nanogpt-dir /tmp/nanogpt        # the README table (about 2 h on 2 busy cores)
+    python benchmarks/parity_nanogpt.py --nanogpt-dir /tmp/nanogpt        # docs/benchmarks.md (2 h on 2 CPU cores)
     python benchmarks/parity_nanogpt.py --variants learned-pe --seeds 0 --arms recipe,vaswani-embedding \\
         --steps 1000                                                       # screen one change at a time
 
@@ -94,7 +94,7 @@ def _vaswani_embedding(model: Any) -> None:
         nn.init.normal_(model.position.table.weight, std=1.0 / math.sqrt(d))
     position_scale = math.sqrt(d) if learned else 1.0
 
-    def embed(idx: torch.Tensor) -> torch.Tensor:  # sqrt(d) E[idx] + PE, as before issue 11
+    def embed(idx: torch.Tensor) -> torch.Tensor:  # sqrt(d) E[idx] + PE: Vaswani's scaled embedding
         x = model.wte(idx) * math.sqrt(d)  # (B, T, d)
         pe = model.position.embedding(idx.size(1), idx.device)
         return x if pe is None else x + position_scale * pe

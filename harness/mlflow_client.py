@@ -2,7 +2,7 @@
 
 ``harness train`` (:mod:`harness.training.tracking`), the study recorder
 (:mod:`harness.studies.tracking`), the record of a study from its storage directory
-(:mod:`harness.studies.replay`), the report (:func:`harness.analysis.report.log_report`), the
+(:mod:`harness.studies.replay`), the report (:func:`harness.report.study.log_report`), the
 analysis reading a study back (:mod:`harness.analysis.results`) and ``harness submit`` all hold a
 :class:`TrackingClient`, so they share one set of rules:
 

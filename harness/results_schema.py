@@ -5,7 +5,7 @@ The study runner writes it (``results.parquet``, :func:`harness.studies.runner.r
 analysis reads it (:mod:`harness.analysis.results`) and the tests check against it; all of them
 import :data:`RESULT_SCHEMA` from here.
 
-Columns (CONTRACTS.md), in order: ``study, trial_id, dataset, size, params, context_length,
+Columns (docs/contracts.md), in order: ``study, trial_id, dataset, size, params, context_length,
 variant, position, gate, scoring, seed, tau_init, val_loss, test_loss, train_loss,
 best_val_loss, gen_gap, tau_mean, tau_heads, open_fraction, tokens_per_s, steps, status``.
 ``tau_heads`` is a list column: the run's learned tau of every head, layer by layer

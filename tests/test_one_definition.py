@@ -1,7 +1,7 @@
 """One definition per contract, checked on the source: MLflow is written through one module
 (``harness/mlflow_client.py``: the chunked ``log_batch`` calls and the HTTP retry/timeout
 policy live there and nowhere else), and no module imports another module's private names
-(what another module needs is public: STYLE.md)."""
+(what another module needs is public: docs/conventions.md)."""
 
 from __future__ import annotations
 

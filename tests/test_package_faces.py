@@ -15,7 +15,14 @@ import pytest
 
 from harness.lazy_exports import lazy_exports
 
-FACES = ("harness.models", "harness.datasets", "harness.training", "harness.studies", "harness.analysis")
+FACES = (
+    "harness.models",
+    "harness.datasets",
+    "harness.training",
+    "harness.studies",
+    "harness.analysis",
+    "harness.report",
+)
 HEAVY = ("numpy", "pydantic", "torch", "lightning", "polars", "scipy", "statsmodels", "mlflow", "ray")
 
 

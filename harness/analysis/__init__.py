@@ -1,12 +1,12 @@
-"""Statistics and reports of a study: paired-seed contrasts with confidence intervals,
-trends with size and context, tau's stability, MOPE scales, and the report logged to
-MLflow.
+"""Statistics of a study: paired-seed contrasts with confidence intervals,
+trends with size and context, tau's stability, MOPE scales. The report that reads them
+is :mod:`harness.report` (a layer above this package).
 
 Everything works on a polars results table (one row per trial; see
 :mod:`harness.analysis.results`) and returns frozen result objects in the style of
 ``scipy.stats`` (``estimate``, ``confidence_interval.low/high``, ``pvalue``,
 ``n_seeds``, ``per_seed``, ``method``, ``n_dropped``, ``message``, ``verdict``). What a
-verdict may say is set by ``STATISTICS.md``; ``benchmarks/calibration.py`` measures the
+verdict may say is set by ``docs/statistics.md``; ``benchmarks/calibration.py`` measures the
 coverage of every interval and the false-positive rate of every test the report uses.
 
 The names below are imported lazily (:mod:`harness.lazy_exports`) so that ``import
@@ -60,15 +60,6 @@ __getattr__, __dir__, __all__ = lazy_exports(
         ],
         "mope": ["mope_scales"],
         "sequential": ["confidence_sequence", "ConfidenceSequenceResult"],
-        "report": [
-            "build_report",
-            "log_report",
-            "format_verdict_table",
-            "parent_description",
-            "headline_family",
-            "Report",
-            "Verdict",
-        ],
         "corpus": ["corpus_info_for"],
         "results_types": [
             "AnalysisSettings",
@@ -105,15 +96,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from harness.analysis.corpus import corpus_info_for
     from harness.analysis.divergence import divergence_table
     from harness.analysis.mope import mope_scales
-    from harness.analysis.report import (
-        Report,
-        Verdict,
-        build_report,
-        format_verdict_table,
-        headline_family,
-        log_report,
-        parent_description,
-    )
     from harness.analysis.results import (
         CELL_COLUMNS,
         RESULT_COLUMNS,

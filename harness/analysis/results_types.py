@@ -5,7 +5,7 @@ Every statistic returns one of these: an ``estimate``, a ``confidence_interval``
 ``message`` then says why, never a silent NaN), a ``pvalue``, the number of seeds that
 entered (``n_seeds``) and the per-seed values, the ``method`` used, the number of seed
 blocks dropped because a trial was missing, diverged or failed (``n_dropped``), and a
-``verdict`` worded by the rules of ``STATISTICS.md``: a test that fails to reject says
+``verdict`` worded by the rules of docs/statistics.md: a test that fails to reject says
 "not distinguishable from" or "consistent with"; a claim of sameness needs an
 equivalence test or a prediction interval inside the band; with too few seeds or zero
 spread the verdict is "no test possible (...)".
@@ -45,7 +45,7 @@ VERDICT_KINDS: dict[str, str] = {
 #: here on the BCa interval is shown.
 BOOTSTRAP_MIN_SEEDS = 10
 BOOTSTRAP_SMALL_N = (
-    f"no bootstrap interval below {BOOTSTRAP_MIN_SEEDS} seeds (it under-covers there: see the README's Calibration)"
+    f"no bootstrap interval below {BOOTSTRAP_MIN_SEEDS} seeds (it under-covers there: see docs/calibration.md)"
 )
 
 

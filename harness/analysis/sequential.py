@@ -11,7 +11,7 @@ is a family of intervals ``CS_n``, one per number of seeds, that hold the true m
 
 so a study may look after every batch, stop on any rule, and report the interval it
 stopped at with its stated confidence. The price is width: about 1.7 to 3 times the
-t-interval's at the same n (the README's "Sequential studies" table).
+t-interval's at the same n (the table of docs/sequential.md).
 
 The construction (:func:`confidence_sequence`) is the scale-invariant Gaussian-mixture
 t-test martingale: Lai (1976)'s t-mixture, with the flat mixture over the mean replaced

@@ -10,7 +10,7 @@ normalised energies were standard normal, head h would open for a fraction
 heads of that tail and beside the corpus's content-word fraction (and a synthetic
 corpus's true salient fraction), so the two readings can be told apart.
 
-The seed is the unit throughout (``STATISTICS.md``): the runs of one seed (variants,
+The seed is the unit throughout (docs/statistics.md): the runs of one seed (variants,
 cells) are averaged before any interval or test. "Stable" is a claim about new runs and
 uses a prediction interval; "equivalent" is a claim about the mean and uses TOST;
 "converges whatever X" needs the mean inside the band at every level of X.

@@ -79,7 +79,7 @@ def _readings_table(rows: list[ReadingRow]) -> Table:
 
     from harness.models.variants import DIAGNOSTIC_LABEL
 
-    table = Table(title="Readings of the papers' vague points (README, Readings): reading B against reading A")
+    table = Table(title="Readings of the papers' vague points (docs/zoo.md, Readings): reading B against reading A")
     for column in ("vague point", "reading A", "reading B"):
         table.add_column(column)
     for column in ("parameters B", "B vs baseline", "B - A"):

@@ -261,7 +261,7 @@ class MorletPositionalEncoding(MorletScales):
 
     Scale: the model adds this encoding multiplied by 0.02 sqrt 2 (``unit_amplitude``), the
     token embeddings' initial scale under the shared recipe (nanoGPT's N(0, 0.02) tables).
-    That recipe helped every variant, MOPE included (README, "Baseline parity with nanoGPT"),
+    That recipe helped every variant, MOPE included (docs/benchmarks.md, "Baseline parity with nanoGPT"),
     but MOPE's amplitude now starts about 35 times below its old amplitude of 1. Added at
     amplitude 1 beside N(0, 0.02) tokens instead, it trains 0.46 nats worse at nanoGPT's CPU recipe.
     """

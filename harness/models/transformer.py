@@ -8,7 +8,7 @@ Variants differ only in the components plugged into the attention slots
 (:mod:`harness.models.attention`).
 
 One initialisation recipe for every variant, nanoGPT's (GPT-2's), measured against nanoGPT
-at its own recipe (README, "Baseline parity with nanoGPT"):
+at its own recipe (docs/benchmarks.md, "Baseline parity with nanoGPT"):
 
 - every weight matrix and embedding table ~ N(0, INIT_STD^2), INIT_STD = 0.02: the token
   embedding E (unscaled, tied to the output head, so the logits start near zero and the

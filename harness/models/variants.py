@@ -232,7 +232,7 @@ class Reading:
     variants_b: tuple[str, ...]
 
 
-#: The papers' vague points and the variants that implement each reading (README "Readings").
+#: The papers' vague points and the variants that implement each reading (docs/zoo.md, "Readings").
 READINGS: tuple[Reading, ...] = (
     Reading(
         "MOPE position",

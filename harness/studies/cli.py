@@ -261,8 +261,8 @@ def report(
     study's parent run; rewrite each trial run's description from the recomputed table.
     Prints the verdicts."""
     from harness.analysis.corpus import corpus_info_for
-    from harness.analysis.report import build_report, log_report
     from harness.mlflow_client import resolve_tracking_uri
+    from harness.report.study import build_report, log_report
 
     uri = resolve_tracking_uri(tracking_uri)
     df, parent, from_path = _results_and_parent(study, uri, from_path, log)

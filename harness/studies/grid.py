@@ -37,7 +37,7 @@ class Trial:
     scoring: ScoringName
 
     def tags(self) -> dict[str, str]:
-        """The factors of the trial as MLflow tags (CONTRACTS: one tag per factor)."""
+        """The factors of the trial as MLflow tags (docs/contracts.md: one tag per factor)."""
         c = self.config
         tags = {
             "harness.trial_id": self.trial_id,

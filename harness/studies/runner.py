@@ -105,7 +105,7 @@ class StudyOutcome:
     parent_run_id: str | None = None
     counts: dict[str, int] | None = None
     results: Any = None  # polars.DataFrame (one row per trial)
-    report: Any = None  # harness.analysis.Report, when the analysis ran
+    report: Any = None  # harness.report.Report, when the analysis ran
     ui_url: str | None = None
     wall_time_s: float = 0.0
 
@@ -1165,7 +1165,8 @@ def _analyse(
     """The analysis issue's report, logged to the parent run (a failure is a warning: the
     study's results are safe; `harness report` can redo it)."""
     try:
-        from harness.analysis import AnalysisSettings, build_report, corpus_info_for, log_report
+        from harness.analysis import AnalysisSettings, corpus_info_for
+        from harness.report import build_report, log_report
     except ImportError:
         return None
     try:

@@ -51,7 +51,7 @@ FINAL_RESULT = "train_result.json"
 FINAL_ARTIFACTS = ("window_losses.parquet", "gate_parameters.parquet", "mope_parameters.parquet")
 LAST_CHECKPOINT = "last.ckpt"
 
-#: TrainResult fields -> the metric names every layer shares (CONTRACTS).
+#: TrainResult fields -> the metric names every layer shares (docs/contracts.md).
 FINAL_METRICS = {
     "final_val_loss": "final/val_loss",
     "final_test_loss": "final/test_loss",

@@ -137,7 +137,7 @@ class GateGradientNorms(Callback):
         gate/alpha_grad_norm, gate/alpha_grad_mean_norm              likewise for alpha
 
     A mean-gradient norm far below the RMS norm means the steps pull tau back and forth (Adam
-    then moves it by much less than lr per step). README ("tau's gradient") derives the
+    then moves it by much less than lr per step). docs/training.md ("What moves tau") derives the
     gradient: tau moves only through the attention-weighted covariance between a key's
     use to the query and 1 - g_j, because a uniform shift of log g cancels in the softmax.
     """

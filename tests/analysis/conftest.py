@@ -74,7 +74,7 @@ def populate_mlflow_study(
     windows: bool = False,
     spec_yaml: str | None = None,
 ) -> str:
-    """Write ``df`` as a study's MLflow record (CONTRACTS.md schema): a parent run tagged
+    """Write ``df`` as a study's MLflow record (docs/contracts.md): a parent run tagged
     harness.role=study and one child run per row. Returns the parent run id."""
     from mlflow import MlflowClient
     from mlflow.entities import Metric, Param, RunTag

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import polars as pl
 
-from harness.analysis.report import build_report, label_diagnostic_rows
 from harness.analysis.results_types import AnalysisSettings
+from harness.report import build_report, label_diagnostic_rows
 
 
 def test_report_labels_every_row_of_a_diagnostic_and_no_other(tmp_path: Path, make_study) -> None:

@@ -8,20 +8,16 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from html.parser import HTMLParser
 from pathlib import Path
 
 import polars as pl
 import pytest
+from report_pages import MINUS
+from report_pages import cell_background as _background
+from report_pages import html_tables as _tables
+from report_pages import table_cell as _cell
 
-from harness.analysis import AnalysisSettings, build_report, interaction_contrast, main_effect
-from harness.analysis.report import (
-    DESCRIPTION_MAX_CHARS,
-    Report,
-    Verdict,
-    headline_family,
-    parent_description,
-)
+from harness.analysis import AnalysisSettings, interaction_contrast, main_effect
 from harness.analysis.results_types import (
     NOT_DISTINGUISHABLE,
     NOT_TESTABLE,
@@ -31,75 +27,16 @@ from harness.analysis.results_types import (
     format_interval,
     format_pvalue,
 )
-from harness.analysis.tables import KIND_COLOURS, strip_external_resources, verdict_table_html
-
-MINUS = "\u2212"  # great-tables writes negative numbers with the minus sign
-
-
-class _Tables(HTMLParser):
-    """Every <table> of a page: its column labels, row groups and body rows (each cell's
-    text, style and ``headers``)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tables: list[dict] = []
-        self._cell: dict | None = None
-        self._row: list[dict] | None = None
-        self._in_head = False
-        self._in_foot = False
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:
-        a = dict(attrs)
-        if tag == "table":
-            self.tables.append({"class": a.get("class", ""), "labels": [], "groups": [], "rows": []})
-        elif tag == "thead":
-            self._in_head = True
-        elif tag in ("tbody", "tfoot"):  # source notes are not rows
-            self._in_head = False
-            self._in_foot = tag == "tfoot"
-        elif tag == "tr" and self.tables and not self._in_head and not self._in_foot:
-            self._row = []
-        elif tag in ("td", "th") and self.tables:
-            self._cell = {"tag": tag, "style": a.get("style") or "", "headers": a.get("headers") or "", "text": ""}
-            self._cell["class"] = a.get("class") or ""
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("td", "th") and self._cell is not None:
-            cell, self._cell = self._cell, None
-            cell["text"] = cell["text"].strip()
-            table = self.tables[-1]
-            if self._in_head:
-                if "gt_col_heading" in cell["class"] or "gt_column_spanner" in cell["class"]:
-                    table["labels"].append(cell["text"])
-            elif "gt_group_heading" in cell["class"]:
-                table["groups"].append(cell["text"])
-            elif self._row is not None:
-                self._row.append(cell)
-        elif tag == "tr" and self._row is not None:
-            if self._row:
-                self.tables[-1]["rows"].append(self._row)
-            self._row = None
-
-    def handle_data(self, data: str) -> None:
-        if self._cell is not None:
-            self._cell["text"] += data
-
-
-def _tables(page: str) -> list[dict]:
-    parser = _Tables()
-    parser.feed(page)
-    return parser.tables
-
-
-def _cell(row: list[dict], column: str) -> dict:
-    (cell,) = [c for c in row if c["headers"].endswith(f"-{column}")]
-    return cell
-
-
-def _background(cell: dict) -> str:
-    match = re.search(r"background-color:\s*(#[0-9a-fA-F]{6})", cell["style"])
-    assert match, cell
-    return match.group(1).lower()
+from harness.report import (
+    DESCRIPTION_MAX_CHARS,
+    Report,
+    Verdict,
+    build_report,
+    headline_family,
+    parent_description,
+)
+from harness.report.html import KIND_COLOURS, strip_external_resources, table_html
+from harness.report.verdict import verdict_table
 
 
 def _gt(text: str) -> str:
@@ -166,16 +103,16 @@ def test_verdict_colours_come_from_the_kind_not_the_words() -> None:
         Verdict("ega gain", -0.02, ci, 0.2, 5, "no test possible (zero spread)", kind=SETTLED, unit="nats"),
         Verdict("tau", 0.35, None, None, 1, "no test possible (1 seed)", signed=False, test="TOST"),
     ]
-    (table,) = _tables(verdict_table_html(verdicts, confidence=0.9))
+    (table,) = _tables(table_html(verdict_table(verdicts, confidence=0.9)))
     assert "gt_table" in table["class"]
-    assert table["labels"] == ["effect", "estimate", "unit", "90% CI", "p (test)", "Holm p", "seeds", "verdict"]
+    assert table["labels"] == ["effect", "estimate", "90% CI", "p (test)", "Holm p", "seeds", "verdict"]
     primary, ega, tau = table["rows"]
     assert primary[0]["text"] == "interaction (superadd.) *" and "bold" in primary[0]["style"]
     assert all("bold" not in c["style"] for c in ega)
     for row, kind in ((primary, NOT_TESTABLE), (ega, SETTLED), (tau, NOT_TESTABLE)):
         assert _background(_cell(row, "verdict")) == KIND_COLOURS[kind][0]
-    assert _cell(primary, "estimate")["text"] == "+0.1000" and _cell(primary, "unit")["text"] == "nats"
-    assert _cell(ega, "estimate")["text"] == f"{MINUS}0.0200"
+    assert _cell(primary, "estimate")["text"] == "+0.1000 nats"  # the unit merged into the estimate
+    assert _cell(ega, "estimate")["text"] == f"{MINUS}0.0200 nats"
     assert _cell(primary, "ci_low")["text"] == "[+0.0500, +0.1500]"
     assert _cell(primary, "pvalue")["text"] == "0.01 (t)"
     assert _cell(tau, "estimate")["text"] == "0.3500"  # unsigned
@@ -281,14 +218,14 @@ def test_parent_description_holds_the_verdict_table() -> None:
     assert lines[0] == "### Verdicts: demo — 5 seeds"
     assert lines[2] == "| effect | estimate | 95% CI | p (test) | Holm p | seeds | verdict |"
     assert lines[4] == (
-        "| **interaction (superadd.)** \\* | +0.0600 nats | [+0.0200, +0.1000] | 0.01 (t) |  | 5 | "
+        "| **interaction (superadd.) \\*** | +0.0600 nats | [+0.0200, +0.1000] | 0.01 (t) |  | 5 | "
         "**superadditive (95% CI excludes 0)** |"
     )
     assert lines[5] == (
         "| my\\_variant gain | -0.0100 nats | [-0.0500, +0.0300] | 0.5 (t) | 0.5 | 5 | "
         "not distinguishable from control |"
     )
-    assert lines[6] == "| tau | 0.3000 | n/a |  |  | 1 | _no test possible (1 seed)_ |"
+    assert lines[6] == "| tau | 0.3000 | n/a | n/a |  | 1 | _no test possible (1 seed)_ |"
     assert any(line.startswith("How to read it: ") and "Holm" in line for line in lines)
     assert "[report/report.html](#/x/report.html)" in text
 

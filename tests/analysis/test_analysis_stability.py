@@ -14,7 +14,6 @@ from numpy.testing import assert_allclose
 from scipy import stats
 
 from harness.analysis import (
-    build_report,
     open_fraction_analysis,
     prediction_interval,
     tau_heterogeneity,
@@ -23,6 +22,7 @@ from harness.analysis import (
 )
 from harness.analysis.calibration import rm_anova_pvalues
 from harness.analysis.results_types import format_pvalue
+from harness.report import build_report
 
 
 def _within_mc(rate: float, nominal: float, reps: int, k: float = 3.5) -> bool:

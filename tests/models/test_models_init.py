@@ -1,6 +1,6 @@
 """The shared initialisation recipe (nanoGPT's), one property per test, for every variant of the zoo.
 
-The recipe was chosen by measurement against nanoGPT (README, "Baseline parity with
+The recipe was chosen by measurement against nanoGPT (docs/benchmarks.md, "Baseline parity with
 nanoGPT"; ``benchmarks/parity_nanogpt.py``); these tests pin what it is, so that a change to
 it is a deliberate one."""
 

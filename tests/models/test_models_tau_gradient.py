@@ -1,4 +1,4 @@
-"""The gradient of the renormalised gate with respect to tau and alpha (README, "What moves tau"),
+"""The gradient of the renormalised gate with respect to tau and alpha (docs/training.md, "What moves tau"),
 against autograd through the folded attention: dL/dtau = alpha sum_i Cov_{j ~ a_i}(u_ij, g_j)."""
 
 from __future__ import annotations

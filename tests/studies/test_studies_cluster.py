@@ -123,7 +123,7 @@ def test_study_on_a_cluster_by_address(
 def test_raw_ray_job_submit_with_explicit_destinations(
     cluster: LocalCluster, tmp_path: Path, tiny: dict, shared_data_dir: Path
 ) -> None:
-    """The README's raw form: `ray job submit ... -- harness run SPEC --tracking-uri ... --storage-path ...`."""
+    """docs/cluster.md's raw form: `ray job submit ... -- harness run SPEC --tracking-uri ... --storage-path ...`."""
     workdir = tmp_path / "job"
     _spec(workdir, tiny, name="jobstudy")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -188,8 +188,8 @@ def test_readme_era_submission_is_refused_and_writes_nothing_into_ray_temp(
 def test_submit_records_at_the_asked_destinations(
     cluster: LocalCluster, tmp_path: Path, tiny: dict, shared_data_dir: Path
 ) -> None:
-    """`harness submit` with the destinations only in the client's environment (the
-    README-era setup): they reach the driver, the study is recorded there, the command exits
+    """`harness submit` with the destinations only in the client's environment (a
+    plain shell's setup): they reach the driver, the study is recorded there, the command exits
     with the job's status and prints the job id and the MLflow link of the parent run."""
     workdir = tmp_path / "job"
     _spec(workdir, tiny, name="submitted")

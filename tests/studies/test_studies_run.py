@@ -13,9 +13,9 @@ import yaml
 from mlflow import MlflowClient
 from numpy.testing import assert_allclose
 
-from harness.analysis.report import parent_description
 from harness.analysis.results import normalise
 from harness.models import get_variant
+from harness.report import parent_description
 from harness.results_schema import RESULT_COLUMNS, RESULT_SCHEMA
 from harness.studies.grid import expand_grid
 from harness.studies.runner import resolve_address, resolve_storage, results_table, run_study

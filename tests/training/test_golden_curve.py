@@ -3,7 +3,7 @@ seed on CPU gives the stored training-batch losses and evaluations, to float tol
 
 A failure means the initialisation, the data order, the dropout masks, the optimiser or
 the schedule changed. If that change was intended, regenerate the curve
-(``python tests/golden_curve.py``) and commit the asset with the change (README,
+(``python tests/golden_curve.py``) and commit the asset with the change (docs/training.md,
 "The golden loss curve")."""
 
 from __future__ import annotations

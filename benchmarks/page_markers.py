@@ -1,6 +1,7 @@
-"""The README sections a benchmark regenerates: its output between two HTML-comment
-markers (``benchmarks/calibration.py``, ``benchmarks/sequential.py``). The benchmarks
-run as scripts (``python benchmarks/X.py``), so they import this module by its name."""
+"""The docs sections a benchmark regenerates: its output between two HTML-comment markers
+in a page of the manual (``benchmarks/calibration.py`` writes docs/calibration.md,
+``benchmarks/sequential.py`` docs/sequential.md). The benchmarks run as scripts
+(``python benchmarks/X.py``), so they import this module by its name."""
 
 from __future__ import annotations
 

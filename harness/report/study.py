@@ -1,0 +1,308 @@
+"""The study report: verdicts with intervals, plots and tables, as one
+:class:`~harness.report.document.Document`, rendered stand-alone and logged to the study's
+MLflow parent run.
+
+:func:`build_report` computes every section the table allows (a section whose columns
+or variants are missing is skipped with a note), builds the document, then writes, all at
+once at the end:
+
+- ``report.html``: one self-contained page (:func:`~harness.report.html.render_html`: CSS
+  inline, plots as ``data:`` URIs: MLflow's artifact viewer shows HTML in a sandboxed
+  iframe that cannot load sibling files);
+- ``summary.md``: the same document as markdown (:func:`~harness.report.markdown.render_markdown`);
+- the verdict table first: the primary hypothesis (``analysis.primary``) read at the
+  unadjusted level, the other headline verdicts Holm-adjusted as one family, each p-value
+  with the test it belongs to; :attr:`Report.verdict_table` is its terminal form
+  (:func:`~harness.report.terminal.render_terminal`), :func:`parent_description` its
+  markdown form for the parent run's page;
+- the plots as PNG: ``forest.png`` (effects with intervals per cell), ``interaction.png``,
+  ``effects_vs_size.png``, ``effects_vs_context.png``, ``tau.png`` (tau across runs with
+  the reference band), ``open_fraction.png`` (open fraction against 1 - Phi(tau)),
+  ``mope_scales.png``;
+- parquet tables (``effects``, ``trends``, ``verdicts``, ``tau_runs``, ``divergence`` when a
+  run diverged, ``seeds_needed``...).
+
+:func:`log_report` logs those files under ``report/`` and the headline numbers as
+metrics (``superadditivity/estimate`` ...).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from harness.analysis.results import require_columns, require_table
+from harness.analysis.results_types import AnalysisSettings
+from harness.analysis.sequential import SequentialSummary
+from harness.errors import InputError
+from harness.mlflow_client import TrackingClient, redact_uri
+from harness.report.document import Document, Note
+from harness.report.html import render_html
+from harness.report.markdown import render_markdown
+from harness.report.parts import Parts, StudyLayout, seeds_text
+from harness.report.sections_effects import (
+    cells_section,
+    contrasts_section,
+    divergence_section,
+    multi_bootstrap_section,
+    overview_section,
+    seeds_needed_section,
+    sequential_section,
+    trends_section,
+)
+from harness.report.sections_tau import mope_section, tau_section
+from harness.report.terminal import render_terminal
+from harness.report.verdict import VERDICTS_KEY, Verdict, finite, headline_family, verdict_section
+from harness.training.description import NOTE_TAG
+
+#: MLflow keeps at most this many characters of a tag's value (``mlflow.note.content`` too).
+DESCRIPTION_MAX_CHARS = 8000
+#: Rows of each table in ``summary.md`` (the parquet files hold them all).
+MARKDOWN_MAX_ROWS = 50
+
+
+@dataclass(frozen=True)
+class Report:
+    """What :func:`build_report` wrote: paths, the markdown text, the headline metrics,
+    the verdicts and the document they were rendered from (``verdict_table`` is the
+    verdict section as the terminal shows it, :func:`parent_description` as the parent
+    run's page shows it)."""
+
+    out_dir: Path
+    html_path: Path
+    markdown_path: Path
+    markdown: str
+    png_paths: Mapping[str, Path]
+    table_paths: Mapping[str, Path]
+    headline_metrics: Mapping[str, float]
+    verdicts: tuple[Verdict, ...]
+    verdict_table: str
+    notes: tuple[str, ...] = ()
+    results: Mapping[str, Any] = field(default_factory=dict)
+    heading: str = ""  # "smoke — 2 seeds: too few for narrow intervals"
+    confidence: float = 0.95
+    document: Document | None = None  # what every rendering is made from
+
+    @property
+    def files(self) -> list[Path]:
+        """Every file of the report (what :func:`log_report` uploads)."""
+        return [self.html_path, self.markdown_path, *self.png_paths.values(), *self.table_paths.values()]
+
+
+def build_report(
+    df: pl.DataFrame,
+    *,
+    settings: AnalysisSettings | None = None,
+    out_dir: str | os.PathLike,
+    window_losses: pl.DataFrame | None = None,
+    mope_sigmas: Any = None,
+    corpus_info: Mapping[str, Mapping[str, float]] | None = None,
+    title: str | None = None,
+    sequential: SequentialSummary | None = None,
+) -> Report:
+    """Analyse a results table and write the report to ``out_dir``.
+
+    Sections, each skipped with a note when its columns or variants are missing: the
+    study overview; the main effects and the interaction pooled over cells (the primary
+    hypothesis marked, the other headline verdicts Holm-adjusted as one family); the
+    effects per cell (Holm across cells) with the forest and interaction plots; the
+    multi-bootstrap over seeds and windows; trends with size and context; divergence
+    rates (when any run diverged); seeds needed at the smallest effect of interest; tau's
+    stability, heterogeneity and open fraction; MOPE scales.
+
+    Parameters
+    ----------
+    df : polars.DataFrame
+        The results table (one row per trial); needs ``variant`` and ``settings.metric``;
+        every other column is optional and its section is skipped with a note when absent.
+    settings : AnalysisSettings
+        Factorial variant names, primary hypothesis, smallest effect of interest, tau
+        reference and margin, confidence, resampling seed.
+    out_dir : path
+        Created if needed; the report's files are (over)written there.
+    window_losses : polars.DataFrame, optional
+        Per-window losses (``variant, seed, window, loss`` + cells) for the multi-bootstrap.
+    mope_sigmas : array-like or polars.DataFrame with ``sigma``, optional
+        Learned MOPE widths to cluster.
+    corpus_info : mapping dataset -> {"content_fraction", "salient_fraction",
+        "mean_word_length", "mean_clause_length", "mean_sentence_length"}, optional
+        Corpus numbers set beside the open fraction and the MOPE scales.
+    sequential : SequentialSummary, optional
+        A sequential study's rule and stop: the report states them, gives the primary
+        effect's anytime-valid interval beside the fixed-n one, and bases the primary
+        verdict on the anytime-valid interval.
+    """
+    settings = settings or AnalysisSettings()
+    df = require_table(df)
+    require_columns(df, ("variant", settings.metric))
+    corpus_info = dict(corpus_info or {})
+    study = StudyLayout.of(df, title)
+    parts = Parts()
+    rng = np.random.default_rng(settings.seed)
+    overview_section(df, study, parts)
+    contrasts = contrasts_section(df, settings, study, rng, parts)
+    if sequential is not None:
+        sequential_section(df, settings, sequential, parts)
+    effects = cells_section(df, settings, study, rng, contrasts, parts)
+    multi_bootstrap_section(window_losses, settings, study, rng, parts)
+    trends_section(df, settings, study, effects, parts)
+    divergence_section(df, settings, parts)
+    seeds_needed_section(contrasts, settings, parts)
+    tau_section(df, settings, corpus_info, parts)
+    mope_section(mope_sigmas, settings, corpus_info, parts)
+    parts.results.update(contrasts)
+    return _write_report(df, settings, study, Path(out_dir), parts)
+
+
+def parent_description(report: Report, *, report_link: str = "report/report.html") -> str:
+    """The markdown description of the study's parent run (MLflow tag
+    ``mlflow.note.content``, shown first on the run's Overview tab): the verdict section
+    (effect, estimate, interval, ``p (test)``, ``Holm p``, seeds, verdict; the primary row
+    marked ``*``; settled verdicts in bold, untestable ones in italics; how to read it) as
+    every output shows it, and the link to the full report (``report_link``: the run
+    page's artifact URL of ``report/report.html``). Longer than MLflow keeps
+    (:data:`DESCRIPTION_MAX_CHARS`), the verdicts' words are shortened, never the rows.
+
+    Examples
+    --------
+    >>> from harness.analysis.results_types import ConfidenceInterval
+    >>> v = Verdict("ega gain", 0.02, ConfidenceInterval(-0.01, 0.05), 0.2, 3,
+    ...             "not distinguishable from control", unit="nats")
+    >>> r = Report(Path("."), Path("report.html"), Path("summary.md"), "", {}, {}, {}, (v,), "",
+    ...            heading="demo — 3 seeds")
+    >>> parent_description(r).splitlines()[4]
+    '| ega gain | +0.0200 nats | [-0.0100, +0.0500] | 0.2 (t) |  | 3 | not distinguishable from control |'
+    """
+    document = report.document
+    if document is None or VERDICTS_KEY not in {s.key for s in document.sections}:
+        section = verdict_section(report.verdicts, heading=report.heading, confidence=report.confidence)
+        document = Document("Verdicts", (section,))
+    link = f"Full report, with every plot and table: [report/report.html]({report_link}) (Artifacts tab → report)."
+    notes = [f"{len(report.notes)} note(s) in the report (sections skipped, runs dropped)."] if report.notes else []
+    return render_markdown(
+        document,
+        sections=(VERDICTS_KEY,),
+        title=False,
+        level=3,
+        notes=False,
+        max_chars=DESCRIPTION_MAX_CHARS,
+        footer=[link, *notes],
+    )
+
+
+def _write_report(
+    df: pl.DataFrame, settings: AnalysisSettings, study: StudyLayout, out_dir: Path, parts: Parts
+) -> Report:
+    """Adjust the headline family, build the document, render it, then write every file
+    (each via a temporary name)."""
+    verdicts = headline_family(parts.verdicts, alpha=settings.alpha)
+    for v in verdicts:
+        if v.pvalue_holm is not None:
+            parts.headline[f"holm/{v.effect.replace(' (superadd.)', '').replace(' ', '_')}"] = v.pvalue_holm
+    few = 0 < len(study.seeds) < 5
+    heading = f"{study.name}{f' — {seeds_text(len(study.seeds))}: too few for narrow intervals' if few else ''}"
+    parts.tables["verdicts"] = (
+        pl.DataFrame([v.to_row() for v in verdicts], infer_schema_length=None, schema_overrides=_VERDICT_SCHEMA)
+        if verdicts
+        else pl.DataFrame(schema={"effect": pl.String, "verdict": pl.String})
+    )
+    parts.tables["results"] = df
+    headline = {_metric_key(k): float(v) for k, v in parts.headline.items() if finite(v)}
+    document = Document(
+        f"Study report: {study.name}",
+        (verdict_section(verdicts, heading=heading, confidence=settings.confidence), *parts.sections),
+        notes=tuple(Note(n, kind="caution") for n in parts.notes),
+        headline=headline,
+    )
+    markdown = render_markdown(document, max_rows=MARKDOWN_MAX_ROWS)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    html_path = _write(out_dir / "report.html", render_html(document).encode("utf-8"))
+    md_path = _write(out_dir / "summary.md", markdown.encode("utf-8"))
+    png_paths = {name: _write(out_dir / f"{name}.png", data) for name, data in parts.pngs.items()}
+    table_paths = {}
+    for name, table in parts.tables.items():
+        buf = io.BytesIO()
+        _parquet_safe(table).write_parquet(buf)
+        table_paths[name] = _write(out_dir / f"{name}.parquet", buf.getvalue())
+    return Report(
+        out_dir=out_dir,
+        html_path=html_path,
+        markdown_path=md_path,
+        markdown=markdown,
+        png_paths=png_paths,
+        table_paths=table_paths,
+        headline_metrics=headline,
+        verdicts=tuple(verdicts),
+        verdict_table=render_terminal(document, sections=(VERDICTS_KEY,)),
+        notes=tuple(parts.notes),
+        results=parts.results,
+        heading=heading,
+        confidence=settings.confidence,
+        document=document,
+    )
+
+
+_VERDICT_SCHEMA = {
+    "estimate": pl.Float64,
+    "ci_low": pl.Float64,
+    "ci_high": pl.Float64,
+    "pvalue": pl.Float64,
+    "pvalue_holm": pl.Float64,
+    "n_seeds": pl.Int64,
+}
+
+
+def _metric_key(key: str) -> str:
+    # MLflow allows alphanumerics, _ - . / and spaces in metric names
+    return re.sub(r"[^A-Za-z0-9_\-./ ]", "_", key)
+
+
+def _parquet_safe(df: pl.DataFrame) -> pl.DataFrame:
+    """Object columns cannot go to parquet: write them as text."""
+    casts = [pl.col(c).map_elements(str, return_dtype=pl.String) for c, t in df.schema.items() if t == pl.Object]
+    return df.with_columns(casts) if casts else df
+
+
+def _write(path: Path, data: bytes) -> Path:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return path
+
+
+def log_report(report: Report, *, run_id: str, tracking_uri: str, artifact_path: str = "report") -> None:
+    """Log the report's files under ``artifact_path`` and its headline metrics to the
+    MLflow run ``run_id`` (the study's parent run), and write the run's description
+    (:func:`parent_description`: the verdict table, shown first on the run's page) with
+    the link to ``report.html`` in the run page's Artifacts tab."""
+    client = TrackingClient(tracking_uri)
+    run = client.find_run(run_id)
+    if run is None:
+        raise InputError(f"no MLflow run {run_id!r} at {redact_uri(tracking_uri)} (or the store cannot be reached)")
+    for path in report.files:
+        client.log_artifact(run_id, path, artifact_path)
+    client.log_metrics(run_id, report.headline_metrics, step=0)
+    # a link relative to the MLflow UI's page (its routes live in the URL's fragment): it
+    # works whatever host and port serve the UI; in MLflow 3's "Model training" view
+    link = (
+        f"#/experiments/{run.info.experiment_id}/runs/{run_id}/artifacts/{artifact_path}/{report.html_path.name}"
+        "?workflowType=machine_learning"
+    )
+    client.set_tag(run_id, NOTE_TAG, parent_description(report, report_link=link))
+
+
+__all__ = [
+    "DESCRIPTION_MAX_CHARS",
+    "Report",
+    "build_report",
+    "log_report",
+    "parent_description",
+]
