@@ -3,7 +3,7 @@
 Each area registers its own commands from ``harness/<area>/cli.py`` (a ``register``
 function), so this file only assembles them and maps bad input to exit code 2:
 
-    harness zoo | data ... | train | run | submit | report | ui | bench ...
+    harness zoo | data ... | train | run | submit | report | scorecard | ui | bench ...
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ _COMMAND_MODULES = (
     "harness.datasets.cli",
     "harness.training.cli",
     "harness.studies.cli",
+    "harness.scorecard.cli",
 )
 
 for _module_name in _COMMAND_MODULES:

@@ -21,6 +21,7 @@ FACES = {
     "harness.models": "api/models",
     "harness.analysis": "api/analysis",
     "harness.report": "api/report",
+    "harness.scorecard": "api/scorecard",
     "harness.studies": "api/studies",
 }
 

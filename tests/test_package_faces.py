@@ -22,6 +22,7 @@ FACES = (
     "harness.studies",
     "harness.analysis",
     "harness.report",
+    "harness.scorecard",
 )
 HEAVY = ("numpy", "pydantic", "torch", "lightning", "polars", "scipy", "statsmodels", "mlflow", "ray")
 

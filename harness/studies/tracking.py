@@ -425,6 +425,10 @@ class StudyRecorder:
             }
             if values:
                 client.log_metrics(run_id, values, step=step)
+            if "num_parameters" in values:  # the count as built, a param too: MLflow plots against params
+                held = self._param_keys.get(trial_id, set())
+                count = {"num_parameters": int(values["num_parameters"])}
+                self._param_keys[trial_id] = self._complete_params(run_id, held, count)
             for f in files:
                 client.log_artifact(run_id, f)
             all_tags = {**(tags or {}), "status": status}
@@ -487,7 +491,7 @@ class MlflowStudyCallback(Callback):
             tid,
             study=self.study,
             tags=spec.tags(),
-            params=spec.config.model_dump(),
+            params=spec.config.run_params(),
             datasets=[spec.config.dataset],
             data_dir=spec.config.data_dir,
         )

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
 from harness.models.sizes import ModelSize, custom_size, get_size, shape_name
+from harness.models.variants import MOPE_POSITIONS, VARIANTS, Variant, get_variant, make_variant
 
 
 class MayChangeOnResume:
@@ -157,3 +158,41 @@ class TrainConfig(BaseModel):
     @property
     def is_inline_variant(self) -> bool:
         return any(v is not None for v in (self.position, self.gate, self.scoring))
+
+    def variant_spec(self) -> Variant:
+        """The :class:`harness.models.Variant` this config names.
+
+        A registry name, or an inline combination when ``position``/``gate``/``scoring`` is
+        set: the slots not given are taken from the registry variant of the same name if there
+        is one, else default to sinusoidal / no gate / dot. Raises :class:`InputError`.
+        """
+        if not self.is_inline_variant:
+            return get_variant(self.variant)
+        base = VARIANTS.get(self.variant)
+        return make_variant(
+            self.variant,
+            position=self.position or (base.position if base else "sinusoidal"),
+            gate=self.gate or (base.gate if base else "none"),
+            scoring=self.scoring or (base.scoring if base else "dot"),
+            **(dict(base.options) if base else {}),
+        )
+
+    def run_params(self) -> dict[str, Any]:
+        """The MLflow params of a run: every setting as the run uses it, so that MLflow can
+        compare and plot runs without the harness. The config's fields, with what it leaves
+        unset resolved: the variant's slots (``position``, ``gate``, ``scoring``) and options
+        (``output_gate``; ``mope_init`` with a MOPE position, ``lags`` with lagged scoring), the
+        shape (``n_layer``, ``n_head``, ``d_model``) and the dropout on attention weights
+        (``attention_dropout``: the residual ``dropout`` when unset)."""
+        variant = self.variant_spec()
+        return {
+            **self.model_dump(),
+            **self.model_size().config_fields(),  # its "size" entry is config.size: same value, same place
+            "position": variant.position,
+            "gate": variant.gate,
+            "scoring": variant.scoring,
+            "output_gate": variant.output_gate,
+            **({"mope_init": variant.mope_init} if variant.position in MOPE_POSITIONS else {}),
+            **({"lags": variant.lags} if variant.scoring == "lagged" else {}),
+            "attention_dropout": self.dropout if self.attention_dropout is None else self.attention_dropout,
+        }

@@ -39,7 +39,7 @@ from torch import Tensor
 from harness.errors import InputError
 from harness.mlflow_client import redact_uri
 from harness.models.transformer import CharTransformer, build_model
-from harness.models.variants import VARIANTS, Variant, get_variant, make_variant
+from harness.models.variants import Variant
 from harness.training.config import TrainConfig
 
 #: Format of the ``harness`` entry of a checkpoint (bump on incompatible changes).
@@ -85,22 +85,8 @@ def reseed_dropout(seed: int, step: int, device: torch.device) -> None:
 
 
 def resolve_variant(config: TrainConfig) -> Variant:
-    """The :class:`harness.models.Variant` a config names.
-
-    A registry name, or an inline combination when ``position``/``gate``/``scoring`` is
-    set: the slots not given are taken from the registry variant of the same name if there
-    is one, else default to sinusoidal / no gate / dot. Raises :class:`InputError`.
-    """
-    if not config.is_inline_variant:
-        return get_variant(config.variant)
-    base = VARIANTS.get(config.variant)
-    return make_variant(
-        config.variant,
-        position=config.position or (base.position if base else "sinusoidal"),
-        gate=config.gate or (base.gate if base else "none"),
-        scoring=config.scoring or (base.scoring if base else "dot"),
-        **(dict(base.options) if base else {}),
-    )
+    """The :class:`harness.models.Variant` a config names (:meth:`TrainConfig.variant_spec`)."""
+    return config.variant_spec()
 
 
 def build_char_model(config: TrainConfig, vocab_size: int) -> CharTransformer:

@@ -261,10 +261,8 @@ def run_name(config: TrainConfig) -> str:
 
 
 def run_params(config: TrainConfig) -> dict[str, Any]:
-    """The MLflow params of a run: its config, with the shape it trains filled in (a preset
-    leaves n_layer, n_head and d_model unset in the config; the params always carry them)."""
-    # config.model_size().name is config.size: the "size" entry keeps its value and place
-    return {**config.model_dump(), **config.model_size().config_fields()}
+    """The MLflow params of a run: every setting as used (:meth:`TrainConfig.run_params`)."""
+    return config.run_params()
 
 
 def run_tags(config: TrainConfig, variant: Any) -> dict[str, str]:

@@ -1,0 +1,30 @@
+"""The papers' claims as data, and the scorecard that says which hold, where.
+
+``claims.yaml`` (shipped with the package, loaded by :func:`load_claims`) holds one entry per
+claim of either paper; :func:`scorecard_table` matches each claim to every cell of the
+studies read that can measure it and reads the report's own intervals against the paper's
+number (:mod:`harness.scorecard.verdicts`). ``harness scorecard`` writes the table, an HTML
+page and a markdown table, and logs them to MLflow.
+
+Layer: above :mod:`harness.analysis` and :mod:`harness.report`, below :mod:`harness.studies`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.lazy_exports import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "claims": ["CORE_IDS", "Claim", "ClaimSet", "Measure", "Setting", "load_claims", "parse_claims"],
+        "verdicts": ["CLAIM_KINDS", "KIND_MEANINGS", "TREND_KINDS", "ClaimVerdict", "Intervals"],
+        "compute": ["SCORECARD_COLUMNS", "StudyResults", "scorecard_table"],
+    },
+)
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from harness.scorecard.claims import CORE_IDS, Claim, ClaimSet, Measure, Setting, load_claims, parse_claims
+    from harness.scorecard.compute import SCORECARD_COLUMNS, StudyResults, scorecard_table
+    from harness.scorecard.verdicts import CLAIM_KINDS, KIND_MEANINGS, TREND_KINDS, ClaimVerdict, Intervals

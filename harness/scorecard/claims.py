@@ -1,0 +1,295 @@
+"""The papers' claims as data: ``claims.yaml`` (shipped with the package) and its typed form.
+
+A :class:`Claim` is one statement of one paper: a stable ``id``, the paper, the section, the
+statement in one sentence, the paper's number (``paper_value``) and direction (``sign``), the
+paper's setting (corpus, size, context, steps, one seed) and one or more :class:`Measure`:
+the readings of the claim the harness can measure, each naming the variants it compares and
+the study in ``studies/`` that measures it at the paper's setting. The six core ids
+(:data:`CORE_IDS`) are fixed; a claim both papers make with different numbers has one entry
+per paper, its id starting with the core id (``ega-gain-ega-paper``, ``ega-gain-mope-paper``).
+
+Nothing here computes: :mod:`harness.scorecard.compute` matches claims to results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from harness.errors import InputError
+from harness.models.variants import VARIANTS
+
+#: The ids other tools may rely on; each is a claim id or the prefix of one or more.
+CORE_IDS: tuple[str, ...] = ("superadditivity", "ega-gain", "mope-gain", "ega-mope-gain", "tau-035", "open-fraction-36")
+
+#: What measures a claim (see ``claims.yaml``'s header).
+MeasureKind = Literal["contrast", "interaction", "level", "tail", "parameters", "clusters"]
+MEASURE_KINDS: tuple[str, ...] = get_args(MeasureKind)
+#: The paper's direction: "+"/"-" a gain of that sign, "0" no difference, "±" a difference of
+#: either sign, "<" an upper bound, "=" an exact count.
+Sign = Literal["+", "-", "0", "±", "<", "="]
+SIGNS: tuple[str, ...] = get_args(Sign)
+#: Factors a claim's trend can be read against (results-table columns).
+TREND_FACTORS: tuple[str, ...] = ("params", "context_length")
+
+_VARIANT_FIELDS: dict[str, tuple[str, ...]] = {
+    "contrast": ("treatment", "control"),
+    "interaction": ("base", "a", "b", "ab"),
+    "parameters": ("treatment", "control"),
+    "level": (),
+    "tail": (),
+    "clusters": (),
+}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Where a paper measured a claim: corpus, model size, context length, steps, seeds."""
+
+    dataset: str
+    size: str
+    context_length: int
+    steps: int
+    seeds: int = 1
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One reading of a claim: the variants compared and the study that measures them.
+
+    ``contrast`` and ``parameters``: ``treatment`` against ``control`` (``base``, for
+    parameters, is the model the overhead is a fraction of; default ``control``).
+    ``interaction``: the 2x2 factorial ``base, a, b, ab``. ``level``, ``tail`` and
+    ``clusters``: the runs of ``variants``."""
+
+    reading: str
+    study: str
+    treatment: str | None = None
+    control: str | None = None
+    base: str | None = None
+    a: str | None = None
+    b: str | None = None
+    ab: str | None = None
+    variants: tuple[str, ...] = ()
+
+    def names(self) -> tuple[str, ...]:
+        """Every variant this measure needs in a cell."""
+        found = [self.treatment, self.control, self.base, self.a, self.b, self.ab, *self.variants]
+        return tuple(dict.fromkeys(v for v in found if v))
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of one paper (see the module docstring)."""
+
+    id: str
+    paper: str
+    section: str
+    claim: str
+    kind: MeasureKind
+    sign: Sign
+    setting: Setting
+    measures: tuple[Measure, ...]
+    paper_value: float | None = None
+    metric: str = "val_loss"
+    band: float | None = None
+    start: float | str | None = None
+    datasets: tuple[str, ...] = ()
+    trend: str | None = None
+
+    @property
+    def core_id(self) -> str | None:
+        """The core id this claim belongs to (its id or the prefix of it), else None."""
+        return next((c for c in CORE_IDS if self.id == c or self.id.startswith(f"{c}-")), None)
+
+    def applies_to(self, dataset: Any) -> bool:
+        """Whether a cell on ``dataset`` measures this claim (its corpora; all when none listed)."""
+        return not self.datasets or dataset in self.datasets
+
+
+@dataclass(frozen=True)
+class ClaimSet:
+    """Every claim, the papers' names, and the defaults (smallest effect, throughput margin)."""
+
+    claims: tuple[Claim, ...]
+    papers: Mapping[str, str]
+    smallest_effect: float
+    throughput_margin: float
+    paper_setting: Setting
+    source: str = ""
+
+    def __iter__(self):
+        return iter(self.claims)
+
+    def __len__(self) -> int:
+        return len(self.claims)
+
+    def get(self, claim_id: str) -> Claim:
+        for claim in self.claims:
+            if claim.id == claim_id:
+                return claim
+        raise InputError(f"no claim {claim_id!r}; claims: {', '.join(c.id for c in self.claims)}")
+
+    def studies(self) -> tuple[str, ...]:
+        """Every study a claim names, in order."""
+        return tuple(dict.fromkeys(m.study for c in self.claims for m in c.measures))
+
+
+# ----------------------------------------------------------------------------- parsing
+def _require(entry: Mapping[str, Any], key: str, where: str) -> Any:
+    if key not in entry or entry[key] is None:
+        raise InputError(f"{where}: missing {key!r}")
+    return entry[key]
+
+
+def _unknown(entry: Mapping[str, Any], known: set[str], where: str) -> None:
+    extra = sorted(set(entry) - known)
+    if extra:
+        raise InputError(f"{where}: unknown key {extra[0]!r}; known: {', '.join(sorted(known))}")
+
+
+def _setting(entry: Mapping[str, Any], where: str) -> Setting:
+    _unknown(entry, {"dataset", "size", "context_length", "steps", "seeds"}, where)
+    try:
+        return Setting(
+            dataset=str(_require(entry, "dataset", where)),
+            size=str(_require(entry, "size", where)),
+            context_length=int(_require(entry, "context_length", where)),
+            steps=int(_require(entry, "steps", where)),
+            seeds=int(entry.get("seeds", 1)),
+        )
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{where}: {exc}") from exc
+
+
+def _measure(entry: Mapping[str, Any], kind: str, where: str) -> Measure:
+    known = {"reading", "study", "treatment", "control", "base", "a", "b", "ab", "variants"}
+    _unknown(entry, known, where)
+    measure = Measure(
+        reading=str(entry.get("reading", "A")),
+        study=str(_require(entry, "study", where)),
+        **{k: str(entry[k]) for k in ("treatment", "control", "base", "a", "b", "ab") if entry.get(k) is not None},
+        variants=tuple(str(v) for v in entry.get("variants") or ()),
+    )
+    for name in _VARIANT_FIELDS[kind]:
+        _require(entry, name, f"{where} ({kind})")
+    unknown = [v for v in measure.names() if v not in VARIANTS]
+    if unknown:
+        raise InputError(
+            f"{where}: variant {', '.join(map(repr, unknown))} is not in the model zoo; known: {', '.join(VARIANTS)}"
+        )
+    if kind in ("level", "tail", "clusters") and not measure.variants:
+        raise InputError(f"{where} ({kind}): missing 'variants' (the runs to read)")
+    return measure
+
+
+def _claim(entry: Mapping[str, Any], paper_setting: Setting, papers: Mapping[str, str], i: int) -> Claim:
+    where = f"claims[{i}]" + (f" ({entry['id']})" if isinstance(entry, Mapping) and "id" in entry else "")
+    if not isinstance(entry, Mapping):
+        raise InputError(f"{where}: expected a mapping, got {entry!r}")
+    known = {"id", "paper", "section", "claim", "kind", "sign", "setting", "measures", "paper_value"}
+    _unknown(entry, known | {"metric", "band", "start", "datasets", "trend"}, where)
+    kind = _require(entry, "kind", where)
+    if kind not in MEASURE_KINDS:
+        raise InputError(f"{where}: kind {kind!r} is not one of {', '.join(MEASURE_KINDS)}")
+    sign = str(_require(entry, "sign", where))
+    if sign not in SIGNS:
+        raise InputError(f"{where}: sign {sign!r} is not one of {', '.join(SIGNS)}")
+    paper = str(_require(entry, "paper", where))
+    if paper not in papers:
+        raise InputError(f"{where}: paper {paper!r} is not one of {', '.join(papers)}")
+    trend = entry.get("trend")
+    if trend is not None and trend not in TREND_FACTORS:
+        raise InputError(f"{where}: trend {trend!r} is not one of {', '.join(TREND_FACTORS)}")
+    value = entry.get("paper_value")
+    if value is None and sign in ("<", "="):
+        raise InputError(f"{where}: sign {sign!r} needs a paper_value")
+    setting = _setting(entry.get("setting") or {}, f"{where}.setting") if entry.get("setting") else paper_setting
+    measures = entry.get("measures") or []
+    if not measures:
+        raise InputError(f"{where}: no measures (which study measures this claim?)")
+    return Claim(
+        id=str(entry["id"]),
+        paper=paper,
+        section=str(_require(entry, "section", where)),
+        claim=str(_require(entry, "claim", where)),
+        kind=kind,
+        sign=sign,
+        setting=setting,
+        measures=tuple(_measure(m, kind, f"{where}.measures[{j}]") for j, m in enumerate(measures)),
+        paper_value=None if value is None else float(value),
+        metric=str(entry.get("metric", "val_loss")),
+        band=None if entry.get("band") is None else float(entry["band"]),
+        start=entry.get("start"),
+        datasets=tuple(str(d) for d in entry.get("datasets") or (setting.dataset,)),
+        trend=trend,
+    )
+
+
+def parse_claims(data: Mapping[str, Any], *, source: str = "<claims>") -> ClaimSet:
+    """A :class:`ClaimSet` from the parsed YAML; :class:`InputError` naming the entry and
+    field at fault (unknown keys, kinds, signs, papers; duplicate ids; a core id missing)."""
+    if not isinstance(data, Mapping):
+        raise InputError(f"{source}: expected a mapping with 'claims'")
+    defaults = data.get("defaults") or {}
+    papers = dict(data.get("papers") or {})
+    paper_setting = _setting(data.get("paper_setting") or {}, f"{source}: paper_setting")
+    claims = tuple(_claim(e, paper_setting, papers, i) for i, e in enumerate(data.get("claims") or []))
+    seen: set[str] = set()
+    for claim in claims:
+        if claim.id in seen:
+            raise InputError(f"{source}: claim id {claim.id!r} appears twice")
+        seen.add(claim.id)
+    missing = [c for c in CORE_IDS if not any(cl.id == c or cl.id.startswith(f"{c}-") for cl in claims)]
+    if missing:
+        raise InputError(f"{source}: no claim for the core id(s) {', '.join(missing)}")
+    return ClaimSet(
+        claims=claims,
+        papers=papers,
+        smallest_effect=float(defaults.get("smallest_effect", 0.02)),
+        throughput_margin=float(defaults.get("throughput_margin", 0.05)),
+        paper_setting=paper_setting,
+        source=source,
+    )
+
+
+def load_claims(path: str | Path | None = None) -> ClaimSet:
+    """The claims of ``path``, else those shipped with the package (``claims.yaml``)."""
+    import yaml
+
+    if path is None:
+        return _packaged_claims()
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read the claims file {path}: {exc}") from exc
+    return parse_claims(yaml.safe_load(text), source=str(path))
+
+
+@lru_cache(maxsize=1)
+def _packaged_claims() -> ClaimSet:
+    import yaml
+
+    text = resources.files("harness.scorecard").joinpath("claims.yaml").read_text(encoding="utf-8")
+    return parse_claims(yaml.safe_load(text), source="harness/scorecard/claims.yaml")
+
+
+__all__ = [
+    "CORE_IDS",
+    "MEASURE_KINDS",
+    "SIGNS",
+    "TREND_FACTORS",
+    "Claim",
+    "ClaimSet",
+    "Measure",
+    "MeasureKind",
+    "Setting",
+    "Sign",
+    "load_claims",
+    "parse_claims",
+]

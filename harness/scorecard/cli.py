@@ -1,0 +1,237 @@
+"""``harness scorecard``: the papers' claims against finished studies, from MLflow or files.
+
+Imports nothing heavy at module level: polars, the statistics and MLflow load inside the command.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+DEFAULT_OUT = Path("reports") / "scorecard"
+FILES = ("scorecard.parquet", "scorecard.html", "scorecard.md")
+
+
+# ----------------------------------------------------------------------------- inputs
+def _settings(spec_text: str | None):
+    """The analysis settings of a study's spec text (the study's own parse, else its raw
+    ``analysis:`` block); the defaults without a spec."""
+    import yaml
+
+    from harness.analysis.results_types import AnalysisSettings
+    from harness.errors import InputError
+    from harness.studies.spec import parse_spec
+
+    if spec_text is None:
+        return AnalysisSettings()
+    try:
+        return AnalysisSettings.from_mapping(parse_spec(spec_text).analysis_settings())
+    except InputError:
+        raw = yaml.safe_load(spec_text) or {}
+        return AnalysisSettings.from_mapping(raw.get("analysis") if isinstance(raw, dict) else None)
+
+
+def _study_folder(path: Path) -> Path:
+    """The folder holding a study's ``results.parquet`` (``path`` a file, a study directory or
+    a ``<storage>/<study>`` folder whose latest run is taken)."""
+    from harness.studies.replay import find_study_dir
+
+    if path.is_file():
+        return path.parent
+    found = find_study_dir(path)
+    return Path(found) if found is not None and not str(found).startswith(("s3://", "gs://")) else path
+
+
+def studies_from_path(path: Path) -> list[Any]:
+    """The studies of ``--from PATH`` (a results.parquet holding several studies gives one each)."""
+    import polars as pl
+
+    from harness.analysis.results import require_columns, results_frame
+    from harness.errors import InputError
+    from harness.scorecard.compute import StudyResults
+
+    if not path.exists():
+        raise InputError(f"--from {path}: no such file or directory")
+    folder = _study_folder(path)
+    frame = results_frame(path if path.is_file() else folder)
+    require_columns(frame, ("variant", "seed"), f"results table {path}")
+    spec_file = folder / "spec.yaml"
+    spec_text = spec_file.read_text() if spec_file.is_file() else None
+    settings = _settings(spec_text)
+    names = sorted(set(frame.get_column("study").drop_nulls().to_list())) if "study" in frame.columns else []
+    if len(names) <= 1:
+        return [StudyResults(names[0] if names else folder.name, frame, settings, source=str(path))]
+    return [StudyResults(n, frame.filter(pl.col("study") == n), settings, source=str(path)) for n in names]
+
+
+def studies_from_mlflow(uri: str, names: list[str]) -> list[Any]:
+    """The named studies (every study when ``names`` is empty) from MLflow, with their parent
+    run ids, their specs' analysis settings and their learned MOPE widths."""
+    from harness.analysis.results import find_study_run, mlflow_results_frame, mope_sigma_frame
+    from harness.mlflow_client import TrackingClient
+    from harness.scorecard.compute import StudyResults
+
+    client = TrackingClient(uri)
+    names = names or all_study_names(client)
+    out = []
+    for name in names:
+        parent = find_study_run(uri, name)  # InputError naming the known studies
+        out.append(
+            StudyResults(
+                name,
+                mlflow_results_frame(uri, name),
+                _settings(_spec_text(client, parent.info.run_id)),
+                source=f"{uri} (run {parent.info.run_id})",
+                parent_run_id=parent.info.run_id,
+                sigmas=mope_sigma_frame(uri, name),
+            )
+        )
+    return out
+
+
+def all_study_names(client: Any) -> list[str]:
+    """Every study recorded in the store (tag ``harness.study`` of its parent runs)."""
+    experiments, token = [], None
+    while True:
+        page = client.search_experiments(page_token=token)
+        experiments += [e.experiment_id for e in page]
+        token = page.token
+        if not token:
+            break
+    names: set[str] = set()
+    token = None
+    while experiments:
+        page = client.search_runs(experiments, filter_string="tags.`harness.role` = 'study'", page_token=token)
+        names |= {r.data.tags.get("harness.study") for r in page if r.data.tags.get("harness.study")}
+        token = page.token
+        if not token:
+            break
+    return sorted(names)
+
+
+def _spec_text(client: Any, run_id: str) -> str | None:
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            return Path(client.download_artifacts(run_id, "spec.yaml", tmp)).read_text()
+    except Exception:  # noqa: BLE001 - no spec.yaml artifact: the default settings apply
+        return None
+
+
+# ----------------------------------------------------------------------------- outputs
+def write_outputs(out: Path, table: Any, document: Any) -> list[Path]:
+    """``scorecard.parquet``, ``scorecard.html`` and ``scorecard.md`` in ``out``, written
+    into a temporary folder beside it and moved in place at the end (no half-written folder)."""
+    from harness.report import render_html, render_markdown
+
+    out = out.expanduser()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        table.write_parquet(staging / "scorecard.parquet")
+        (staging / "scorecard.html").write_text(render_html(document, generated_by="harness scorecard"))
+        (staging / "scorecard.md").write_text(render_markdown(document))
+        if out.exists():
+            old = out.with_name(f".{out.name}-old")
+            shutil.rmtree(old, ignore_errors=True)
+            out.rename(old)
+            staging.rename(out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            staging.rename(out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [out / name for name in FILES]
+
+
+def _store_exists(uri: str) -> bool:
+    from harness.mlflow_client import sqlite_path
+
+    db = sqlite_path(uri) if uri.startswith("sqlite:") else None
+    return db is None or db.exists()
+
+
+# ----------------------------------------------------------------------------- command
+def scorecard(
+    from_paths: Annotated[
+        list[Path] | None,
+        typer.Option("--from", help="A finished study's directory or a results.parquet (repeat for several)."),
+    ] = None,
+    study: Annotated[
+        list[str] | None,
+        typer.Option("--study", help="A study recorded in MLflow (repeat for several; default: every study)."),
+    ] = None,
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(
+            "--tracking-uri",
+            help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else mlflow.db in the working directory).",
+        ),
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", help="Directory for scorecard.parquet/.html/.md.")] = DEFAULT_OUT,
+    experiment: Annotated[str, typer.Option("--experiment", help="MLflow experiment of the scorecard run.")] = (
+        "scorecard"
+    ),
+    log: Annotated[bool, typer.Option("--log/--no-log", help="Log the scorecard to MLflow.")] = True,
+    claims_file: Annotated[
+        Path | None, typer.Option("--claims", help="A claims file instead of the one shipped with the harness.")
+    ] = None,
+) -> None:
+    """Read finished studies, set each of the papers' claims against every cell that can
+    measure it, write the scorecard (parquet, HTML, markdown) and print it; log it to MLflow
+    as its own run, linked from each study it read."""
+    from harness.errors import InputError
+    from harness.mlflow_client import resolve_tracking_uri
+    from harness.report import render_markdown, render_terminal
+    from harness.scorecard.claims import load_claims
+    from harness.scorecard.compute import scorecard_table
+    from harness.scorecard.document import scorecard_document
+
+    uri = resolve_tracking_uri(tracking_uri)
+    claims = load_claims(claims_file)
+    inputs = [s for p in from_paths or [] for s in studies_from_path(p)]
+    if study or not from_paths:
+        if not _store_exists(uri):
+            raise InputError(
+                f"no MLflow database at {uri}: pass --tracking-uri, or --from a study directory / results.parquet"
+            )
+        inputs += studies_from_mlflow(uri, list(study or []))
+    if not inputs:
+        raise InputError(
+            f"no finished study in MLflow at {uri}: run one (harness run studies/smoke.yaml) or pass --from"
+        )
+    table = scorecard_table(inputs, claims)
+    document = scorecard_document(table, claims, [s.name for s in inputs])
+    files = write_outputs(out, table, document)
+    shown = [key for key in ("summary", "trends") if key in {s.key for s in document.sections}]
+    typer.echo(render_terminal(document, sections=shown))
+    typer.echo(f"Scorecard: {files[1]} ({len(table)} rows; {files[0].name}, {files[2].name} beside it)")
+    if not log:
+        return
+    if not _store_exists(uri):
+        typer.echo(f"(no MLflow store at {uri}: the scorecard was not logged; pass --tracking-uri to log it)")
+        return
+    _log(uri, experiment, render_markdown(document, sections=["summary"], max_chars=7000), files, inputs)
+
+
+def _log(uri: str, experiment: str, description: str, files: list[Path], inputs: list[Any]) -> None:
+    from harness.scorecard.tracking import link_studies, log_scorecard
+
+    read = {s.name: s.parent_run_id for s in inputs}
+    experiment_id, run_id = log_scorecard(
+        tracking_uri=uri, experiment=experiment, description=description, files=files, studies=read
+    )
+    parents = [p for p in read.values() if p]
+    linked = link_studies(uri, parents, experiment_id, run_id)
+    typer.echo(f"MLflow: scorecard run {run_id} (experiment {experiment!r}); linked from {linked} study run(s)")
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    """Add ``harness scorecard``."""
+    app.command("scorecard")(scorecard)
+
+
+__all__ = ["register", "scorecard", "studies_from_mlflow", "studies_from_path", "write_outputs"]

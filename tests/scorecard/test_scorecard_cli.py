@@ -1,0 +1,144 @@
+"""``harness scorecard`` on a real tiny study (nano, 10 steps, local Ray, MLflow on SQLite):
+a row for every claim, the files written, the run logged and linked; bad input exits 2
+naming it, with nothing half-written."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import harness_support
+import polars as pl
+import pytest
+
+from harness.cli import main
+from harness.mlflow_client import TrackingClient
+from harness.scorecard import load_claims
+
+FACTORIAL = ["baseline", "ega", "mope", "ega-mope"]
+
+
+def _run_cli(*args: str) -> int:
+    try:
+        main(list(args))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+@pytest.fixture(scope="module")
+def tiny_study(tmp_path_factory: pytest.TempPathFactory, shared_data_dir: Path, local_ray: None):
+    """The tiny study with the papers' 2x2 (nano, T=32, 10 steps, 2 seeds), run for real."""
+    from harness.studies.runner import run_study
+
+    root = tmp_path_factory.mktemp("scorecard-study")
+    spec = harness_support.write_spec(root / "tiny.yaml", variants=FACTORIAL, name="tiny-scorecard")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    outcome = run_study(
+        spec, tracking_uri=uri, storage_path=str(root / "results"), stream=io.StringIO(), live=False, report=False
+    )
+    assert outcome.status == "finished", outcome
+    return outcome, uri, root
+
+
+@pytest.mark.slow
+def test_a_finished_study_gives_a_row_for_every_claim(tiny_study, tmp_path: Path, capsys) -> None:
+    outcome, _, _ = tiny_study
+    out = tmp_path / "card"
+    assert _run_cli("scorecard", "--from", str(outcome.study_dir), "--out", str(out), "--no-log") == 0
+    printed = capsys.readouterr().out
+    table = pl.read_parquet(out / "scorecard.parquet")
+    claims = {c.id for c in load_claims()}
+    assert set(table.get_column("claim").to_list()) == claims
+    for claim in claims:
+        assert claim in printed
+    must = ["claim", "paper", "paper_value", "dataset", "size", "params", "context_length", "n_seeds", "estimate"]
+    assert set(must + ["ci_low", "ci_high", "verdict", "verdict_kind", "kind"]) <= set(table.columns)
+    measured = table.filter(pl.col("claim") == "superadditivity").filter(pl.col("reading") == "A").row(0, named=True)
+    assert measured["kind"] == "cell" and measured["n_seeds"] == 2 and measured["size"] == "nano"
+    assert measured["verdict_kind"] in ("inconclusive", "absent", "replicated", "smaller", "larger", "reversed")
+    assert measured["at_paper_setting"] is False and "2 seeds" in measured["verdict"]
+    assert (out / "scorecard.html").read_text().count("superadditivity") >= 1
+    assert "| claim |" in (out / "scorecard.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_scorecard_run_is_logged_and_linked_from_the_study(tiny_study, tmp_path: Path) -> None:
+    outcome, uri, _ = tiny_study
+    code = _run_cli("scorecard", "--study", "tiny-scorecard", "--tracking-uri", uri, "--out", str(tmp_path / "c"))
+    assert code == 0
+    client = TrackingClient(uri)
+    experiment = client.get_experiment_by_name("scorecard")
+    runs = client.search_runs([experiment.experiment_id], filter_string="tags.`harness.role` = 'scorecard'")
+    assert len(runs) == 1
+    run = runs[0]
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["harness.read.tiny-scorecard"] == outcome.parent_run_id
+    assert "superadditivity" in run.data.tags["mlflow.note.content"]
+    names = {f.path for f in client.list_artifacts(run.info.run_id)}
+    assert {"scorecard.html", "scorecard.parquet", "scorecard.md"} <= names
+    # read from MLflow, the learned MOPE widths are there: the cluster claim is measured
+    table = pl.read_parquet(tmp_path / "c" / "scorecard.parquet")
+    clusters = table.filter(pl.col("claim") == "mope-four-scales").row(0, named=True)
+    assert clusters["kind"] == "cell" and clusters["estimate"] >= 1 and "exact" in clusters["interval"]
+    parent = client.get_run(outcome.parent_run_id).data.tags
+    assert parent["harness.scorecard_run"] == run.info.run_id
+    assert parent["mlflow.note.content"].rstrip().endswith(f"runs/{run.info.run_id})")
+
+
+@pytest.mark.slow
+def test_every_trial_run_holds_its_resolved_params(tiny_study) -> None:
+    """MLflow can compare and plot across scale on its own: no trial param is an unset override."""
+    outcome, uri, _ = tiny_study
+    client = TrackingClient(uri)
+    runs = client.search_runs(
+        [outcome.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{outcome.parent_run_id}'"
+    )
+    assert len(runs) == 8
+    for run in runs:
+        params, tags = run.data.params, run.data.tags
+        assert {k: params[k] for k in ("position", "gate", "scoring")} == {
+            k: tags[k] for k in ("position", "gate", "scoring")
+        }
+        assert (params["n_layer"], params["n_head"], params["d_model"]) == ("2", "2", "64")
+        assert params["context_length"] == "32" and params["attention_dropout"] == "0.0"
+        assert int(params["num_parameters"]) == int(run.data.metrics["num_parameters"])
+        assert "None" not in {params[k] for k in ("position", "gate", "scoring", "n_layer", "n_head", "d_model")}
+    ega_mope = next(r for r in runs if r.data.tags["variant"] == "ega-mope").data.params
+    assert (ega_mope["position"], ega_mope["gate"]) == ("mope", "ega")
+
+
+def test_bad_input_exits_2_naming_it_and_writes_nothing(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "card"
+    not_a_study = tmp_path / "folder"
+    not_a_study.mkdir()
+    assert _run_cli("scorecard", "--from", str(not_a_study), "--out", str(out), "--no-log") == 2
+    assert "without results.parquet" in capsys.readouterr().err
+    assert _run_cli("scorecard", "--from", str(tmp_path / "missing"), "--out", str(out)) == 2
+    assert "no such file" in capsys.readouterr().err
+    # an unknown study in a store that exists: named, and no scorecard run created
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = TrackingClient(uri)
+    client.create_experiment("other")
+    assert _run_cli("scorecard", "--study", "nope", "--tracking-uri", uri, "--out", str(out)) == 2
+    assert "no study named 'nope'" in capsys.readouterr().err
+    assert client.get_experiment_by_name("scorecard") is None
+    # no store at all
+    assert _run_cli("scorecard", "--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}", "--out", str(out)) == 2
+    assert not out.exists() and not (tmp_path / "none.db").exists()
+    assert not list(tmp_path.glob(".card-*"))
+
+
+def test_a_results_parquet_of_two_studies_is_read_as_two(tmp_path: Path, capsys) -> None:
+    from scorecard_sim import simulated_study
+
+    one = simulated_study({"ega": 0.09, "mope": -0.03, "ega-mope": 0.12}, seeds=6).frame
+    two = one.with_columns(pl.lit("other").alias("study"), pl.lit(512).cast(pl.Int64).alias("context_length"))
+    path = tmp_path / "results.parquet"
+    pl.concat([one, two]).write_parquet(path)
+    assert _run_cli("scorecard", "--from", str(path), "--out", str(tmp_path / "card"), "--no-log") == 0
+    assert "against 2 studies (other, sim)" in capsys.readouterr().out
+    table = pl.read_parquet(tmp_path / "card" / "scorecard.parquet")
+    rows = table.filter((pl.col("claim") == "ega-gain-mope-paper") & (pl.col("kind") == "cell"))
+    assert sorted(rows.get_column("study").to_list()) == ["other", "sim"]
+    assert rows.filter(pl.col("study") == "sim").row(0, named=True)["at_paper_setting"] is True
