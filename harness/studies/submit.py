@@ -35,6 +35,7 @@ from ray.job_submission import JobStatus, JobSubmissionClient
 
 from harness.errors import InputError
 from harness.mlflow_client import TrackingClient, check_tracking_uri, redact_uri, resolve_tracking_uri
+from harness.studies.cluster import resolve_storage, shared_storage_declared
 from harness.studies.destinations import (
     RAY_JOB_TAG,
     refuse_local_destinations,
@@ -42,7 +43,6 @@ from harness.studies.destinations import (
     tracking_local_path,
 )
 from harness.studies.ray_auth import enable_token_auth_if_available
-from harness.studies.runner import resolve_storage, shared_storage_declared
 from harness.studies.spec import StudySpec, load_spec
 from harness.studies.storage import check_storage
 from harness.studies.tracking import run_ui_url

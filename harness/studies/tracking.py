@@ -58,7 +58,7 @@ from harness.mlflow_client import (
     resolve_tracking_uri,
 )
 from harness.studies.progress import trial_error_summary
-from harness.studies.runner import results_table
+from harness.studies.results_table import results_table
 from harness.studies.trainable import FINAL_ARTIFACTS
 from harness.training.description import NOTE_TAG, trial_description
 
