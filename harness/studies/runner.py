@@ -105,10 +105,7 @@ class StudyOutcome:
     wall_time_s: float = 0.0
 
 
-# -- where things go ------------------------------------------------------------------------
-
-
-# -- Ray --------------------------------------------------------------------------------------
+# -- checks before the study starts --------------------------------------------------------
 
 
 #: Test-only fault injection: ``HARNESS_FAULT_NAN_TRIALS=<trial id>[@step],...`` makes the
@@ -143,10 +140,7 @@ def prepare_corpora(spec: StudySpec) -> None:
         load(name, data_dir=data_dir)
 
 
-# -- describing the plan --------------------------------------------------------------------
-
-
-# -- the results table ------------------------------------------------------------------------
+# -- per-window losses and MOPE scales of the finished trials ------------------------------
 
 
 def _window_losses(trials: Sequence[Trial], checkpoints: dict[str, Any]) -> Any:
