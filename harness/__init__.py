@@ -12,8 +12,9 @@ imports no heavy library. The parts live in sub-packages found by folder name:
 - :mod:`harness.studies`   study specs, grid expansion, the Ray Tune runner, MLflow logging
 
 Layers, low to high. A module imports from its own layer or from a lower one, never from a
-higher one (not even inside a function or under ``TYPE_CHECKING``), and no modules import
-each other in a circle; tests/test_layers.py reads this list and checks both.
+higher one (not even inside a function or under ``TYPE_CHECKING``); packages that share a
+layer do not import each other; and no modules import each other in a circle.
+tests/test_layers.py reads this list and checks all three.
 
 1. base: the top-level modules (``harness.errors``, ``harness.lazy_exports``,
    ``harness.results_schema``, ``harness.mlflow_client``, ...)

@@ -161,6 +161,20 @@ def upward_imports(graph: Mapping[str, Mapping[str, int]], layers: list[list[str
     ]
 
 
+def cross_imports(graph: Mapping[str, Mapping[str, int]], layers: list[list[str]]) -> list[str]:
+    """``"<module>:<line> imports <module>"`` for every import between two packages listed on
+    the same layer (the base layer's top-level modules excepted: they are not packages)."""
+    found = []
+    for names in layers[1:-1]:
+        for module, edges in sorted(graph.items()):
+            home = next((n for n in names if module == n or module.startswith(n + ".")), None)
+            for target, line in sorted(edges.items()):
+                other = next((n for n in names if target == n or target.startswith(n + ".")), None)
+                if home and other and home != other:
+                    found.append(f"{module}:{line} imports {target}")
+    return found
+
+
 def test_the_layer_list_is_read_from_the_package_docstring() -> None:
     layers = layer_list()
     assert layers[0][:2] == ["harness.errors", "harness.lazy_exports"]
@@ -179,6 +193,11 @@ def test_every_module_has_a_layer() -> None:
 def test_no_import_runs_up_a_layer() -> None:
     found = upward_imports(import_graph(), layer_list())
     assert not found, "imports that run up a layer (move the code down, or the caller up):\n" + "\n".join(found)
+
+
+def test_packages_of_one_layer_do_not_import_each_other() -> None:
+    found = cross_imports(import_graph(), layer_list())
+    assert not found, "imports between packages of one layer (move the shared part down a layer):\n" + "\n".join(found)
 
 
 def test_no_modules_import_each_other_in_a_circle() -> None:
@@ -228,6 +247,11 @@ def test_the_check_sees_imports_in_functions_and_type_checking_blocks(tmp_path: 
     assert graph["harness.studies.run"] == {"harness.models.core": 1, "harness.errors": 2}
     assert upward_imports(graph, LAYERS) == ["harness.models.core:2 imports harness.studies.run (layer 3 > 2)"]
     assert cycles(graph) == [frozenset({"harness.models.core", "harness.studies.run"})]
+    side_by_side = [["harness.errors"], ["harness.models", "harness.studies"], ["harness.cli"]]
+    assert cross_imports(graph, side_by_side) == [
+        "harness.models.core:2 imports harness.studies.run",
+        "harness.studies.run:1 imports harness.models.core",
+    ]
 
 
 def test_a_module_named_cli_is_on_top_and_a_missing_layer_is_empty() -> None:
