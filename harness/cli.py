@@ -31,7 +31,6 @@ _COMMAND_MODULES = (
     "harness.datasets.cli",
     "harness.training.cli",
     "harness.studies.cli",
-    "harness.analysis.cli",
     "harness.scorecard.cli",
 )
 

@@ -9,7 +9,6 @@ uses: a table with ``variant``, ``seed`` and ``val_loss`` is enough for a contra
 from __future__ import annotations
 
 import math
-import os
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -50,7 +49,7 @@ def require_table(df: Any, what: str = "results table") -> pl.DataFrame:
     if not isinstance(df, pl.DataFrame):
         try:  # a pandas frame or a dict of columns
             df = pl.DataFrame(df)
-        except Exception as exc:  # noqa: BLE001 - anything unconvertible is bad input
+        except Exception as exc:  # anything unconvertible is bad input
             raise InputError(f"{what}: expected a polars DataFrame, got {type(df).__name__}") from exc
     if df.height == 0:
         raise InputError(f"{what} is empty: no trials to analyse (did the study run? is the filter right?)")
@@ -177,7 +176,7 @@ def results_frame(source: Any, study: str | None = None, *, tracking_uri: str | 
         raise InputError(f"results source {text!r} is neither a parquet file nor a study directory{hint}")
     try:
         df = pl.read_parquet(path)
-    except Exception as exc:  # noqa: BLE001 - corrupt or non-parquet file is bad input
+    except Exception as exc:  # corrupt or non-parquet file is bad input
         raise InputError(f"cannot read {path} as parquet: {exc}") from exc
     df = normalise(df)
     if study is not None and "study" in df.columns:
@@ -321,7 +320,7 @@ def mlflow_results_frame(tracking_uri: str, study: str) -> pl.DataFrame:
                 return results_frame(path, study=None)
         except InputError:
             raise
-        except Exception as exc:  # noqa: BLE001 - no artifact: say what is missing
+        except Exception as exc:  # no artifact: say what is missing
             raise InputError(
                 f"study {study!r} (run {parent.info.run_id}) has no trial runs and no results.parquet artifact"
             ) from exc
@@ -410,9 +409,3 @@ def mope_sigma_frame(tracking_uri: str, study: str) -> pl.DataFrame | None:
                     }
                 )
     return normalise(pl.DataFrame(rows)) if rows else None
-
-
-def tracking_uri_or_default(tracking_uri: str | None) -> str:
-    """``tracking_uri``, else ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db``
-    (MLflow's own default: the file store is refused by MLflow 3)."""
-    return tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"

@@ -22,18 +22,22 @@ __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
         "cards": ["REGISTRY", "Archive", "DataFile", "DatasetCard", "SplitRule", "get_card"],
-        "corpus": ["Corpus", "load", "load_card", "ptb_char_compact"],
+        "corpus": ["load", "load_card", "ptb_char_compact"],
         "fetch": ["ChecksumMismatch", "FileCheck", "Located", "cache_root", "fetch", "locate"],
         "sampling": ["eval_window_starts", "sample_train_batch", "window_batch"],
-        "stats": ["FUNCTION_WORDS", "CorpusStats", "corpus_stats", "corpus_stats_for"],
+        "stats": ["CorpusStats", "corpus_stats", "corpus_stats_for"],
+        "token_cache": ["Corpus"],
+        "words": ["FUNCTION_WORDS"],
         "synthetic": ["SalienceParams", "SalienceText", "generate_salience_text", "make_salience_corpus"],
     },
 )
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from harness.datasets.cards import REGISTRY, Archive, DataFile, DatasetCard, SplitRule, get_card
-    from harness.datasets.corpus import Corpus, load, load_card, ptb_char_compact
+    from harness.datasets.corpus import load, load_card, ptb_char_compact
     from harness.datasets.fetch import ChecksumMismatch, FileCheck, Located, cache_root, fetch, locate
     from harness.datasets.sampling import eval_window_starts, sample_train_batch, window_batch
-    from harness.datasets.stats import FUNCTION_WORDS, CorpusStats, corpus_stats, corpus_stats_for
+    from harness.datasets.stats import CorpusStats, corpus_stats, corpus_stats_for
     from harness.datasets.synthetic import SalienceParams, SalienceText, generate_salience_text, make_salience_corpus
+    from harness.datasets.token_cache import Corpus
+    from harness.datasets.words import FUNCTION_WORDS

@@ -9,7 +9,7 @@ The generator:
   of consonant + vowel [+ consonant], 3-11 letters), drawn uniformly at random for every
   content slot: ~log2(n_content_words) bits per word, hard to predict;
 - a *function vocabulary* of the ``n_function_words`` most frequent English function
-  words (:data:`~harness.datasets.stats.TEMPLATE_FUNCTION_WORDS`);
+  words (:data:`~harness.datasets.words.TEMPLATE_FUNCTION_WORDS`);
 - ``n_templates`` sentence templates fixed by the seed: template t has 4-9 slots, each a
   content slot with probability q_t = t / (n_templates - 1) or else a *fixed* function
   word (so the function words are predictable from the template), with an occasional
@@ -24,7 +24,7 @@ The generator:
 Ground truth: a boolean per character, True on the letters of content words, so the
 realised content fraction ``mask.sum() / letters`` is the quantity
 :func:`~harness.datasets.stats.corpus_stats` calls ``content_letter_fraction`` (content
-words never collide with :data:`~harness.datasets.stats.FUNCTION_WORDS`, so both agree).
+words never collide with :data:`~harness.datasets.words.FUNCTION_WORDS`, so both agree).
 
 Studies choose p through the dataset name, which is all a ``TrainConfig`` carries:
 ``dataset: "synthetic-salience:p=0.2"`` (also ``seed``, ``n_chars``, ``n_content_words``,
@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.datasets.corpus import Corpus, cache_key, corpus_from_cache, read_cache_dir, write_cache_dir
 from harness.datasets.fetch import cache_root
-from harness.datasets.stats import FUNCTION_WORDS, TEMPLATE_FUNCTION_WORDS
+from harness.datasets.token_cache import Corpus, cache_key, corpus_from_cache, read_cache_dir, write_cache_dir
+from harness.datasets.words import FUNCTION_WORDS, TEMPLATE_FUNCTION_WORDS
 from harness.errors import InputError
 
 NAME = "synthetic-salience"
@@ -271,7 +271,7 @@ def make_salience_corpus(
     n_templates: int = 16,
     cache_dir: str | os.PathLike[str] | None = None,
 ) -> Corpus:
-    """The synthetic-salience :class:`~harness.datasets.corpus.Corpus`: 90 % / 5 % / 5 %
+    """The synthetic-salience :class:`~harness.datasets.token_cache.Corpus`: 90 % / 5 % / 5 %
     of the generated characters as train / val / test, with ``content_mask`` per split.
     Generated once per parameter setting and cached (memory-mapped) like real corpora."""
 

@@ -8,9 +8,10 @@ client's shell therefore falls back to ``sqlite:///mlflow.db`` and ``./results``
 that copy*: it succeeds, and its record is lost. Two checks, one on each side of a job:
 
 - :func:`refuse_ephemeral_destinations` (the driver: ``harness run`` as a job's entrypoint)
-  refuses a tracking URI or storage path that resolves inside the job's temporary working
-  directory or Ray's session directory (in a working directory that persists: the defaults
-  and relative paths), before anything starts;
+  applies one rule before anything starts: inside a job, the tracking URI and the storage
+  path must each be remote, or an absolute path that was asked for (not the working
+  directory's default) and lies outside Ray's session directory, which holds the job's
+  temporary copy of the working directory;
 - :func:`refuse_local_destinations` (the client: ``harness submit``) refuses a local SQLite
   URI or a local storage path when the dashboard is not on this machine, since the driver
   would write them on the cluster's head, not here.
@@ -33,6 +34,9 @@ from harness.mlflow_client import redact_uri, sqlite_path
 #: Set by Ray's job supervisor for a job's entrypoint (Ray 2.60): the job's runtime_env and
 #: metadata, whose ``job_submission_id`` is the job id.
 RAY_JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+#: The tag of a study's MLflow parent run that names the Ray job whose driver started or last
+#: continued it (``harness submit`` finds the run by it).
+RAY_JOB_TAG = "harness.ray_job"
 #: The folder of a Ray session that holds working-directory copies and other runtime envs.
 RAY_RUNTIME_RESOURCES = "runtime_resources"
 
@@ -87,7 +91,7 @@ class JobDriver:
     ``working_dir`` is where relative paths resolve; ``ray_copy`` says whether it is Ray's
     temporary copy of the submitted working directory (under ``session_dir``)."""
 
-    job_id: str | None
+    job_id: str | None  # None when Ray's job config is absent or unreadable
     working_dir: Path
     ray_copy: bool
     session_dir: Path | None
@@ -117,10 +121,9 @@ def job_driver(environ: Mapping[str, str] | None = None, cwd: Path | None = None
             job_id = json.loads(raw).get("metadata", {}).get("job_submission_id")
         except (ValueError, AttributeError):
             job_id = None
-        job_id = job_id or "(id unknown)"
     parts = cwd.parts
     ray_copy = RAY_RUNTIME_RESOURCES in parts
-    if not ray_copy and job_id is None:
+    if not ray_copy and not raw:
         return None
     session_dir = Path(*parts[: parts.index(RAY_RUNTIME_RESOURCES)]) if ray_copy else None
     return JobDriver(job_id=job_id, working_dir=cwd, ray_copy=ray_copy, session_dir=session_dir)
@@ -151,22 +154,19 @@ def _is_relative(destination: str) -> bool:
 
 
 def _lost(path: Path, default: Path, destination: str, driver: JobDriver) -> bool:
-    """Whether a job's driver writing to ``path`` loses the record or hides it: anything in
-    Ray's temporary copy of the working directory or in Ray's session directory; in a
-    working directory that persists (a job without ``working_dir`` runs in the head's Ray
-    directory), what was only implied -- the default, or a path written relative to it."""
-    if driver.ray_copy:
-        return _inside(path, driver.working_dir) or _inside(path, driver.session_dir)
-    return path == default or (_is_relative(destination) and _inside(path, driver.working_dir))
+    """The rule for a destination inside a Ray job: it must be remote, or written as an
+    absolute path that is not the working directory's default and lies outside Ray's session
+    directory (where Ray keeps the job's temporary copy of the working directory, deleted
+    with the session). Whether ``destination`` (resolved: ``path``) breaks it."""
+    return _is_relative(destination) or path == default or _inside(path, driver.session_dir)
 
 
 def refuse_ephemeral_destinations(*, tracking_uri: str, storage: str, driver: JobDriver | None = None) -> None:
-    """As a Ray job's driver, refuse a tracking URI or storage path that resolves inside the
-    job's temporary working directory or Ray's session directory (a relative SQLite path,
-    the default ``sqlite:///mlflow.db``, ``./results``, ``./mlruns``) -- or, in a working
-    directory that persists, the defaults and relative paths, which name a folder of the
-    head that the submitter never chose: :class:`InputError` naming ``--tracking-uri`` /
-    ``--storage-path``. Outside a job, nothing is checked.
+    """As a Ray job's driver, refuse a tracking URI or storage path that breaks the rule of
+    :func:`_lost` (a relative path such as ``sqlite:///mlflow.db``, ``./results`` or
+    ``./mlruns``; the working directory's default, a folder of the head that the submitter
+    never chose; anything in Ray's session directory, deleted with it): :class:`InputError`
+    naming ``--tracking-uri`` / ``--storage-path``. Outside a job, nothing is checked.
 
     ``driver`` defaults to :func:`job_driver` of this process."""
     driver = driver if driver is not None else job_driver()

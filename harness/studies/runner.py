@@ -24,14 +24,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import os
-import socket
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO
@@ -43,20 +40,25 @@ import pyarrow.fs
 from harness.datasets import load
 from harness.errors import InputError
 from harness.mlflow_client import check_tracking_uri, harness_git_commit, redact_uri, resolve_tracking_uri
-from harness.results_schema import RESULT_SCHEMA, TrialStatus, head_taus
-from harness.studies.cost import CostEstimate, estimate
-from harness.studies.destinations import is_uri, refuse_ephemeral_destinations
+from harness.studies.cluster import (
+    RayConnection,
+    check_cluster,
+    check_local_gpus,
+    ray_session,
+    resolve_address,
+    resolve_storage,
+)
+from harness.studies.destinations import RAY_JOB_TAG, is_uri, job_driver, refuse_ephemeral_destinations
+from harness.studies.dry_run import describe_grid, describe_resources, dry_run_text
 from harness.studies.grid import Trial, expand_grid
-from harness.studies.ray_auth import enable_token_auth_if_available
+from harness.studies.plan import CollectedOutcomes, StudyLayout, StudyPlan
+from harness.studies.results_table import results_table, trial_status
 from harness.studies.sequential import (
     DECISIONS_FILE,
     DecisionLog,
     SequentialDesign,
-    describe_seeds,
     design_changed,
-    scheduled_trials,
     summary_from_log,
-    trial_range,
     trials_scheduled,
 )
 from harness.studies.spec import StudySpec, load_spec, read_spec_text
@@ -68,13 +70,9 @@ from harness.studies.storage import (
     storage_filesystem,
     write_bytes,
 )
-from harness.studies.trainable import run_trial
-from harness.studies.tune_state import repair_stale_checkpoints, replace_restored_callbacks
+from harness.studies.tune_launch import fit_with_progress, launch_tune, open_recorder
 
 if TYPE_CHECKING:  # the lazy imports below, for the annotations
-    from ray import tune
-
-    from harness.studies.progress import StudyProgress
     from harness.studies.tracking import StudyRecorder
 
 # Imports that stay inside the phases that use them, for a measured start-up cost: Ray
@@ -83,9 +81,6 @@ if TYPE_CHECKING:  # the lazy imports below, for the annotations
 # 1.5-3 s). A bad spec, a bad destination and ``--dry-run`` answer without paying for them
 # (``harness run studies/smoke.yaml --dry-run``: 2.6 s, against 7.3 s with the recorder
 # imported first; medians of 5 on the shared 2-CPU machine).
-
-DEFAULT_STORAGE = "results"
-
 
 #: How a study run ended: every trial ended (finished), it stopped early (interrupted:
 #: ``--resume`` continues it), or nothing was started (dry_run).
@@ -110,187 +105,7 @@ class StudyOutcome:
     wall_time_s: float = 0.0
 
 
-# -- where things go ------------------------------------------------------------------------
-
-
-def resolve_storage(flag: str | None, spec: StudySpec) -> str:
-    """``--storage-path`` > spec ``storage_path`` > ``$HARNESS_STORAGE_PATH`` > ``./results``;
-    local paths made absolute (Tune requires it)."""
-    raw = flag or spec.storage_path or os.environ.get("HARNESS_STORAGE_PATH") or DEFAULT_STORAGE
-    if is_uri(raw):
-        return raw.rstrip("/")
-    if raw.startswith("file://"):
-        raw = raw[len("file://") :]
-    return str(Path(raw).expanduser().resolve())
-
-
-def resolve_address(flag: str | None) -> str | None:
-    """``--address`` > ``$RAY_ADDRESS`` > None (an embedded local Ray)."""
-    return flag or os.environ.get("RAY_ADDRESS") or None
-
-
-def shared_storage_declared(spec: StudySpec) -> bool:
-    return spec.storage_shared or os.environ.get("HARNESS_SHARED_STORAGE", "").lower() in ("1", "true", "yes")
-
-
-# -- Ray --------------------------------------------------------------------------------------
-
-
-@dataclass
-class RayConnection:
-    address: str | None  # None: embedded local Ray
-    started_here: bool
-    description: str
-    cpus: float
-    gpus: float
-    nodes: int
-    max_node_cpus: float
-    max_node_gpus: float
-
-
-def _tcp_reachable(address: str, timeout: float = 3.0) -> str | None:
-    """None when ``host:port`` accepts a TCP connection, else why not."""
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        return None  # not host:port (e.g. "auto"): let Ray decide
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            return None
-    except OSError as exc:
-        return exc.strerror or str(exc)
-
-
-def quiet_tune() -> None:
-    """Tune's own console output is replaced by the study's progress table (the user's
-    settings win)."""
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the legacy engine honours verbose=0
-    # num_to_keep=1 forces an experiment snapshot at each checkpoint; that is intended.
-    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
-
-
-@contextmanager
-def ray_session(address: str | None) -> Iterator[RayConnection]:
-    """Connect to ``address`` or start an embedded local Ray; disconnect at the end if we
-    connected here (an already initialised Ray, e.g. in tests or notebooks, is reused)."""
-    import ray  # see the note on imports at the top of this module
-
-    started_here = False
-    if ray.is_initialized():
-        description = "the running Ray session"
-    elif address:
-        scheme = urlparse(address).scheme
-        if scheme in ("http", "https"):
-            raise InputError(
-                f"Ray address {address!r} is a dashboard (job submission) address. `harness run` needs the "
-                "cluster's GCS address (head:6379) or 'auto' on a cluster node; to run from your machine, submit the "
-                "study as a job instead: ray job submit --address "
-                f"{address} --working-dir . -- harness run SPEC"
-            )
-        if scheme == "ray":
-            raise InputError(
-                f"Ray Client addresses ({address}) are not supported: Tune's driver and MLflow logging must run on "
-                "the cluster. Submit the study as a job: ray job submit --address http://HEAD:8265 --working-dir . "
-                "-- harness run SPEC"
-            )
-        enable_token_auth_if_available()
-        problem = _tcp_reachable(address)
-        if problem is not None:
-            raise InputError(
-                f"cannot reach the Ray cluster at {address} ({problem}). Is it running (`ray status --address "
-                f"{address}`)? Without --address and RAY_ADDRESS the study runs on an embedded local Ray."
-            )
-        try:
-            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
-        except Exception as exc:  # noqa: BLE001 - ConnectionError, AuthenticationError, ...
-            hint = ""
-            if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
-                hint = (
-                    " If the cluster uses token authentication, set RAY_AUTH_MODE=token and provide the token "
-                    "(RAY_AUTH_TOKEN, or the file ~/.ray/auth_token / $RAY_AUTH_TOKEN_PATH)."
-                )
-            raise InputError(
-                f"cannot connect to the Ray cluster at {address}: {type(exc).__name__}: {exc}.{hint}"
-            ) from None
-        started_here = True
-        description = f"Ray cluster at {address}"
-    else:
-        # Ray 2.60 turns token authentication on for a new local cluster (and says so at
-        # WARNING level); that is the safe default, so keep it and keep the terminal quiet.
-        logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
-        ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-        started_here = True
-        description = "local Ray"
-    try:
-        nodes = [n for n in ray.nodes() if n.get("Alive")]
-        total = ray.cluster_resources()
-        yield RayConnection(
-            address=address,
-            started_here=started_here,
-            description=description,
-            cpus=float(total.get("CPU", 0)),
-            gpus=float(total.get("GPU", 0)),
-            nodes=len(nodes),
-            max_node_cpus=max((float(n["Resources"].get("CPU", 0)) for n in nodes), default=0.0),
-            max_node_gpus=max((float(n["Resources"].get("GPU", 0)) for n in nodes), default=0.0),
-        )
-    finally:
-        if started_here:
-            ray.shutdown()
-
-
-def check_cluster(spec: StudySpec, ray_conn: RayConnection, storage: str) -> None:
-    """The spec's request against what the cluster has (before anything starts)."""
-    res = spec.resources
-    if res.gpus > 0 and ray_conn.gpus == 0:
-        raise InputError(
-            f"resources.gpus is {res.gpus:g} per trial, but {ray_conn.description} has no GPUs "
-            f"({ray_conn.cpus:g} CPUs); set resources.gpus: 0 to train on CPUs, or use a cluster with GPUs"
-        )
-    if res.gpus > ray_conn.max_node_gpus > 0:
-        raise InputError(
-            f"resources.gpus is {res.gpus:g} per trial, but the largest node of {ray_conn.description} has "
-            f"{ray_conn.max_node_gpus:g}; no trial could ever be scheduled"
-        )
-    if res.cpus > ray_conn.max_node_cpus:
-        raise InputError(
-            f"resources.cpus is {res.cpus} per trial, but the largest node of {ray_conn.description} has "
-            f"{ray_conn.max_node_cpus:g} CPUs; no trial could ever be scheduled"
-        )
-    if ray_conn.nodes > 1 and not is_uri(storage) and not shared_storage_declared(spec):
-        raise InputError(
-            f"{ray_conn.description} has {ray_conn.nodes} nodes, but the storage path {storage} is local to this "
-            "machine: trials on other nodes could not save or restore checkpoints there. Use shared storage "
-            "(--storage-path s3://bucket/studies or gs://...), or a network filesystem mounted at the same path on "
-            "every node and declared with `storage_shared: true` in the spec (or HARNESS_SHARED_STORAGE=1)."
-        )
-
-
-def local_gpus() -> int | None:
-    """GPUs an embedded local Ray would see (Ray's own detection, CUDA_VISIBLE_DEVICES
-    included), without starting Ray; None when it cannot tell.
-
-    Ray's only way to count them before ``ray.init`` is private: ``ray._private.accelerators``
-    (written against Ray 2.60). A change makes this None (the check after Ray starts still
-    refuses a GPU request); tests/studies/test_studies_ray_internals.py fails on it."""
-    try:
-        from ray._private.accelerators import get_accelerator_manager_for_resource
-
-        manager = get_accelerator_manager_for_resource("GPU")
-        visible = manager.get_current_process_visible_accelerator_ids()
-        found = int(manager.get_current_node_num_accelerators())
-        return min(found, len(visible)) if visible is not None else found
-    except Exception:  # noqa: BLE001 - a private Ray API: the check after Ray starts still applies
-        return None
-
-
-def check_local_gpus(spec: StudySpec) -> None:
-    """GPUs asked for on a machine without any are refused before the corpora are cached
-    and before Ray starts (the same message as :func:`check_cluster`)."""
-    if spec.resources.gpus > 0 and local_gpus() == 0:
-        raise InputError(
-            f"resources.gpus is {spec.resources.gpus:g} per trial, but local Ray has no GPUs "
-            f"({os.cpu_count()} CPUs); set resources.gpus: 0 to train on CPUs, or use a cluster with GPUs (--address)"
-        )
+# -- checks before the study starts --------------------------------------------------------
 
 
 #: Test-only fault injection: ``HARNESS_FAULT_NAN_TRIALS=<trial id>[@step],...`` makes the
@@ -325,152 +140,7 @@ def prepare_corpora(spec: StudySpec) -> None:
         load(name, data_dir=data_dir)
 
 
-# -- describing the plan --------------------------------------------------------------------
-
-
-def describe_grid(spec: StudySpec, trials: Sequence[Trial]) -> str:
-    """``4 variants x 2 seeds x nano x tinyshakespeare x T=128``."""
-    parts = [
-        f"{len(spec.variants)} variants" if len(spec.variants) > 1 else spec.variant_names[0],
-        describe_seeds(spec),
-        " / ".join(spec.size_names) if len(spec.sizes) <= 3 else f"{len(spec.sizes)} sizes",
-        " / ".join(spec.datasets) if len(spec.datasets) <= 3 else f"{len(spec.datasets)} datasets",
-        "T=" + "/".join(map(str, spec.context_lengths)),
-    ]
-    if spec.tau_inits:
-        parts.append("tau0=" + "/".join(f"{t:g}" for t in spec.tau_inits))
-    fewest, most = trial_range(spec, trials)
-    count = f"{len(most)} trials" if len(fewest) == len(most) else f"{len(fewest)} to {len(most)} trials"
-    return f"{count} ({' x '.join(parts)})"
-
-
-def describe_resources(spec: StudySpec) -> str:
-    r = spec.resources
-    text = f"{r.cpus} CPU{'s' if r.cpus > 1 else ''}"
-    if r.gpus:
-        text += f" + {r.gpus:g} GPU"
-    return text + " each"
-
-
-def dry_run_text(
-    spec: StudySpec, trials: Sequence[Trial], *, storage: str, tracking_uri: str, address: str | None
-) -> str:
-    train = trials[0].config if trials else None
-    lines = [f"Study {spec.name}: {describe_grid(spec, trials)}, {describe_resources(spec)}"]
-    if train is not None:
-        lines.append(
-            f"training: {train.max_steps} steps x batch "
-            + (f"{spec.tokens_per_batch} tokens / T" if spec.tokens_per_batch else f"{train.batch_size}")
-            + f", lr {train.lr:g}, eval every "
-            f"{train.eval_every} steps on {train.eval_windows or 'all'} windows, dropout {train.dropout:g}"
-        )
-    lines.append(
-        f"concurrency: {spec.max_concurrent_trials or 'as many as the resources allow'}; retries per trial: "
-        f"{spec.retries}"
-    )
-    lines.append(f"Ray: {address or 'embedded local Ray (' + str(os.cpu_count()) + ' CPUs)'}")
-    lines.append(
-        f"storage: {storage}/{spec.name}/<date-time>/    MLflow: {tracking_uri} (experiment {spec.experiment_name()!r})"
-    )
-    factorial = spec.factorial()
-    if factorial is not None:
-        lines.append(
-            f"analysis: 2x2 factorial base={factorial.base} a={factorial.a} b={factorial.b} ab={factorial.ab}; "
-            f"tau reference {spec.analysis.tau.reference:g} +- {spec.analysis.tau.margin:g}"
-        )
-    design = SequentialDesign.from_spec(spec)
-    if design is not None:
-        lines.append(f"sequential: {design.rule_text()}")
-    lines.append("")
-    lines.append(f"{'#':>4}  trial")
-    for i, trial in enumerate(trials, 1):
-        lines.append(f"{i:>4}  {trial.trial_id}")
-    lines.append("")
-
-    def cost(some: Sequence[Trial]) -> CostEstimate:
-        return estimate(
-            some,
-            cpus_per_trial=spec.resources.cpus,
-            gpus_per_trial=spec.resources.gpus,
-            total_cpus=None if address else os.cpu_count(),
-        )
-
-    if design is None:
-        lines.append(f"total: {len(trials)} trials")
-        lines.extend(cost(trials).lines())
-    else:
-        least, most = (cost(some) for some in trial_range(spec, trials))
-        lines.append(
-            f"total: {least.trials} trials at least (the first {design.min_seeds} seeds, if the rule holds at "
-            f"once), {most.trials} at most ({design.max_seeds} seeds)"
-        )
-        lines.extend(f"at least: {line}" for line in least.lines())
-        lines.extend(f"at most:  {line}" for line in most.lines())
-    lines.append("dry run: nothing was started.")
-    return "\n".join(lines)
-
-
-# -- the results table ------------------------------------------------------------------------
-
-
-def _metric(metrics: dict[str, Any], key: str) -> float | None:
-    value = metrics.get(key)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def trial_status(metrics: dict[str, Any] | None, error: Any) -> TrialStatus:
-    """finished | diverged (from the trial's final report), failed (Tune gave up), or
-    incomplete (the study stopped before the trial ended)."""
-    metrics = metrics or {}
-    if metrics.get("status") in ("finished", "diverged"):
-        return metrics["status"]
-    return "failed" if error is not None else "incomplete"
-
-
-def result_row(study: str, trial: Trial, metrics: dict[str, Any] | None, error: Any) -> dict[str, Any]:
-    """One trial's row of the results table (:data:`~harness.results_schema.RESULT_SCHEMA`),
-    from its final report ``metrics`` and Tune's ``error`` (see :func:`trial_status`); the
-    losses only of a trial that ended (finished or diverged)."""
-    metrics = metrics or {}
-    status = trial_status(metrics, error)
-    final = status in ("finished", "diverged")
-    c = trial.config
-    params = _metric(metrics, "num_parameters")
-    steps = _metric(metrics, "steps") if final else _metric(metrics, "step")
-    return {
-        "study": study,
-        "trial_id": trial.trial_id,
-        "dataset": c.dataset,
-        "size": c.size,
-        "params": int(params) if params is not None else None,
-        "context_length": c.context_length,
-        "variant": c.variant,
-        "position": trial.position,
-        "gate": trial.gate,
-        "scoring": trial.scoring,
-        "seed": c.seed,
-        "tau_init": c.tau_init,
-        "val_loss": _metric(metrics, "final/val_loss") if final else None,
-        "test_loss": _metric(metrics, "final/test_loss") if final else None,
-        "train_loss": _metric(metrics, "final/train_loss") if final else None,
-        "best_val_loss": _metric(metrics, "best/val_loss") if final else None,
-        "gen_gap": _metric(metrics, "final/gen_gap") if final else None,
-        "tau_mean": _metric(metrics, "final/tau_mean") if final else None,
-        "tau_heads": head_taus(metrics) if final else None,
-        "open_fraction": _metric(metrics, "final/open_fraction") if final else None,
-        "tokens_per_s": _metric(metrics, "final/tokens_per_s") if final else None,
-        "steps": int(steps) if steps is not None else None,
-        "status": status,
-    }
-
-
-def results_table(
-    study: str, trials: Sequence[Trial], outcomes: dict[str, tuple[dict[str, Any] | None, Any]]
-) -> pl.DataFrame:
-    """One row per trial (:func:`result_row`), from each trial's final report; ``tau_heads``
-    lists every head's tau (``gate/tau/l<i>h<j>``, layer by layer) of a gated run."""
-    rows = [result_row(study, trial, *outcomes.get(trial.trial_id, (None, None))) for trial in trials]
-    return pl.DataFrame(rows, schema=RESULT_SCHEMA)
+# -- per-window losses and MOPE scales of the finished trials ------------------------------
 
 
 def _window_losses(trials: Sequence[Trial], checkpoints: dict[str, Any]) -> Any:
@@ -546,11 +216,6 @@ def parent_params(spec: StudySpec, trials: Sequence[Trial]) -> dict[str, Any]:
     }
 
 
-def _trial_name(trial: Any) -> str:
-    """Tune trial names and directories are the stable trial ids."""
-    return str(trial.config["trial"])
-
-
 def study_design(trials: Sequence[Trial]) -> dict[str, dict[str, Any]]:
     """What must not change between a study and its resume: each trial's resume contract
     (:meth:`~harness.training.config.TrainConfig.resume_contract`), as JSON keeps it in
@@ -579,45 +244,6 @@ def design_changes(stored: dict[str, dict[str, Any]], current: dict[str, dict[st
 # where the run lives (study_layout) -> open the record (start_parent_run) -> launch Tune
 # (launch_tune, write_study_files, fit_with_progress) -> collect the outcomes (collect_outcomes)
 # -> analyse (_analyse) -> record (record_outcome) -> tell the user (tell_where).
-
-
-@dataclass(frozen=True)
-class StudyPlan:
-    """A checked spec, its grid and where everything goes (the first phase's result)."""
-
-    spec: StudySpec
-    spec_text: str
-    trials: list[Trial]
-    tracking_uri: str
-    storage: str
-    address: str | None  # None: an embedded local Ray
-
-    @property
-    def by_id(self) -> dict[str, Trial]:
-        return {t.trial_id: t for t in self.trials}
-
-
-@dataclass(frozen=True)
-class StudyLayout:
-    """Where one run of a study lives: ``<storage>/<name>/<run_name>``."""
-
-    run_name: str
-    study_run: str  # ``<name>/<run_name>``: the tag that finds the parent run again
-    study_dir: str  # as the user names it (a URI or a local path)
-    study_root: str  # the same folder as a path of ``fs``
-    fs: Any  # pyarrow filesystem of the storage
-    local_dir: Path | None  # None for remote storage
-
-
-@dataclass(frozen=True)
-class CollectedOutcomes:
-    """What the trials ended with: the results table, counts by status, the study's status."""
-
-    table: pl.DataFrame  # one row per trial
-    counts: dict[str, int]
-    status: Literal["finished", "interrupted"]
-    windows: Any  # per-window losses of the finished trials (polars) or None
-    sigmas: Any  # MOPE scales of the finished trials (polars) or None
 
 
 def resolve_study(
@@ -736,158 +362,10 @@ def start_parent_run(
         datasets=plan.spec.datasets,
         data_dir=plan.spec.train_overrides().get("data_dir"),
     )
+    job = job_driver()
+    if job is not None and job.job_id:  # the run `harness submit` looks for when the job ends
+        recorder.set_parent_tags({RAY_JOB_TAG: job.job_id})
     return git_commit
-
-
-def make_trainable(plan: StudyPlan, layout: StudyLayout, fault_nan: dict[str, int] | None) -> Any:
-    """The Tune trainable: :func:`run_trial` with every trial's config and the trial's resources."""
-    from ray import tune  # see the note on imports at the top of this module
-
-    fault_step = os.environ.get("HARNESS_FAULT_KILL_AT_STEP")
-    local_dir = layout.local_dir
-    return tune.with_resources(
-        tune.with_parameters(
-            run_trial,
-            trials={t.trial_id: t.config.model_dump() for t in plan.trials},
-            fault_kill_at_step=int(fault_step) if fault_step else None,
-            fault_dir=str(local_dir / "faults") if fault_step and local_dir else None,
-            fault_nan=fault_nan,
-        ),
-        {"cpu": plan.spec.resources.cpus, "gpu": plan.spec.resources.gpus},
-    )
-
-
-def restore_tuner(
-    layout: StudyLayout, trainable: Any, tune_callbacks: list[Any], say: Any
-) -> tuple[Any, dict[str, str], set[str]]:
-    """Tune's experiment of a resumed study, with today's callbacks; the trials it
-    already finished (trial id -> DONE | DIVERGED) for the progress view; and every trial
-    id it holds (a sequential study's searcher never hands those out again)."""
-    from ray import tune  # see the note on imports at the top of this module
-
-    study_dir = layout.study_dir
-    # Trials that had not reported yet have no result file: Tune warns about each
-    # when it reads the experiment back; they simply have not finished.
-    analysis_log = logging.getLogger("ray.tune.analysis.experiment_analysis")
-    level = analysis_log.level
-    analysis_log.setLevel(logging.ERROR)
-    try:
-        for stale, replacement in repair_stale_checkpoints(study_dir):
-            trial_name, replacement_name = replacement.rstrip("/").rsplit("/", 2)[-2:]
-            say(
-                f"  {trial_name}: resuming from {replacement_name} (Tune's snapshot named "
-                f"{stale.rsplit('/', 1)[-1]}, already deleted)"
-            )
-        tuner = tune.Tuner.restore(study_dir, trainable=trainable, resume_errored=True)
-        # Tune restores the RunConfig it pickled; today's callbacks (tracking URI,
-        # terminal) replace the stale copies.
-        replace_restored_callbacks(tuner, tune_callbacks)
-        already, known = {}, set()
-        for result in tuner.get_results():
-            if result.config:
-                known.add(str(result.config["trial"]))
-            status = trial_status(result.metrics, None)
-            if status in ("finished", "diverged"):
-                already[str(result.config["trial"])] = "DONE" if status == "finished" else "DIVERGED"
-    finally:
-        analysis_log.setLevel(level)
-    return tuner, already, known
-
-
-def new_tuner(
-    plan: StudyPlan, layout: StudyLayout, trainable: Any, tune_callbacks: list[Any], searcher: Any = None
-) -> tune.Tuner:
-    """A Tune experiment named after the study's run: one grid point per trial id, or a
-    sequential study's searcher handing out the trials of its batches."""
-    from ray import tune  # see the note on imports at the top of this module
-
-    spec = plan.spec
-    trial_ids = [t.trial_id for t in plan.trials]
-    return tune.Tuner(
-        trainable,
-        param_space={"trial": tune.grid_search(trial_ids)} if searcher is None else {},
-        tune_config=tune.TuneConfig(
-            search_alg=searcher,
-            num_samples=1 if searcher is None else len(trial_ids),
-            max_concurrent_trials=spec.max_concurrent_trials,
-            trial_name_creator=_trial_name,
-            trial_dirname_creator=_trial_name,
-            reuse_actors=True,  # one worker process per slot: imports once, not per trial
-        ),
-        run_config=tune.RunConfig(
-            name=layout.run_name,
-            storage_path=f"{plan.storage}/{spec.name}",
-            callbacks=tune_callbacks,
-            failure_config=tune.FailureConfig(max_failures=spec.retries),
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-            verbose=0,
-            log_to_file=True,
-        ),
-    )
-
-
-def open_recorder(plan: StudyPlan) -> StudyRecorder:
-    """The study's MLflow recorder (no connection yet), with Tune's own console output off."""
-    from harness.studies.tracking import StudyRecorder  # see the note on imports
-
-    quiet_tune()
-    return StudyRecorder(
-        plan.tracking_uri,
-        plan.spec.experiment_name(),
-        warn=lambda m: print(f"warning: {m}", file=sys.stderr, flush=True),
-    )
-
-
-def launch_tune(
-    plan: StudyPlan,
-    layout: StudyLayout,
-    recorder: StudyRecorder,
-    previous: tuple[str, dict[str, Any]] | None,
-    fault_nan: dict[str, int] | None,
-    *,
-    callbacks: Sequence[Any],
-    out: TextIO,
-    live: bool | None,
-    say: Any,
-) -> tuple[Any, Any, dict[str, str]]:
-    """Launch Tune: the trainable, the driver callbacks (the MLflow record, the
-    progress view, the caller's) and Tune's experiment, new or restored; a sequential
-    study's searcher. Returns the tuner, the progress view and the trials a resumed study
-    already finished."""
-    # See the note on imports at the top of this module.
-    from harness.studies.progress import StudyProgress
-    from harness.studies.seed_search import searcher_for
-    from harness.studies.tracking import MlflowStudyCallback
-
-    trainable = make_trainable(plan, layout, fault_nan)
-    shown = scheduled_trials(plan.spec, plan.trials, layout.study_dir)  # a sequential study: its batches so far
-    progress = StudyProgress(
-        [t.trial_id for t in shown],
-        max_steps={t.trial_id: t.config.max_steps for t in plan.trials},
-        stream=out,
-        live=live,
-    )
-    tune_callbacks = [MlflowStudyCallback(recorder, plan.by_id, study=plan.spec.name), progress, *callbacks]
-    if previous is not None:
-        tuner, already, known = restore_tuner(layout, trainable, tune_callbacks, say)
-        searcher = searcher_for(plan.spec, plan.trials, layout.study_dir, known=known, announce=progress.note)
-        if searcher is not None:
-            # Tune restores the searcher it pickled at the start and then its saved state;
-            # today's (with the terminal and the trials Tune holds) takes that state instead.
-            tuner._local_tuner._tune_config.search_alg = searcher
-    else:
-        searcher = searcher_for(plan.spec, plan.trials, layout.study_dir, announce=progress.note)
-        tuner, already = new_tuner(plan, layout, trainable, tune_callbacks, searcher), {}
-    return tuner, progress, already
-
-
-def fit_with_progress(tuner: tune.Tuner, progress: StudyProgress, already: dict[str, str]) -> tune.ResultGrid:
-    """Run Tune's experiment to its end (or an interrupt) with the progress view showing."""
-    progress.start(already)
-    try:
-        return tuner.fit()
-    finally:
-        progress.stop()
 
 
 def write_study_files(

@@ -22,7 +22,7 @@ from harness.analysis.results_types import AnalysisSettings
 from harness.analysis.sequential import ConfidenceSequenceResult, confidence_sequence
 from harness.errors import InputError
 from harness.studies.grid import Trial
-from harness.studies.runner import result_row
+from harness.studies.results_table import result_row
 from harness.studies.sequential import Decision, DecisionLog, SequentialDesign, decide, scheduled_batches
 from harness.studies.spec import StudySpec
 

@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harness.studies.grid import Trial
-from harness.studies.spec import PrecisionRule, StudySpec
+from harness.studies.spec import StudySpec
+from harness.studies.spec_parts import PrecisionRule
 from harness.studies.storage import read_text, storage_filesystem, write_bytes
 
 if TYPE_CHECKING:  # the analysis (scipy) loads with the searcher, not with a dry run

@@ -35,13 +35,14 @@ from ray.job_submission import JobStatus, JobSubmissionClient
 
 from harness.errors import InputError
 from harness.mlflow_client import TrackingClient, check_tracking_uri, redact_uri, resolve_tracking_uri
+from harness.studies.cluster import resolve_storage, shared_storage_declared
 from harness.studies.destinations import (
+    RAY_JOB_TAG,
     refuse_local_destinations,
     storage_local_path,
     tracking_local_path,
 )
 from harness.studies.ray_auth import enable_token_auth_if_available
-from harness.studies.runner import resolve_storage, shared_storage_declared
 from harness.studies.spec import StudySpec, load_spec
 from harness.studies.storage import check_storage
 from harness.studies.tracking import run_ui_url
@@ -307,10 +308,10 @@ def ask_stop_or_detach(stdin: TextIO | None = None) -> str:
 # -- where the study went -----------------------------------------------------------------------
 
 
-def find_parent_run(tracking_uri: str, experiment: str, study_prefix: str, since_ms: int) -> tuple[str, str] | None:
-    """``(experiment id, run id)`` of the study's parent run that this job started or
-    continued (its study directory under ``study_prefix``, active since ``since_ms``), or
-    None when the store cannot tell (not reachable from here, or no run)."""
+def find_parent_run(tracking_uri: str, experiment: str, job_id: str) -> tuple[str, str] | None:
+    """``(experiment id, run id)`` of the study's parent run that Ray job ``job_id`` started
+    or continued (its driver tags it: :data:`~harness.studies.destinations.RAY_JOB_TAG`), or
+    None when the store cannot tell (not reachable from here, or no such run)."""
     local = tracking_local_path(tracking_uri)
     if local is not None and not local.exists():
         return None  # looking must not create a store
@@ -321,19 +322,12 @@ def find_parent_run(tracking_uri: str, experiment: str, study_prefix: str, since
             return None
         runs = client.search_runs(
             [found.experiment_id],
-            filter_string="tags.`harness.role` = 'study'",
-            order_by=["attributes.start_time DESC"],
-            max_results=100,
+            filter_string=f"tags.`harness.role` = 'study' and tags.`{RAY_JOB_TAG}` = '{job_id}'",
+            max_results=1,
         )
     except Exception:  # noqa: BLE001 - an unreachable server costs the link, nothing else
         return None
-    for run in runs:
-        active = max(run.info.end_time or 0, run.info.start_time or 0)
-        if run.data.tags.get("harness.study_dir", "").startswith(study_prefix) and (
-            run.info.end_time is None or active >= since_ms
-        ):
-            return str(found.experiment_id), run.info.run_id
-    return None
+    return (str(found.experiment_id), runs[0].info.run_id) if runs else None
 
 
 def report_end(submission: Submission, job_id: str, info: Any, say: Any) -> None:
@@ -342,9 +336,7 @@ def report_end(submission: Submission, job_id: str, info: Any, say: Any) -> None
     detail = f" (driver exit code {code})" if info.status == JobStatus.FAILED and code is not None else ""
     say(f"Job {job_id}: {info.status.value}{detail}")
     uri = submission.tracking_uri
-    since = int(info.start_time or 0) - 60_000  # clocks of client, head and server may differ a little
-    prefix = f"{submission.storage.rstrip('/')}/{submission.spec.name}/"
-    parent = find_parent_run(uri, submission.spec.experiment_name(), prefix, since)
+    parent = find_parent_run(uri, submission.spec.experiment_name(), job_id)
     if parent is not None:
         experiment_id, run_id = parent
         link = run_ui_url(uri, experiment_id, run_id)

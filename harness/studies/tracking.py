@@ -58,7 +58,7 @@ from harness.mlflow_client import (
     resolve_tracking_uri,
 )
 from harness.studies.progress import trial_error_summary
-from harness.studies.runner import results_table
+from harness.studies.results_table import results_table
 from harness.studies.trainable import FINAL_ARTIFACTS
 from harness.training.description import NOTE_TAG, trial_description
 
@@ -162,7 +162,7 @@ class StudyRecorder:
             )
         except InputError:
             raise
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # an unreachable server: run without MLflow; anything else is a bad URI
             if is_server_uri(self.tracking_uri):
                 self.experiment_id = None
                 self.broken = f"{type(exc).__name__}: {exc}"

@@ -8,6 +8,24 @@ storage asynchronously. A driver killed in between leaves a snapshot whose lates
 checkpoint no longer exists, and ``Tuner.restore`` then fails the trial on every retry
 with "Could not recover from checkpoint as it does not exist on storage anymore".
 
+No setting Tune supports closes the window. ``num_to_keep=2`` (or any number) prunes at
+registration just the same, and Tune forces a snapshot only every ``num_to_keep``
+checkpoints, so the snapshot on storage can name the checkpoint just pruned;
+``num_to_keep=None`` keeps every checkpoint of every trial (one per evaluation: too much
+disk for real models); a ``tune.Callback`` runs around the registration but cannot write
+the snapshot. tests/studies/test_studies_tune_state.py reproduces the race with Tune's
+public hooks only (a callback that exits the driver in ``on_trial_save``, which runs after
+the registration and before the snapshot) for ``num_to_keep`` 1 and 2. Upstream:
+ray-project/ray#27790 reported it for Tune's earlier syncing code and
+ray-project/ray#29099 answered with a fallback to the latest available checkpoint, which
+the storage code of Ray 2.x no longer has. What to report upstream: "With
+``CheckpointConfig(num_to_keep=k)``, ``Trial.on_checkpoint`` deletes the checkpoints
+beyond ``k`` before the experiment snapshot that names the new one is written and synced;
+a driver killed in between (e.g. from ``Callback.on_trial_save``) leaves a snapshot whose
+latest checkpoint is deleted, and ``Tuner.restore(resume_errored=True)`` fails that trial on
+every retry. Deleting after the snapshot that no longer names a checkpoint has been synced,
+or restoring from the newest checkpoint on storage, would close it."
+
 Ray's private names used here (``_find_newest_experiment_checkpoint``,
 ``_loads_with_cloudpickle``, ``get_fs_and_path``, the checkpoint manager's
 ``_latest_checkpoint_result`` and ``_checkpoint_results``, the tuner's ``_local_tuner``) are

@@ -146,6 +146,6 @@ def prepare_tracking(uri: str | None, experiment: str) -> TrackingTarget:
         )
     except InputError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any store failure here is a bad URI for the user
+    except Exception as exc:  # any store failure here is a bad URI for the user
         raise InputError(f"cannot use tracking URI {resolved!r}: {type(exc).__name__}: {exc}") from exc
     return TrackingTarget(tracking_uri=resolved, experiment_name=experiment, experiment_id=experiment_id)

@@ -172,7 +172,7 @@ def test_the_report_summarises_a_sequential_study_without_loading_ray() -> None:
     does not import Ray (the searcher's module does)."""
     code = (
         "import sys\n"
-        "import harness.analysis.cli\n"
+        "import harness.studies.cli\n"
         "from harness.studies.sequential import Decision, DecisionLog, SequentialDesign, summary_from_log\n"
         "design = SequentialDesign(3, 20, 2, 'precision', 0.01, None, 0.95)\n"
         "stop = Decision(0, 3, 3, 0.1, 0.09, 0.11, 'stop', 'precision', 'precision reached')\n"

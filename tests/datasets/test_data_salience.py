@@ -13,8 +13,9 @@ from harness.datasets import (
     load,
     make_salience_corpus,
 )
-from harness.datasets.stats import TEMPLATE_FUNCTION_WORDS, WORD_RE
+from harness.datasets.stats import WORD_RE
 from harness.datasets.synthetic import ALPHABET, content_fraction
+from harness.datasets.words import TEMPLATE_FUNCTION_WORDS
 from harness.errors import InputError
 
 

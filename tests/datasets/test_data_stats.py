@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.datasets import FUNCTION_WORDS, corpus_stats, corpus_stats_for
-from harness.datasets.stats import TEMPLATE_FUNCTION_WORDS
+from harness.datasets.words import TEMPLATE_FUNCTION_WORDS
 
 
 def test_hand_computed_example() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from ray import cloudpickle, tune
 
-from harness.studies.runner import local_gpus
+from harness.studies.cluster import local_gpus
 from harness.studies.tune_state import replace_restored_callbacks
 
 # Ray's workers cannot import this test module: ship the trainable by value.

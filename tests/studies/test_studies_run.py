@@ -17,8 +17,10 @@ from harness.analysis.results import normalise
 from harness.models import get_variant
 from harness.report import parent_description
 from harness.results_schema import RESULT_COLUMNS, RESULT_SCHEMA
+from harness.studies.cluster import resolve_address, resolve_storage
 from harness.studies.grid import expand_grid
-from harness.studies.runner import resolve_address, resolve_storage, results_table, run_study
+from harness.studies.results_table import results_table
+from harness.studies.runner import run_study
 from harness.studies.spec import load_spec, parse_spec
 from harness.studies.tracking import default_tracking_uri
 from harness.studies.tune_state import is_complete

@@ -22,7 +22,8 @@ from harness.analysis.sequential import confidence_sequence, sequential_verdict_
 from harness.cli import app
 from harness.errors import InputError
 from harness.studies.grid import expand_grid
-from harness.studies.runner import results_table, run_study
+from harness.studies.results_table import results_table
+from harness.studies.runner import run_study
 from harness.studies.seed_search import SeedBatchSearcher
 from harness.studies.sequential import (
     DECISIONS_FILE,

@@ -6,10 +6,14 @@ retry, whether or not the trial's ``result.json`` on storage caught up with it."
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import killed_tune_driver
+import pytest
+from harness_support import cli_env, end_session
 from ray import cloudpickle, tune
 
 from harness.studies.tune_state import (
@@ -22,8 +26,9 @@ from harness.studies.tune_state import (
     write_manifest,
 )
 
-# Ray's workers cannot import this test module: ship the trainable by value.
+# Ray's workers cannot import the test modules: ship the trainables by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
+cloudpickle.register_pickle_by_value(killed_tune_driver)
 
 
 def _trainable(config: dict) -> None:
@@ -102,6 +107,54 @@ def test_stale_reference_is_repaired_when_result_json_lags_behind_storage(tmp_pa
     (result,) = list(resumed)
     assert result.error is None, result.error
     assert result.metrics["start"] == 10 and result.metrics["step"] == 12
+
+
+KILLED_DRIVER = Path(__file__).with_name("killed_tune_driver.py")
+
+
+def _killed_driver(storage: Path, num_to_keep: int, saves: int) -> Path:
+    """Run tests/studies/killed_tune_driver.py (in a session of its own, ended afterwards): the
+    driver exits right after Tune registered the trial's ``saves``-th checkpoint, before the
+    snapshot that names it. Returns the trial's folder."""
+    proc = subprocess.Popen(
+        [sys.executable, str(KILLED_DRIVER), str(storage), str(num_to_keep), str(saves)],
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        end_session(proc.pid)
+    assert proc.returncode == 17, out[-3000:]
+    (trial_dir,) = [p for p in (storage / "exp").iterdir() if p.is_dir() and p.name.startswith("trainable")]
+    return trial_dir
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("num_to_keep", [1, 2])
+def test_a_driver_killed_between_pruning_and_snapshot_leaves_a_stale_reference(
+    tmp_path: Path, num_to_keep: int, local_ray: None
+) -> None:
+    """The race itself, with Tune's public hooks only, for the harness's ``num_to_keep=1``
+    and for Tune's own remedy of keeping one more (``num_to_keep=2``: Tune forces a snapshot
+    every ``num_to_keep`` checkpoints, but still prunes before it). Killed after the fourth
+    save, both snapshots name a deleted checkpoint; the repair points it at the one that
+    replaced it, and the trial resumes from there. When this test fails because nothing
+    was stale, Ray has closed the race and the repair can go."""
+    trial_dir = _killed_driver(tmp_path, num_to_keep, saves=4)
+    kept = sorted(p.name for p in trial_dir.glob("checkpoint_*"))
+    assert kept == [f"checkpoint_{n:06d}" for n in range(4 - num_to_keep, 4)]
+    stale = f"checkpoint_{3 - num_to_keep:06d}"  # the newest checkpoint of the last snapshot: deleted
+
+    ((old, new),) = repair_stale_checkpoints(str(tmp_path / "exp"))
+    assert old == str(trial_dir / stale) and Path(new).parent == trial_dir and Path(new).name in kept
+    resumed = tune.Tuner.restore(str(tmp_path / "exp"), trainable=killed_tune_driver.trainable, resume_unfinished=True)
+    (result,) = list(resumed.fit())
+    assert result.error is None, result.error
+    assert result.metrics["start"] == int(Path(new).name.split("_")[1]) + 1 and result.metrics["step"] == 7
 
 
 def _checkpoint_folder(parent: Path, name: str, *, files: dict[str, bytes], manifest: bool = True) -> str:

@@ -1,0 +1,53 @@
+"""What the phases of :func:`~harness.studies.runner.run_study` hand each other: the
+checked plan, where one run of the study lives, and what its trials ended with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import polars as pl
+
+from harness.studies.grid import Trial
+from harness.studies.spec import StudySpec
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    """A checked spec, its grid and where everything goes (the first phase's result)."""
+
+    spec: StudySpec
+    spec_text: str
+    trials: list[Trial]
+    tracking_uri: str
+    storage: str
+    address: str | None  # None: an embedded local Ray
+
+    @property
+    def by_id(self) -> dict[str, Trial]:
+        return {t.trial_id: t for t in self.trials}
+
+
+@dataclass(frozen=True)
+class StudyLayout:
+    """Where one run of a study lives: ``<storage>/<name>/<run_name>``."""
+
+    run_name: str
+    study_run: str  # ``<name>/<run_name>``: the tag that finds the parent run again
+    study_dir: str  # as the user names it (a URI or a local path)
+    study_root: str  # the same folder as a path of ``fs``
+    fs: Any  # pyarrow filesystem of the storage
+    local_dir: Path | None  # None for remote storage
+
+
+@dataclass(frozen=True)
+class CollectedOutcomes:
+    """What the trials ended with: the results table, counts by status, the study's status."""
+
+    table: pl.DataFrame  # one row per trial
+    counts: dict[str, int]
+    status: Literal["finished", "interrupted"]
+    windows: Any  # per-window losses of the finished trials (polars) or None
+    sigmas: Any  # MOPE scales of the finished trials (polars) or None
