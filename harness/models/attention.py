@@ -202,6 +202,7 @@ def lag_penalised_attention(
     scale: float | None = None,
     chunk: int | None = None,
     skip_far_keys: bool = True,
+    recompute: bool = True,
 ) -> Tensor:
     """Causal attention with a per-key bias and a lag penalty per head (Gaussian envelope and/or
     ALiBi's linear slope), fused:
@@ -249,9 +250,14 @@ def lag_penalised_attention(
     - ``loop``: chunks one call each, against the keys from ``start - reach``, the first a
       causal square (heads whose chunk and reach cover more than half the window).
 
-    **Memory.** Heads of one plan run LAG_GROUP_HEADS at a time, one call each, recomputed
-    in the backward pass (activation checkpointing) when gradients are on, so the layer keeps
-    only q, k, v and the output: the folded copies and windows of one call live at a time. The fold runs in fp32 even
+    **Memory.** Heads of one plan run LAG_GROUP_HEADS at a time, one call each. With
+    ``recompute`` (and gradients on) each call is recomputed in the backward pass (activation
+    checkpointing): the layer keeps q, k, v and the output, and the folded copies and windows
+    of one call live at a time. That pays when q, k, v are kept anyway (relative MOPE: the
+    rotation's backward keeps the projections, and the rotated q, k are new tensors). Without
+    it the folded copies are kept instead of q, k, v, which then nothing holds (ALiBi: q, k, v
+    are views of the projection, freed once folded): about the memory of plain attention,
+    and no second forward pass. The fold runs in fp32 even
     under autocast (bf16's 4e-3 rounding of gamma (j - c)^2 would swamp the envelope), which
     on CUDA means SDPA's fp32 memory-efficient kernel; under ``torch.compile`` this function
     runs eager (its plans depend on the data).
@@ -275,7 +281,7 @@ def lag_penalised_attention(
                 size = max(1, min(int(chunk), T))
             plans.setdefault(_lag_plan(size, reach[h], T), []).append(h)
         width = fold_width(hd, q.device.type, columns=2 if quadratic else 1)
-        recompute = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, key_bias, gamma))
+        recompute = recompute and torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, key_bias, gamma))
         outputs, order = [], []
         runs = [
             (plan, heads[a : a + LAG_GROUP_HEADS])
@@ -572,7 +578,9 @@ class CausalSelfAttention(nn.Module):
         q, k = position.rotate(q, k)
         k = self.scoring(k)
         dropout_p = self.attention_dropout if self.training else 0.0
-        y = lag_penalised_attention(q, k, v, log_g, gamma, lag_slope=slope, dropout_p=dropout_p)  # (B, H, T, hd)
+        y = lag_penalised_attention(
+            q, k, v, log_g, gamma, lag_slope=slope, dropout_p=dropout_p, recompute=position.transforms_qk
+        )  # (B, H, T, hd); recomputed in the backward pass when the rotation keeps q, k, v anyway
         return self._finish(y, x, self.proj.weight), log_g
 
     def _pairwise(self, x: Tensor, position: PositionalEncoding) -> tuple[Tensor, Tensor | None]:
