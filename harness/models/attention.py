@@ -83,7 +83,7 @@ def key_biased_attention(
 
     q, k, v: (B, H, T, hd); key_bias: (B, H, T) (or broadcastable to it), e.g. log g_j;
     attn_mask: optional additive (..., T, T) float mask that already contains causality
-    (ALiBi); without it SDPA runs with ``is_causal=True``.
+    (a position's ``attention_bias``); without it SDPA runs with ``is_causal=True``.
 
     The bias is folded into the dot product: with a constant c,
 
@@ -166,11 +166,11 @@ def lag_reach(
     return [min(T, _round_up(math.ceil(x), LAG_CHUNK_MIN)) if math.isfinite(x) else T for x in lag.tolist()]
 
 
-#: How a group of heads runs (:func:`_lag_plan`): ("whole", T, T), ("window", chunk, reach) or ("loop", chunk, reach).
+#: How a group of heads runs (:func:`lag_plan`): ("whole", T, T), ("window", chunk, reach) or ("loop", chunk, reach).
 LagPlan = tuple[str, int, int]
 
 
-def _lag_plan(chunk: int, reach: int, T: int) -> LagPlan:
+def lag_plan(chunk: int, reach: int, T: int) -> LagPlan:
     """One call over the whole window when the fold is precise over it; batched windows when a
     chunk and its reach cover at most half the window (each query chunk sees chunk + reach keys:
     cheaper than causal attention's T / 2 on average); else a few chunks, each against the keys
@@ -239,7 +239,7 @@ def lag_penalised_attention(
     **Far keys are skipped: local heads cost sliding-window attention.** Keys beyond
     :func:`lag_reach` (about 23 sigma, or 150 / m, for unit-scale scores) have weights that are
     exactly 0 in fp32; with ``skip_far_keys`` a chunk attends to the keys from ``start - reach``
-    on only. Each head gets a plan (:func:`_lag_plan`), and heads with the same plan run together:
+    on only. Each head gets a plan (:func:`lag_plan`), and heads with the same plan run together:
 
     - ``whole``: the fold is precise over the whole window: one causal call (wide heads);
     - ``window``: the queries in chunks of C, each against the C + R keys before its end,
@@ -279,7 +279,7 @@ def lag_penalised_attention(
                 size = lag_chunk_size(gamma_host[h : h + 1], T, slope_host[h : h + 1])
             else:
                 size = max(1, min(int(chunk), T))
-            plans.setdefault(_lag_plan(size, reach[h], T), []).append(h)
+            plans.setdefault(lag_plan(size, reach[h], T), []).append(h)
         width = fold_width(hd, q.device.type, columns=2 if quadratic else 1)
         recompute = recompute and torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, key_bias, gamma))
         outputs, order = [], []
@@ -312,7 +312,7 @@ def _lag_group(
     dropout_p: float,
     scale: float,
 ) -> Tensor:
-    """Heads sharing one plan (:func:`_lag_plan`) -> (B, h, T, hd)."""
+    """Heads sharing one plan (:func:`lag_plan`) -> (B, h, T, hd)."""
     kind, chunk, reach = plan
     T, hd = q.size(-2), q.size(-1)
     fold = (gamma, slope, quadratic, width, dropout_p, scale)
@@ -505,9 +505,11 @@ class CausalSelfAttention(nn.Module):
     """Multi-head causal self-attention with a key-gate, scoring and output-gate slot.
 
     The position component is passed to :meth:`forward` (it is owned by the model and
-    shared by every layer), together with its precomputed attention bias (ALiBi) if any.
-    Without a key gate this is standard attention (qkv projection, one SDPA call at the
-    head dimension, output projection); with one, the folded path of :meth:`_gated`.
+    shared by every layer), together with its precomputed attention bias if any. Without a
+    key gate this is standard attention (qkv projection, one SDPA call at the head
+    dimension, output projection); with one, the folded path of :meth:`_gated`; with a lag
+    penalty (relative MOPE, ALiBi), :meth:`_lag_penalised`; with a pairwise gate or
+    position bias (``ega-qnorm``, ``mope-bias``), the query chunks of :meth:`_pairwise`.
     """
 
     def __init__(

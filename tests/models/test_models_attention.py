@@ -431,7 +431,7 @@ def test_alibi_fold_equals_the_float64_oracle_forward_and_gradients(T):
 
 
 def test_alibi_plans_skip_far_keys_for_steep_heads_only():
-    from harness.models.attention import _lag_plan
+    from harness.models.attention import lag_plan
 
     g = torch.Generator().manual_seed(13)
     q, k = (torch.randn(1, 8, 4096, 32, generator=g) for _ in range(2))
@@ -439,7 +439,7 @@ def test_alibi_plans_skip_far_keys_for_steep_heads_only():
     reach = lag_reach(q, k, torch.zeros(1, 8, 4096), torch.zeros(8), 32**-0.5, slopes)
     chunks = [lag_chunk_size(torch.zeros(1), 4096, slopes[h : h + 1]) for h in range(8)]
     assert chunks[:4] == [512, 1024, 2048, 4096] and reach[0] < 512 and reach[-1] == 4096
-    plans = [_lag_plan(c, r, 4096)[0] for c, r in zip(chunks, reach, strict=True)]
+    plans = [lag_plan(c, r, 4096)[0] for c, r in zip(chunks, reach, strict=True)]
     assert plans[0] == "window" and plans[-1] == "whole"
 
 
