@@ -183,7 +183,6 @@ def bench_attention(
     head_dim: int = typer.Option(32, help="Head dimension."),
     threads: int = typer.Option(0, help="torch threads (0: torch's default)."),
     memory: bool = typer.Option(True, help="Measure peak memory (one subprocess per case)."),
-    memory_budget_gib: float = typer.Option(6.0, help="Skip cases whose T x T mask (alibi) would need more."),
     train_step: bool = typer.Option(True, help="Also time a full training step of every variant (paper size, T=256)."),
     train_batch: int = typer.Option(16, help="Batch size of the training-step benchmark."),
     output: Path = typer.Option(Path("benchmarks/results/attention.json"), help="JSON output path."),
@@ -221,7 +220,6 @@ def bench_attention(
         repeats=repeats,
         threads=threads or None,
         measure_memory=memory,
-        memory_budget_gib=memory_budget_gib,
         progress=show,
     )
     console.print(_attention_table(results, lens))

@@ -16,7 +16,9 @@ the attention folds it into one fused SDPA call (see :mod:`harness.models.attent
 Every signal uses positions <= j only; all gates are O(T) work per head.
 
 Families (``GATES`` below): ``ega`` / ``ega-2`` / ``ega-4`` (:class:`EnergyGate`),
-``ega-2-pc`` / ``ega-4-pc`` (:class:`QuadraticEnergyGate`), ``db2`` / ``db4`` /
+``ega-2-pc`` / ``ega-4-pc`` (:class:`QuadraticEnergyGate`), ``ega-2-prod`` / ``ega-4-prod``
+(:class:`ProductEnergyGate`), ``ega-qnorm`` (:class:`QueryNormalisedEnergyGate`, the one
+pairwise gate: its z-normalisation depends on the query), ``db2`` / ``db4`` /
 ``morlet-fixed`` / ``morlet-param`` (:class:`WaveletEnergyGate`), ``db2-dir`` / ``db4-dir``
 / ``morlet-dir`` (:class:`WaveletDirectionGate`), ``flux`` (:class:`FluxGate`), ``phase``
 (:class:`PhaseCoherenceGate`); plus the output gate of the prior-art comparator
@@ -41,21 +43,30 @@ DEFAULT_ALPHA_INIT = 1.0
 ZNORM_EPS = 1e-5
 
 
-def causal_znorm(s: Tensor, eps: float = ZNORM_EPS) -> Tensor:
-    """Causal z-normalisation along the last axis, in fp32, O(T) via cumulative sums.
-
-        s~_j = (s_j - m_j) / sqrt(v_j + eps),  m_j = mean(s_0..s_j),  v_j = mean(s_0^2..s_j^2) - m_j^2
+def causal_moments(s: Tensor, eps: float = ZNORM_EPS) -> tuple[Tensor, Tensor, Tensor]:
+    """Prefix statistics along the last axis, in fp32, O(T) via cumulative sums:
+    (d, m, r) with d_j = s_j - s_0, m_i = mean(d_0..d_i), r_i = 1 / sqrt(var(d_0..d_i) + eps),
+    var_i = mean(d_0^2..d_i^2) - m_i^2.
 
     The signal is shifted by its first value before the sums (mean and variance do not
-    change; the shift avoids cancellation in the variance when |mean| >> std). The first
-    position has v_0 = 0 and s~_0 = 0.
-    """
+    change; the shift avoids cancellation in the variance when |mean| >> std)."""
     s = s.float()
     d = s - s[..., :1].detach()
     n = torch.arange(1, s.size(-1) + 1, device=s.device, dtype=torch.float32)
     mean = torch.cumsum(d, dim=-1) / n
     var = (torch.cumsum(d * d, dim=-1) / n - mean * mean).clamp_min(0.0)
-    return (d - mean) * torch.rsqrt(var + eps)
+    return d, mean, torch.rsqrt(var + eps)
+
+
+def causal_znorm(s: Tensor, eps: float = ZNORM_EPS) -> Tensor:
+    """Causal z-normalisation along the last axis, in fp32 (:func:`causal_moments`):
+
+        s~_j = (s_j - m_j) / sqrt(v_j + eps),  m_j = mean(s_0..s_j),  v_j = var(s_0..s_j)
+
+    each key normalised by its own prefix. The first position has v_0 = 0 and s~_0 = 0.
+    """
+    d, mean, rstd = causal_moments(s, eps)
+    return (d - mean) * rstd
 
 
 def sequence_znorm(s: Tensor, eps: float = ZNORM_EPS) -> Tensor:
@@ -100,6 +111,11 @@ class KeyGate(nn.Module):
     recompute_signal: ClassVar[bool] = False
     #: The z-normalisation of the signal (prefix statistics: causal).
     normalise: ClassVar = staticmethod(causal_znorm)
+    #: True when the signal has K components per head (B, H, K, T), each gated, the gates multiplied.
+    components_multiply: ClassVar[bool] = False
+    #: True when the gate of key j depends on the query i too (:class:`QueryNormalisedEnergyGate`): the
+    #: attention then asks :meth:`pair_log_gate` for blocks of pairs instead of a per-key bias.
+    pairwise: ClassVar[bool] = False
 
     def __init__(
         self, n_head: int, *, tau_init: float = DEFAULT_TAU_INIT, alpha_init: float = DEFAULT_ALPHA_INIT
@@ -122,8 +138,15 @@ class KeyGate(nn.Module):
                 s = checkpoint(self.signal, x, k, use_reentrant=False)
             else:
                 s = self.signal(x, k)
-            z = self.normalise(s)  # (B, H or 1, T)
-            return F.logsigmoid(self.alpha[:, None] * (z - self.tau[:, None]))  # (B, H, T)
+            return self.log_gate(self.normalise(s))  # (B, H, T)
+
+    def log_gate(self, z: Tensor) -> Tensor:
+        """log g = logsigmoid(alpha_h (z - tau_h)) for normalised signals z (B, H or 1, [K,] ..., T):
+        alpha and tau broadcast over the head axis 1. A signal with K components per head (B, H, K, T)
+        gets K gates, multiplied: log g = sum_k logsigmoid(alpha_h (z_k - tau_h)), (B, H, T)."""
+        shape = (-1,) + (1,) * (z.dim() - 2)  # (H, 1, ...) against z's (B, H, ...)
+        log_g = F.logsigmoid(self.alpha.view(shape) * (z - self.tau.view(shape)))
+        return log_g.sum(2) if self.components_multiply else log_g
 
 
 class EnergyGate(KeyGate):
@@ -184,6 +207,74 @@ class QuadraticEnergyGate(KeyGate):
         B, T, _ = x.shape
         p = F.linear(x.float(), self.weight.float(), self.bias.float())  # (B, T, H K): w_{h,k}.x_j + b_{h,k}
         return p.view(B, T, self.n_head, self.directions).square().sum(-1).transpose(1, 2)  # (B, H, T)
+
+
+class ProductEnergyGate(KeyGate):
+    """EGA-K read as K gates multiplied (``ega-2-prod``, ``ega-4-prod``): per head h,
+
+        e^(k)_j = w_{h,k} . x_j + b_{h,k},   g_j = prod_{k<K} sigmoid(alpha_h (z^(k)_j - tau_h))
+
+    K linear energies (EGA-1's, K of them), each z-normalised causally on its own (z^(k) =
+    :func:`causal_znorm` of e^(k)) and gated on its own; the key's gate is their product, so
+    log g_j = sum_k logsigmoid(...). The energies stay linear in x (unlike ``-pc``'s squares)
+    and "more components" means more gates a key must pass. tau and alpha are shared by the
+    K gates of a head, so that ``gate/tau`` keeps one value per head (the papers' tau claim).
+    w ~ N(0, 0.02) as EGA's, b = 0; H K (d + 1) + 2 H parameters per layer. O(T d K) per head.
+    """
+
+    name = "ega-prod"
+    components_multiply = True
+
+    def __init__(self, d_model: int, n_head: int, *, gates: int, **gate_init: float) -> None:
+        super().__init__(n_head, **gate_init)
+        self.gates = gates
+        self.weight = nn.Parameter(torch.empty(n_head * gates, d_model))
+        self.bias = nn.Parameter(torch.zeros(n_head * gates))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def signal(self, x: Tensor, k: Tensor | None) -> Tensor:
+        B, T, _ = x.shape
+        p = F.linear(x.float(), self.weight.float(), self.bias.float())  # (B, T, H K)
+        return p.view(B, T, self.n_head, self.gates).permute(0, 2, 3, 1)  # (B, H, K, T)
+
+
+class QueryNormalisedEnergyGate(EnergyGate):
+    """EGA-1 with the energies z-normalised per *query* (``ega-qnorm``): query i normalises the
+    energies of the keys it sees, 0..i, by their mean and variance:
+
+        z_ij = (e_j - m_i) / sqrt(v_i + eps),   m_i = mean(e_0..e_i),  v_i = var(e_0..e_i)
+        g_ij = sigmoid(alpha_h (z_ij - tau_h))
+
+    (EGA's default reading normalises key j by its own prefix 0..j: z_jj here, so key 0
+    always gets z = 0 and key 1 z = +-1.) Causal: m_i and v_i use e_0..e_i only. The gate is
+    pairwise, so it is no per-key bias: the attention adds log g_ij to the scores in query
+    chunks (:func:`~harness.models.attention.pairwise_biased_attention`), never a T x T
+    tensor. Same parameters as EGA-1. :meth:`forward` returns the gates the last query gives
+    every key (normalised over the whole window), for logging.
+    """
+
+    name = "ega-qnorm"
+    pairwise = True
+
+    def __init__(self, d_model: int, n_head: int, **gate_init: float) -> None:
+        super().__init__(d_model, n_head, projections=1, **gate_init)
+
+    def moments(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(d, m, r) of :func:`causal_moments` of the energy, each (B, H, T), in fp32."""
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            return causal_moments(self.energy(x.float()))
+
+    def pair_log_gate(self, moments: tuple[Tensor, Tensor, Tensor], start: int, stop: int) -> Tensor:
+        """log g_ij for queries start..stop-1 and keys 0..stop-1: (B, H, C, stop) (j > i included:
+        the attention masks them)."""
+        d, mean, rstd = moments
+        z = (d[..., None, :stop] - mean[..., start:stop, None]) * rstd[..., start:stop, None]  # (B, H, C, stop)
+        return self.log_gate(z)
+
+    def forward(self, x: Tensor, k: Tensor | None) -> Tensor:
+        moments = self.moments(x)
+        T = moments[0].size(-1)
+        return self.pair_log_gate(moments, T - 1, T)[..., 0, :]  # (B, H, T): the last query's gates
 
 
 class LeakyEnergyGate(EnergyGate):
@@ -449,6 +540,9 @@ GATES: dict[str, str] = {
     "ega-4": "EnergyGate(projections=4): windows 1, 2, 4, 8",
     "ega-2-pc": "QuadraticEnergyGate(directions=2): e_j = sum_k (w_k.x_j + b_k)^2",
     "ega-4-pc": "QuadraticEnergyGate(directions=4)",
+    "ega-2-prod": "ProductEnergyGate(gates=2): g_j = prod_k sigmoid(alpha (z(w_k.x_j + b_k) - tau))",
+    "ega-4-prod": "ProductEnergyGate(gates=4)",
+    "ega-qnorm": "QueryNormalisedEnergyGate: EGA-1, each query z-normalises the energies of keys 0..i",
     "db2": "WaveletEnergyGate(db2)",
     "db4": "WaveletEnergyGate(db4)",
     "morlet-fixed": "WaveletEnergyGate(morlet-fixed)",
@@ -473,6 +567,10 @@ def build_gate(
         return EnergyGate(d_model, n_head, projections={"ega": 1, "ega-2": 2, "ega-4": 4}[name], **init)
     if name in ("ega-2-pc", "ega-4-pc"):
         return QuadraticEnergyGate(d_model, n_head, directions={"ega-2-pc": 2, "ega-4-pc": 4}[name], **init)
+    if name in ("ega-2-prod", "ega-4-prod"):
+        return ProductEnergyGate(d_model, n_head, gates={"ega-2-prod": 2, "ega-4-prod": 4}[name], **init)
+    if name == "ega-qnorm":
+        return QueryNormalisedEnergyGate(d_model, n_head, **init)
     if name in ("db2", "db4", "morlet-fixed", "morlet-param"):
         return WaveletEnergyGate(d_model, n_head, kind=name, **init)
     if name in ("db2-dir", "db4-dir", "morlet-dir"):

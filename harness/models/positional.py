@@ -5,14 +5,17 @@ attention module serves them all:
 
 - ``embedding(T)`` -> ``(T, d)`` added to the token embeddings (sinusoidal, learned, MOPE);
 - ``rotate(q, k)`` -> rotated ``q, k`` inside every attention layer (RoPE);
-- ``attention_bias(T)`` -> ``(H, T, T)`` additive float mask, causality included (ALiBi,
-  the only T x T tensor in the zoo; it never requires grad);
+- ``attention_bias(T)`` -> ``(H, T, T)`` additive float mask, causality included (no
+  component of the zoo needs one: a hook for biases that fold into nothing);
 - ``lag_curvature()`` -> ``(H,)`` gamma_h >= 0: the score of query i and key j gains
-  -gamma_h (i - j)^2 (relative MOPE's Gaussian lag envelope). The attention folds it into
-  its fused kernel (:func:`harness.models.attention.lag_penalised_attention`), no T x T tensor.
+  -gamma_h (i - j)^2 (relative MOPE's Gaussian lag envelope);
+- ``lag_slope()`` -> ``(H,)`` m_h >= 0: the score gains -m_h (i - j) (ALiBi).
+
+The attention folds the lag penalties into its fused kernel
+(:func:`harness.models.attention.lag_penalised_attention`): no T x T tensor.
 
 Positions are ``b = 0, 1, ..., T-1`` within the window. Costs: O(T d) per forward for the
-additive encodings, RoPE and relative MOPE, O(H T^2) memory for ALiBi.
+additive encodings, RoPE, relative MOPE and ALiBi.
 """
 
 from __future__ import annotations
@@ -73,6 +76,19 @@ class PositionalEncoding(nn.Module):
     def lag_curvature(self) -> Tensor | None:
         """gamma ``(H,)``: the score of (i, j) gains -gamma_h (i - j)^2; None for no lag penalty."""
         return None
+
+    def lag_slope(self) -> Tensor | None:
+        """m ``(H,)``: the score of (i, j) gains -m_h (i - j); None for no linear lag penalty."""
+        return None
+
+    def pair_bias(self, i: Tensor, j: Tensor) -> Tensor | None:
+        """Additive score bias ``(H, C, S)`` for query positions i (C,) and key positions j (S,) that
+        folds into nothing (a function of i - j that is no polynomial); None when there is none.
+        The attention asks for it in chunks of queries (:attr:`pairwise`), never for T x T."""
+        return None
+
+    #: True when :meth:`pair_bias` is not None.
+    pairwise: ClassVar[bool] = False
 
 
 class NoPositionalEncoding(PositionalEncoding):
@@ -167,10 +183,13 @@ def alibi_slopes(n_head: int) -> Tensor:
 class ALiBiPositionalEncoding(PositionalEncoding):
     """ALiBi (Press et al. 2022): a linear distance penalty added to the attention logits.
 
-        bias(h, i, j) = -m_h (i - j)  for j <= i,   -inf for j > i
+        score(h, i, j) += -m_h (i - j)   for j <= i   (causal)
 
-    The only component that needs a T x T tensor (H T^2 floats, shared by all layers and
-    the batch, no grad); it sends SDPA to its masked path.
+    with the fixed slopes m_h of :func:`alibi_slopes`. -m_h (i - j) = -m_h i + m_h j: the
+    query's term cancels in the softmax, so the penalty is a per-key bias m_h j, which the
+    attention folds into its fused kernel (:meth:`lag_slope`, centred on each chunk of
+    queries for fp32 precision; steep heads attend only to the keys within reach). No
+    T x T tensor, no parameters.
     """
 
     name = "alibi"
@@ -179,12 +198,8 @@ class ALiBiPositionalEncoding(PositionalEncoding):
         super().__init__()
         self.register_buffer("slopes", alibi_slopes(n_head), persistent=False)
 
-    def attention_bias(self, T: int, device: torch.device, dtype: torch.dtype) -> Tensor:
-        pos = torch.arange(T, device=device)
-        distance = (pos[:, None] - pos[None, :]).to(torch.float32)  # (T, T): i - j
-        bias = -self.slopes[:, None, None] * distance  # (H, T, T)
-        bias = bias.masked_fill(distance < 0, float("-inf"))
-        return bias.to(dtype)
+    def lag_slope(self) -> Tensor:
+        return self.slopes
 
 
 # Linguistic scales (characters) for MOPE's "scales" initialisation, one group of pairs (or heads) each.
@@ -204,18 +219,21 @@ def linguistic_scale_grid(n: int) -> Tensor:
 
 
 class MorletScales(PositionalEncoding):
-    """Base of the two Morlet encodings: one learned frequency omega and width
+    """Base of the Morlet encodings: one learned frequency omega and width
     sigma = exp(log_sigma) (positive) per slot, a dimension pair for
-    :class:`MorletPositionalEncoding` and a head for :class:`MorletRelativePositionalEncoding`,
-    initialised by ``init`` as :class:`MorletPositionalEncoding` describes."""
+    :class:`MorletPositionalEncoding` and a head for :class:`MorletRelativePositionalEncoding`
+    and :class:`MorletBiasPositionalEncoding`, initialised by ``init`` as
+    :class:`MorletPositionalEncoding` describes. ``init="scales-frozen"`` is ``"scales"`` with
+    omega and sigma frozen (``requires_grad=False``: not trained, not counted as parameters)."""
 
     def __init__(self, n_slots: int, init: str) -> None:
         super().__init__()
         if init not in MOPE_INITS:
             raise InputError(f"unknown MOPE initialisation {init!r}; known: {', '.join(MOPE_INITS)}")
         self.init = init
-        self.omega = nn.Parameter(torch.empty(n_slots))
-        self.log_sigma = nn.Parameter(torch.empty(n_slots))
+        frozen = init == "scales-frozen"  # the linguistic scales, fixed: buffers' role, parameters' names
+        self.omega = nn.Parameter(torch.empty(n_slots), requires_grad=not frozen)
+        self.log_sigma = nn.Parameter(torch.empty(n_slots), requires_grad=not frozen)
         self.reset_parameters()
 
     @torch.no_grad()
@@ -257,7 +275,9 @@ class MorletPositionalEncoding(MorletScales):
       :data:`LINGUISTIC_SCALES` (character 3, word 6, clause 30, sentence 100 characters),
       with sigma_i = s and omega_i = 2 pi / s (one period per scale, omega sigma = 2 pi, close
       to the usual Morlet omega_0 ~ 6); within a group s spreads geometrically over
-      [s / sqrt 2, s sqrt 2] so that no two pairs start identical.
+      [s / sqrt 2, s sqrt 2] so that no two pairs start identical;
+    - ``"scales-frozen"``: ``"scales"``, never trained (the papers' "fixed scale
+      initialisation" read as fixed scales).
 
     Scale: the model adds this encoding multiplied by 0.02 sqrt 2 (``unit_amplitude``), the
     token embeddings' initial scale under the shared recipe (nanoGPT's N(0, 0.02) tables).
@@ -335,6 +355,36 @@ class MorletRelativePositionalEncoding(MorletScales):
         return 0.25 * torch.exp(-2.0 * self.log_sigma.float())  # 1 / (4 sigma^2), (H,)
 
 
+class MorletBiasPositionalEncoding(MorletScales):
+    """Additive Morlet bias (``mope-bias``): the papers' lag kernel added to the scores, per head.
+
+        score_ij += a_h exp(-Delta^2 / (4 sigma_h^2)) cos(omega_h Delta),   Delta = i - j >= 0
+
+    The other relative reading of MOPE's "Morlet kernel in lag space" beside ``mope-rel``
+    (which multiplies the weights by the envelope and turns the scores by the phase): here the
+    kernel C(Delta) itself is a bias on the logits, as ALiBi's line is, one learned amplitude
+    a_h, frequency omega_h and width sigma_h per head, shared by all layers (3 H parameters).
+    a_h = 1 at initialisation (the kernel adds at most one nat to the score of the nearby keys);
+    omega and sigma by ``init`` as :class:`MorletPositionalEncoding`'s, over heads. a -> 0 gives
+    NoPE. A Gaussian times a cosine of i - j is no low-rank term, so it does not fold: the
+    attention adds :meth:`pair_bias` to the scores chunk by chunk
+    (:func:`~harness.models.attention.pairwise_biased_attention`), never a T x T tensor.
+    """
+
+    name = "mope-bias"
+    pairwise = True
+
+    def __init__(self, n_head: int, init: str = "random") -> None:
+        super().__init__(n_head, init)
+        self.amplitude = nn.Parameter(torch.ones(n_head))
+
+    def pair_bias(self, i: Tensor, j: Tensor) -> Tensor:
+        lag = (i[:, None] - j[None, :]).float()  # (C, S): Delta = i - j
+        gamma = 0.25 * torch.exp(-2.0 * self.log_sigma.float())[:, None, None]  # (H, 1, 1): 1 / (4 sigma^2)
+        omega = self.omega.float()[:, None, None]  # (H, 1, 1)
+        return self.amplitude.float()[:, None, None] * torch.exp(-gamma * lag * lag) * torch.cos(omega * lag)
+
+
 POSITION_ENCODINGS: dict[str, type[PositionalEncoding]] = {
     cls.name: cls
     for cls in (
@@ -344,6 +394,7 @@ POSITION_ENCODINGS: dict[str, type[PositionalEncoding]] = {
         ALiBiPositionalEncoding,
         MorletPositionalEncoding,
         MorletRelativePositionalEncoding,
+        MorletBiasPositionalEncoding,
         NoPositionalEncoding,
     )
 }
@@ -365,6 +416,8 @@ def build_position(
         return MorletPositionalEncoding(d_model, init=mope_init)
     if name == "mope-rel":
         return MorletRelativePositionalEncoding(n_head, d_model // n_head, init=mope_init)
+    if name == "mope-bias":
+        return MorletBiasPositionalEncoding(n_head, init=mope_init)
     if name == "none":
         return NoPositionalEncoding()
     raise InputError(f"unknown position {name!r}; known positions: {', '.join(POSITION_ENCODINGS)}")

@@ -4,10 +4,13 @@ A :class:`Variant` names one component per slot:
 
 - ``position``: ``sinusoidal`` (fixed, cos at 2i, sin at 2i+1), ``learned``, ``rope``,
   ``alibi``, ``mope`` (learned Morlet, absolute position), ``mope-rel`` (learned Morlet
-  lag kernel per head: relative position), ``none`` (NoPE);
+  lag kernel per head: relative position), ``mope-bias`` (the Morlet lag kernel added to
+  the scores per head), ``none`` (NoPE);
 - ``gate`` (key gate on the attention, a per-key logit bias): ``none``, ``ega`` (EGA-1,
   one linear energy projection), ``ega-2`` / ``ega-4`` (2 / 4 projection scales),
   ``ega-2-pc`` / ``ega-4-pc`` (energy sum_k (w_k.x + b_k)^2 over 2 / 4 learned directions),
+  ``ega-2-prod`` / ``ega-4-prod`` (2 / 4 linear energies, each z-normalised and gated, the
+  gates multiplied), ``ega-qnorm`` (EGA-1 z-normalised per query over the keys it sees),
   ``db2`` / ``db4`` (Daubechies wavelet energy), ``morlet-fixed`` / ``morlet-param`` (Morlet
   wavelet energy, fixed or learned), ``db2-dir`` / ``db4-dir`` / ``morlet-dir`` (EGA with a
   fixed wavelet direction in embedding space), ``flux`` (rate of change of the energy),
@@ -15,8 +18,8 @@ A :class:`Variant` names one component per slot:
   (EGA z-normalised over the whole sequence: it reads future tokens);
 - ``scoring``: ``dot`` or ``lagged`` (keys causally convolved over a few lags);
 
-plus ``options``: ``mope_init`` (``"random"`` or ``"scales"``, MOPE and relative MOPE
-only), ``lags`` (number of lags of ``lagged`` scoring, default 4) and ``output_gate``
+plus ``options``: ``mope_init`` (``"random"``, ``"scales"`` or ``"scales-frozen"``, the
+Morlet positions only), ``lags`` (number of lags of ``lagged`` scoring, default 4) and ``output_gate``
 (``True``: the head-wise sigmoid gate on the attention output of Qiu et al. 2025).
 
 ``VARIANTS`` holds the papers' models, their baselines and the alternative readings of
@@ -41,7 +44,7 @@ Slot = Literal["position", "gate", "scoring"]
 SLOTS: tuple[str, ...] = get_args(Slot)
 
 #: The components of each slot (one Literal each: a config names them as plain strings).
-PositionName = Literal["sinusoidal", "learned", "rope", "alibi", "mope", "mope-rel", "none"]
+PositionName = Literal["sinusoidal", "learned", "rope", "alibi", "mope", "mope-rel", "mope-bias", "none"]
 GateName = Literal[
     "none",
     "ega",
@@ -49,6 +52,9 @@ GateName = Literal[
     "ega-4",
     "ega-2-pc",
     "ega-4-pc",
+    "ega-2-prod",
+    "ega-4-prod",
+    "ega-qnorm",
     "db2",
     "db4",
     "morlet-fixed",
@@ -69,8 +75,9 @@ LEAKY_GATES: dict[str, str] = {"ega-leaky": "z-normalises the energy over the wh
 #: The label of a diagnostic's rows in ``harness zoo`` and in the study report.
 DIAGNOSTIC_LABEL = "leaks future tokens"
 #: Positions whose parameters ``mope_init`` initialises (the absolute and the relative Morlet encodings).
-MOPE_POSITIONS: tuple[str, ...] = ("mope", "mope-rel")
-MOPE_INITS: tuple[str, ...] = ("random", "scales")
+MOPE_POSITIONS: tuple[str, ...] = ("mope", "mope-rel", "mope-bias")
+#: ``scales-frozen``: the linguistic scales, never trained.
+MOPE_INITS: tuple[str, ...] = ("random", "scales", "scales-frozen")
 OPTIONS: tuple[str, ...] = ("mope_init", "lags", "output_gate")
 DEFAULT_LAGS = 4
 
@@ -165,7 +172,8 @@ def make_variant(
             _check_choice("mope_init", value, MOPE_INITS, name)
             if position not in MOPE_POSITIONS:
                 raise InputError(
-                    f"variant {name!r}: option mope_init needs position 'mope' or 'mope-rel', got position={position!r}"
+                    f"variant {name!r}: option mope_init needs position {' or '.join(map(repr, MOPE_POSITIONS))}, "
+                    f"got position={position!r}"
                 )
         elif key == "lags":
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -213,6 +221,12 @@ VARIANTS: dict[str, Variant] = {
         make_variant("ega-morlet-dir", position="sinusoidal", gate="morlet-dir"),
         make_variant("ega-2-pc", position="sinusoidal", gate="ega-2-pc"),
         make_variant("ega-4-pc", position="sinusoidal", gate="ega-4-pc"),
+        make_variant("ega-2-prod", position="sinusoidal", gate="ega-2-prod"),
+        make_variant("ega-4-prod", position="sinusoidal", gate="ega-4-prod"),
+        make_variant("ega-qnorm", position="sinusoidal", gate="ega-qnorm"),
+        make_variant("ega-mope-scale-frozen", position="mope", gate="ega", mope_init="scales-frozen"),
+        make_variant("mope-bias", position="mope-bias"),
+        make_variant("ega-mope-bias", position="mope-bias", gate="ega"),
         # diagnostic, not a model: EGA z-normalised over the whole sequence (reads future tokens)
         make_variant("ega-leaky", position="sinusoidal", gate="ega-leaky"),
     )
@@ -273,6 +287,38 @@ READINGS: tuple[Reading, ...] = (
         "mean and variance over the whole sequence: leaks the future (a diagnostic, not a model)",
         ("ega",),
         ("ega-leaky",),
+    ),
+    Reading(
+        "z-normalisation (2)",
+        '"z-normalised"; "strictly causal"',
+        "each key j by the mean and variance of its own prefix 0..j (every gated variant)",
+        "each query i by the mean and variance of the keys it sees, 0..i: a pairwise gate",
+        ("ega",),
+        ("ega-qnorm",),
+    ),
+    Reading(
+        "EGA-2 / EGA-4 (2)",
+        '"more projection scales"; "the first principal component is sufficient"',
+        "projections of causal moving averages over 1, 2 (, 4, 8) tokens",
+        "K linear projections per head, each z-normalised and gated on its own, the gates multiplied",
+        ("ega-2", "ega-4"),
+        ("ega-2-prod", "ega-4-prod"),
+    ),
+    Reading(
+        "scale initialisation (2)",
+        '"initialise the heads at specific frequencies" (character, word, clause, sentence)',
+        "MOPE dimension pairs at the four scales, then learned",
+        "MOPE dimension pairs at the four scales, frozen",
+        ("ega-mope-scale-init",),
+        ("ega-mope-scale-frozen",),
+    ),
+    Reading(
+        "MOPE position (2)",
+        '"a Morlet kernel in lag space", C(Delta) ~ exp(-Delta^2 / 4 sigma^2) cos(omega Delta)',
+        "absolute position b added to the embeddings",
+        "the kernel added to the scores per head: a_h exp(-Delta^2 / 4 sigma_h^2) cos(omega_h Delta)",
+        ("mope", "ega-mope"),
+        ("mope-bias", "ega-mope-bias"),
     ),
 )
 

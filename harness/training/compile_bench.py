@@ -103,8 +103,13 @@ def _probe(args: argparse.Namespace) -> dict[str, Any]:
 #: Graph breaks the training step may have, by the function that causes them, and why.
 DOCUMENTED_GRAPH_BREAKS = {
     "lag_penalised_attention": (
-        "mope-rel: the chunk plan (per-head chunk sizes and key reach) is computed from the current "
-        "q, k and lag curvature, so the fused lag attention runs eager between the graphs of each layer"
+        "mope-rel and alibi: the chunk plan (per-head chunk sizes and key reach) is computed from the "
+        "current q, k and lag curvature or slope, so the fused lag attention runs eager between the graphs "
+        "of each layer"
+    ),
+    "pairwise_biased_attention": (
+        "ega-qnorm and mope-bias: the pairwise term is added query chunk by query chunk in a Python loop "
+        "(never a T x T tensor), which runs eager between the graphs of each layer"
     ),
 }
 

@@ -46,9 +46,17 @@ def test_zoo_lists_diagnostics_apart_and_the_readings_with_their_overheads():
         "ega-2-pc",
         "ega-4-pc",
         "ega-leaky (leaks future tokens)",
+        "ega-qnorm",
+        "ega-2-prod",
+        "ega-4-prod",
+        "ega-mope-scale-frozen",
+        "mope-bias",
+        "ega-mope-bias",
     }
     assert "+0.000 %" in rows["mope-rel"] and "-240" in rows["mope-rel"]  # 16 parameters against mope's 256
     assert "+0.521 %" in rows["ega-2-pc"] and "+1.040 %" in rows["ega-4-pc"]
+    assert "+0.521 %" in rows["ega-2-prod"] and "-256" in rows["ega-mope-scale-frozen"]  # frozen: not trained
+    assert "+0.001 %" in rows["mope-bias"] and "-232" in rows["mope-bias"]  # (a, omega, sigma) x 8 heads
 
 
 def test_zoo_unknown_size_exits_2_with_the_known_sizes():

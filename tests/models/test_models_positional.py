@@ -98,15 +98,13 @@ def test_rope_scores_depend_on_relative_position_only():
     torch.testing.assert_close(rq.norm(dim=-1), q.norm(dim=-1))
 
 
-def test_alibi_slopes_and_bias():
+def test_alibi_slopes_and_lag_slope_hook():
     torch.testing.assert_close(alibi_slopes(8), torch.tensor([2.0 ** -(i + 1) for i in range(8)]))
     assert len(alibi_slopes(6)) == 6 and bool((alibi_slopes(6) > 0).all())
-    bias = ALiBiPositionalEncoding(2).attention_bias(4, torch.device("cpu"), torch.float32)
-    assert bias.shape == (2, 4, 4)
-    assert bool(torch.isinf(bias[0].triu(1)[bias[0].triu(1) != 0]).all())
-    torch.testing.assert_close(
-        bias[1, 3, :], torch.tensor([-3.0, -2.0, -1.0, 0.0]) * 2.0**-8
-    )  # H = 2: slopes 2^-4, 2^-8
+    alibi = ALiBiPositionalEncoding(2)
+    torch.testing.assert_close(alibi.lag_slope(), torch.tensor([2.0**-4, 2.0**-8]))  # H = 2
+    assert alibi.attention_bias(4, torch.device("cpu"), torch.float32) is None  # folded: no T x T mask
+    assert alibi.lag_curvature() is None and not list(alibi.parameters())
 
 
 def _rotation(theta: float, hd: int) -> torch.Tensor:

@@ -42,6 +42,12 @@ REGISTRY_NAMES = [
     "ega-morlet-dir",
     "ega-2-pc",
     "ega-4-pc",
+    "ega-2-prod",
+    "ega-4-prod",
+    "ega-qnorm",
+    "ega-mope-scale-frozen",
+    "mope-bias",
+    "ega-mope-bias",
     "ega-leaky",
 ]
 
@@ -66,6 +72,12 @@ def test_registry_holds_exactly_the_issue_names():
         ("ega-morlet-dir", ("sinusoidal", "morlet-dir", "dot")),
         ("ega-2-pc", ("sinusoidal", "ega-2-pc", "dot")),
         ("ega-leaky", ("sinusoidal", "ega-leaky", "dot")),
+        ("ega-qnorm", ("sinusoidal", "ega-qnorm", "dot")),
+        ("ega-2-prod", ("sinusoidal", "ega-2-prod", "dot")),
+        ("ega-4-prod", ("sinusoidal", "ega-4-prod", "dot")),
+        ("ega-mope-scale-frozen", ("mope", "ega", "dot")),
+        ("mope-bias", ("mope-bias", "none", "dot")),
+        ("ega-mope-bias", ("mope-bias", "ega", "dot")),
     ],
 )
 def test_variant_slots(name, slots):
@@ -96,6 +108,12 @@ def test_readings_name_registry_variants_in_pairs():
         "ega-2-pc",
         "ega-4-pc",
         "ega-leaky",
+        "ega-qnorm",
+        "ega-2-prod",
+        "ega-4-prod",
+        "ega-mope-scale-frozen",
+        "mope-bias",
+        "ega-mope-bias",
     ]
     for r in READINGS:
         assert len(r.variants_a) == len(r.variants_b) and r.papers and r.reading_a and r.reading_b
@@ -117,11 +135,15 @@ def test_readings_parameter_overheads_at_paper_size():
     assert count["ega-db4-dir"] - base == L * 2 * H  # tau, alpha: the direction is fixed
     assert count["ega-2-pc"] - base == L * (H * 2 * (d + 1) + 2 * H)
     assert count["ega-4-pc"] - base == L * (H * 4 * (d + 1) + 2 * H)
-    assert count["ega-leaky"] == count["ega"]
+    assert count["ega-leaky"] == count["ega"] == count["ega-qnorm"]
+    assert count["ega-2-prod"] - base == L * (H * 2 * (d + 1) + 2 * H)  # K projections and biases, tau and alpha
+    assert count["ega-4-prod"] == count["ega-4-pc"]
+    assert count["ega-mope-scale-init"] - count["ega-mope-scale-frozen"] == d  # MOPE's omega, sigma: frozen
+    assert count["mope-bias"] - base == 3 * H  # (a, omega, sigma) per head, shared by the layers
     for r in READINGS:
         for name in r.variants_b:
             overhead = (count[name] - base) / base
-            assert overhead < (0.0105 if name == "ega-4-pc" else 0.01), (name, overhead)
+            assert overhead < (0.0105 if name in ("ega-4-pc", "ega-4-prod") else 0.01), (name, overhead)
 
 
 def test_component_name_lists_match_the_component_modules():
@@ -287,6 +309,6 @@ def test_importing_the_zoo_registries_and_cli_does_not_import_torch():
     code = (
         "import sys, harness.models, harness.models.cli; "
         "assert 'torch' not in sys.modules, 'torch imported'; "
-        "assert len(harness.models.VARIANTS) == 28"
+        "assert len(harness.models.VARIANTS) == 34"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
