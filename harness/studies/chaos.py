@@ -399,6 +399,8 @@ class FaultedStudy:
             end_session(self.driver.pid)
             code = self.driver.wait(timeout=30)
         self.note(f"driver {self.drivers} got {sig.name}: exit code {code}")
+        if sig != signal.SIGKILL and code != 130:
+            self.finding(f"driver {self.drivers} exited {code} on {sig.name}, not 130 (stopped, resumable)")
         self.settle(self.driver.pid)
 
     # -- progress and triggers -------------------------------------------------------------------

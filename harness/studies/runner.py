@@ -59,6 +59,7 @@ from harness.studies.sequential import (
     trial_range,
     trials_scheduled,
 )
+from harness.studies.signals import restore_sigterm, stop_on_sigterm
 from harness.studies.spec import StudySpec, load_spec, read_spec_text
 from harness.studies.storage import (
     STUDY_FILE,
@@ -220,6 +221,7 @@ def ray_session(address: str | None) -> Iterator[RayConnection]:
         ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
         started_here = True
         description = "local Ray"
+    previous_sigterm = stop_on_sigterm() if started_here else None  # after ray.init: see harness.studies.signals
     try:
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         total = ray.cluster_resources()
@@ -236,6 +238,7 @@ def ray_session(address: str | None) -> Iterator[RayConnection]:
     finally:
         if started_here:
             ray.shutdown()
+            restore_sigterm(previous_sigterm)
 
 
 def check_cluster(spec: StudySpec, ray_conn: RayConnection, storage: str) -> None:
@@ -923,6 +926,8 @@ def collect_outcomes(plan: StudyPlan, layout: StudyLayout, grid: Any) -> Collect
     outcomes: dict[str, tuple[dict[str, Any] | None, Any]] = {}
     checkpoints: dict[str, Any] = {}
     for result in grid:
+        if not result.config:  # never started (the study was stopped first): its row says incomplete
+            continue
         tid = str(result.config["trial"])
         outcomes[tid] = (dict(result.metrics or {}), result.error)
         if trial_status(result.metrics, result.error) == "finished":

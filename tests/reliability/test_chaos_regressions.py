@@ -12,10 +12,21 @@ the unfaulted twin too:
   it ended yet) ran again from its final checkpoint under the resumed driver, which logged
   its summary a third time.
 
-These tests replay both sequences of recorder calls against a real MLflow store."""
+These tests replay both sequences of recorder calls against a real MLflow store.
+
+The same schedule's SIGTERM made the driver abort (exit -6, a stack dump from Ray's core
+worker): Tune did not save its experiment one last time and the parent run stayed RUNNING.
+SIGTERM now stops a study as Ctrl-C does (harness/studies/signals.py); the slow test sends
+it to a driver mid-trial."""
 
 from __future__ import annotations
 
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from harness_support import TINY, all_runs, end_session, run_harness, start_driver, wait_until, write_spec
 from mlflow import MlflowClient
 
 from harness.studies.tracking import StudyRecorder
@@ -90,3 +101,26 @@ def test_a_summary_logged_before_the_driver_died_is_not_logged_again(sqlite_trac
     resumed = _driver(sqlite_tracking_uri)
     resumed.end_trial("t0", "finished", metrics=FINAL, step=10)
     assert _history(sqlite_tracking_uri, resumed) == EXPECTED
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_study_as_ctrl_c_does(tmp_path: Path, shared_data_dir: Path) -> None:
+    spec = write_spec(tmp_path / "spec.yaml", max_concurrent_trials=1, train={**TINY["train"], "max_steps": 40})
+    uri, storage = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "results"
+    args = ["run", str(spec), "--tracking-uri", uri, "--storage-path", str(storage)]
+    log = tmp_path / "driver.log"
+    driver = start_driver(*args, cwd=tmp_path, log=log)
+    try:
+        wait_until(lambda: list(storage.glob("tiny/*/*/checkpoint_*")), timeout=600, what="a trial's first checkpoint")
+        os.kill(driver.pid, signal.SIGTERM)
+        code = driver.wait(timeout=180)
+    finally:
+        end_session(driver.pid)
+    text = log.read_text()
+    assert code == 130, text[-3000:]  # was -6: SIGABRT from Ray's failure handler
+    assert "SIGTERM received" not in text and "Study tiny interrupted" in text and "Resume it with" in text
+    (parent,) = [r for r in all_runs(uri) if r.data.tags.get("harness.role") == "study"]
+    assert parent.info.status == "KILLED" and parent.data.tags["status"] == "interrupted"
+
+    resumed = run_harness(*args, "--resume", cwd=tmp_path, timeout=600)
+    assert resumed.returncode == 0 and ": 4 finished" in resumed.stdout, resumed.stdout[-3000:]
