@@ -46,6 +46,7 @@ import shlex
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -331,6 +332,7 @@ class FaultedStudy:
             seed=schedule.seed if schedule else None, schedule=schedule.describe() if schedule else ""
         )
         self.injected: Counter[str] = Counter()
+        self.background: threading.Thread | None = None  # a server's or a node's return
         self.t0 = time.monotonic()
 
     def note(self, text: str) -> None:
@@ -444,13 +446,14 @@ class FaultedStudy:
             self.note(f"{fault.kind}: not reached (the study ended first)")
             return
         time.sleep(fault.delay_s)
+        self.note(f"{fault.kind} fires at progress {self.progress()}")
         if getattr(self, fault.kind)(fault):
             self.injected[fault.kind] += 1
         else:
             self.outcome.not_reached.append(fault.kind)
 
     def _kill_trials(self, name: str | None, pick: int) -> bool:
-        sessions = sorted(self.service_sessions() - {self.server.proc.pid} if self.cluster else {self.driver.pid})
+        sessions = [n.pid for n in self.cluster.nodes] if self.cluster else [self.driver.pid]
         workers = trial_workers(sessions)
         if name is not None:
             workers = {pid: n for pid, n in workers.items() if n == name} or workers
@@ -491,22 +494,44 @@ class FaultedStudy:
     def driver_int(self, fault: Fault) -> bool:
         return self._driver_fault(signal.SIGINT)
 
-    def _server_outage(self, down_s: float) -> None:
+    def in_background(self, work: Any) -> None:
+        """Run ``work`` (a server's or a node's return) beside the study, so that the next
+        fault fires on time; one at a time (an earlier one is waited for first)."""
+        self.join_background()
+        self.background = threading.Thread(target=work, daemon=True)
+        self.background.start()
+
+    def join_background(self) -> None:
+        if self.background is not None:
+            self.background.join()
+            self.background = None
+
+    def _server_down(self) -> None:
         self.server.stop()
-        self.note(f"MLflow server stopped (progress {self.progress()})")
+        self.note("MLflow server stopped")
+
+    def _server_back(self, down_s: float) -> None:
         time.sleep(down_s)
         self.server.start(timeout=300)
         self.note("MLflow server back")
 
     def mlflow_restart(self, fault: Fault) -> bool:
-        for cycle in range(fault.repeat):
-            if cycle:
-                time.sleep(fault.delay_s)
-            self._server_outage(fault.down_s)
+        def cycles() -> None:
+            for cycle in range(fault.repeat):
+                if cycle:
+                    time.sleep(fault.delay_s)
+                self._server_down()
+                self._server_back(fault.down_s)
+
+        self.in_background(cycles)
         return True
 
     def mlflow_during_report(self, fault: Fault) -> bool:
-        self._server_outage(fault.down_s)
+        self.join_background()  # an earlier outage first
+        if self.driver is None or self.driver.poll() is not None:
+            return False  # the report was over by then
+        self._server_down()  # at once: the report takes seconds
+        self.in_background(lambda: self._server_back(fault.down_s))
         return True
 
     def node_leave(self, fault: Fault) -> bool:
@@ -515,9 +540,14 @@ class FaultedStudy:
         on_it = trial_workers([node.pid])
         stop_session(node)
         self.note(f"worker node stopped with trials {sorted(on_it.values())} on it")
-        time.sleep(fault.down_s)
-        self.cluster.add_worker(num_cpus=1)
-        self.note("a fresh worker node joined")
+        cluster = self.cluster
+
+        def rejoin() -> None:
+            time.sleep(fault.delay_s)
+            cluster.add_worker(num_cpus=1)
+            self.note("a fresh worker node joined")
+
+        self.in_background(rejoin)
         return True
 
     # -- the end -----------------------------------------------------------------------------------
@@ -579,6 +609,7 @@ class FaultedStudy:
             for fault in self.schedule.faults if self.schedule else ():
                 self.inject(fault)
             self.outcome.completed = self.finish()
+            self.join_background()  # the server is up again before the record is checked
             if self.outcome.completed:
                 self.record()
                 study_dir = self.study_dir()
@@ -588,6 +619,7 @@ class FaultedStudy:
                     self.outcome.mismatches = compare(twin, record)
             self.left_behind()
         finally:
+            self.join_background()
             self.stop_services()
             escaped = {p: c for p, (_, c) in tagged_processes(self.campaign).items()}
             if escaped:
