@@ -31,7 +31,10 @@ evaluation of every trial's curve (every metric but throughput, bit for bit), ev
 number on the parent run, exactly one parent run and one child run per trial, each metric
 step logged once, every run ended as finished, and no process of the study left running
 (every process the campaign starts carries :data:`TAG` in its environment, so one that left
-its session is found too). A schedule that fails is replayed with ``--replay SEED``.
+its session is found too). A schedule that fails is replayed with ``--replay SEED``: the
+same faults at the same progress points, after the same delays (where a SIGKILL lands
+inside the code still depends on the machine's timing). A server's or a node's return runs
+beside the study, so that the next fault fires on time.
 """
 
 from __future__ import annotations
