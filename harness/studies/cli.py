@@ -440,13 +440,30 @@ def _windows_and_sigmas(study: str, uri: str, parent, from_path: Path | None, wi
     return window_df, sigma_df
 
 
+def bench_chaos(
+    schedules: Annotated[int, typer.Option("--schedules", help="Number of fault schedules.")] = 10,
+    seed: Annotated[int, typer.Option("--seed", help="Seed the schedules are drawn from.")] = 1,
+    replay: Annotated[
+        list[int] | None, typer.Option("--replay", help="Run exactly this schedule seed (repeatable).")
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("benchmarks/results/chaos.json"),
+) -> None:
+    """Fault campaign: the study under seeded kills and outages, compared bit for bit with an unfaulted twin."""
+    from harness.studies.chaos import main
+
+    result = main(schedules=schedules, seed=seed, replay=replay, out=out)
+    raise typer.Exit(1 if result["failing_seeds"] else 0)
+
+
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
-    """Add ``harness run``, ``harness submit``, ``harness ui``, ``harness report`` and ``harness bench study``."""
+    """Add ``harness run``, ``harness submit``, ``harness ui``, ``harness report``, ``harness bench study``
+    and ``harness bench chaos``."""
     app.command("run")(run)
     app.command("submit")(submit)
     app.command("ui")(ui)
     app.command("report")(report)
     bench_app.command("study")(bench_study)
+    bench_app.command("chaos")(bench_chaos)
 
 
-__all__ = ["register", "run", "submit", "ui", "report", "bench_study"]
+__all__ = ["register", "run", "submit", "ui", "report", "bench_study", "bench_chaos"]

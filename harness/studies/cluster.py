@@ -20,6 +20,7 @@ from urllib.parse import urlparse
 from harness.errors import InputError
 from harness.studies.destinations import is_uri
 from harness.studies.ray_auth import enable_token_auth_if_available
+from harness.studies.signals import restore_sigterm, stop_on_sigterm
 from harness.studies.spec import StudySpec
 
 DEFAULT_STORAGE = "results"
@@ -129,6 +130,7 @@ def ray_session(address: str | None) -> Iterator[RayConnection]:
         ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
         started_here = True
         description = "local Ray"
+    previous_sigterm = stop_on_sigterm() if started_here else None  # after ray.init: see harness.studies.signals
     try:
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         total = ray.cluster_resources()
@@ -145,6 +147,7 @@ def ray_session(address: str | None) -> Iterator[RayConnection]:
     finally:
         if started_here:
             ray.shutdown()
+            restore_sigterm(previous_sigterm)
 
 
 def check_cluster(spec: StudySpec, ray_conn: RayConnection, storage: str) -> None:

@@ -401,6 +401,8 @@ def collect_outcomes(plan: StudyPlan, layout: StudyLayout, grid: Any) -> Collect
     outcomes: dict[str, tuple[dict[str, Any] | None, Any]] = {}
     checkpoints: dict[str, Any] = {}
     for result in grid:
+        if not result.config:  # never started (the study was stopped first): its row says incomplete
+            continue
         tid = str(result.config["trial"])
         outcomes[tid] = (dict(result.metrics or {}), result.error)
         if trial_status(result.metrics, result.error) == "finished":

@@ -49,6 +49,7 @@ from ray.tune import Callback
 from harness.datasets.mlflow_datasets import corpus_inputs
 from harness.errors import InputError
 from harness.mlflow_client import (
+    ENDED_MLFLOW_STATUSES,
     RunStatus,
     TrackingClient,
     check_tracking_uri,
@@ -77,6 +78,13 @@ def is_metric(key: str, value: Any) -> bool:
     return "/" in key or key in ("gen_gap", "num_parameters")
 
 
+def is_summary(key: str) -> bool:
+    """The end-of-run summary (``final/val_loss`` ..., ``num_parameters``): logged once, when
+    the trial ends (:meth:`StudyRecorder.end_trial`), never with a report's curve points,
+    although the trial's last evaluation reports it too (at the same step)."""
+    return key.startswith("final/") or key == "num_parameters"
+
+
 class StudyRecorder:
     """MLflow calls of one study, made safe: after the first store failure it warns once
     and turns every later call into a no-op (the study itself goes on)."""
@@ -93,6 +101,8 @@ class StudyRecorder:
         self._children: dict[str, str] = {}  # trial id -> child run id
         self._logged_step: dict[str, int] = {}  # trial id -> last metric step in MLflow
         self._param_keys: dict[str, set[str]] = {}  # trial id -> params its child run holds
+        self._ended: set[str] = set()  # trials whose child run ended finished or diverged before this driver
+        self._summary_logged: dict[str, set[str]] = {}  # trial id -> summary metrics its continued run holds
         self._inputs: dict[str, list[Any]] = {}  # corpus name -> its MLflow dataset inputs
 
     # pickling (Tune stores its callbacks): live clients stay behind
@@ -263,6 +273,9 @@ class StudyRecorder:
             if trial_id and trial_id not in self._children:
                 self._children[trial_id] = run.info.run_id
                 self._param_keys[trial_id] = set(run.data.params)
+                if run.info.status in ENDED_MLFLOW_STATUSES and run.data.tags.get("status") in ("finished", "diverged"):
+                    self._ended.add(trial_id)
+                self._summary_logged[trial_id] = {key for key in run.data.metrics if is_summary(key)}
 
     def end_parent(
         self,
@@ -345,6 +358,10 @@ class StudyRecorder:
     def _child(self, trial_id: str, study: str, tags: Mapping[str, str], params: Mapping[str, Any]) -> str:
         client = self.client
         run_id = self._children.get(trial_id)
+        if run_id is not None and trial_id in self._ended:
+            # Its end is recorded: a resumed study whose driver died before Tune noted the
+            # trial's end runs it again from its final checkpoint; nothing is logged twice.
+            return run_id
         if run_id is not None:
             if trial_id not in self._logged_step:
                 self._logged_step[trial_id] = self._last_step(run_id)
@@ -384,9 +401,9 @@ class StudyRecorder:
         """Metrics of one report; a step at or below the last logged one is a replay after a
         restart from a checkpoint and is skipped (no duplicated points)."""
         run_id = self._children.get(trial_id)
-        if run_id is None or step <= self._logged_step.get(trial_id, -1):
+        if run_id is None or trial_id in self._ended or step <= self._logged_step.get(trial_id, -1):
             return
-        values = {k: float(v) for k, v in metrics.items() if is_metric(k, v)}
+        values = {k: float(v) for k, v in metrics.items() if is_metric(k, v) and not is_summary(k)}
         if not values:
             return
 
@@ -411,17 +428,16 @@ class StudyRecorder:
         """Final metrics, artifacts, the ``status`` tag, the run's description (markdown,
         :func:`~harness.training.description.trial_description`) and its end state."""
         run_id = self._children.get(trial_id)
-        if run_id is None:
+        if run_id is None or trial_id in self._ended:
             return
 
         def _end() -> None:
             client = self.client
-            # The evaluation metrics of the last step are logged already (on_trial_result):
-            # only the end-of-run summary is new here.
+            # The evaluation metrics of the last step (best/val_loss too) are logged already
+            # (on_trial_result): only the end-of-run summary is new here.
+            logged = self._summary_logged.get(trial_id, set())  # before a driver died between the two calls
             values = {
-                k: float(v)
-                for k, v in (metrics or {}).items()
-                if is_metric(k, v) and (k.startswith(("final/", "best/")) or k == "num_parameters")
+                k: float(v) for k, v in (metrics or {}).items() if is_metric(k, v) and is_summary(k) and k not in logged
             }
             if values:
                 client.log_metrics(run_id, values, step=step)

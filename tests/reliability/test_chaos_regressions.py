@@ -1,0 +1,126 @@
+"""What the fault campaign (harness/studies/chaos.py) found, replayed deterministically.
+
+Schedule 144272504 (``python benchmarks/chaos.py --replay 144272504``: a trial's process
+killed, the driver stopped by SIGTERM and resumed, the tracking server stopped during the
+report) ended with every child run holding its end-of-run summary twice at the last step,
+the unfaulted twin too:
+
+* the trial's last evaluation reports ``final/val_loss`` ... (through Lightning's logging,
+  rounded to float32) and the driver logged it with the curve, then again, as float64,
+  when the trial ended; ``best/val_loss`` likewise;
+* a trial whose end the driver recorded just before it died (Tune's snapshot did not show
+  it ended yet) ran again from its final checkpoint under the resumed driver, which logged
+  its summary a third time.
+
+These tests replay both sequences of recorder calls against a real MLflow store.
+
+The same schedule's SIGTERM made the driver abort (exit -6, a stack dump from Ray's core
+worker): Tune did not save its experiment one last time and the parent run stayed RUNNING.
+SIGTERM now stops a study as Ctrl-C does (harness/studies/signals.py); the slow test sends
+it to a driver mid-trial."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from harness_support import TINY, all_runs, end_session, run_harness, start_driver, wait_until, write_spec
+from mlflow import MlflowClient
+
+from harness.studies.tracking import StudyRecorder
+
+PARAMS = {"grid_size": 1, "max_steps": 10}
+#: The last evaluation's report (float32-rounded through Lightning) and the trial's final
+#: report (TrainResult: float64), both at step 10, as a live trial sends them.
+LAST_EVAL = {"val/loss": 3.0992486476898193, "best/val_loss": 3.0992486476898193, "final/val_loss": 3.0992486476898193}
+FINAL = {"final/val_loss": 3.0992487370967865, "best/val_loss": 3.0992487370967865, "num_parameters": 1234.0}
+
+
+def _driver(uri: str) -> StudyRecorder:
+    recorder = StudyRecorder(uri, "chaos")
+    recorder.connect()
+    recorder.start_parent(
+        study="chaos", study_run="chaos/1", spec_text="name: chaos\n", spec_sha256="0" * 64, params=PARAMS, tags={}
+    )
+    recorder.child("t0", study="chaos", tags={"harness.trial_id": "t0"}, params=PARAMS)
+    return recorder
+
+
+def _trial_reports(recorder: StudyRecorder) -> None:
+    recorder.trial_metrics("t0", {"val/loss": 3.5, "best/val_loss": 3.5}, step=5)
+    recorder.trial_metrics("t0", LAST_EVAL, step=10)
+    recorder.trial_metrics("t0", {**FINAL, "status": "finished"}, step=10)  # the final report
+    recorder.end_trial("t0", "finished", metrics=FINAL, step=10)
+
+
+def _history(uri: str, recorder: StudyRecorder) -> dict[str, list[tuple[int, float]]]:
+    client = MlflowClient(uri)
+    run_id = recorder.child_run_id("t0")
+    keys = ("val/loss", "best/val_loss", "final/val_loss", "num_parameters")
+    return {k: sorted((m.step, m.value) for m in client.get_metric_history(run_id, k)) for k in keys}
+
+
+EXPECTED = {
+    "val/loss": [(5, 3.5), (10, LAST_EVAL["val/loss"])],
+    "best/val_loss": [(5, 3.5), (10, LAST_EVAL["best/val_loss"])],  # the curve's, once
+    "final/val_loss": [(10, FINAL["final/val_loss"])],  # the summary, once, as the results table holds it
+    "num_parameters": [(10, 1234.0)],
+}
+
+
+def test_the_end_of_run_summary_is_logged_once(sqlite_tracking_uri: str) -> None:
+    recorder = _driver(sqlite_tracking_uri)
+    _trial_reports(recorder)
+    assert _history(sqlite_tracking_uri, recorder) == EXPECTED
+    assert recorder.broken is None
+
+
+def test_a_resumed_driver_does_not_record_an_ended_trial_again(sqlite_tracking_uri: str) -> None:
+    first = _driver(sqlite_tracking_uri)
+    _trial_reports(first)
+    # The driver died before Tune's snapshot showed the trial ended: the resumed driver runs
+    # it again from its final checkpoint, which reports the stored result once more.
+    resumed = _driver(sqlite_tracking_uri)
+    assert resumed.child_run_id("t0") == first.child_run_id("t0")
+    resumed.trial_metrics("t0", {**FINAL, "status": "finished"}, step=10)
+    resumed.end_trial("t0", "finished", metrics=FINAL, step=10)
+    assert _history(sqlite_tracking_uri, resumed) == EXPECTED
+    run = MlflowClient(sqlite_tracking_uri).get_run(first.child_run_id("t0"))
+    assert run.info.status == "FINISHED" and run.data.tags["status"] == "finished"
+
+
+def test_a_summary_logged_before_the_driver_died_is_not_logged_again(sqlite_tracking_uri: str) -> None:
+    """The driver died inside end_trial, after the summary and before the run's end."""
+    first = _driver(sqlite_tracking_uri)
+    first.trial_metrics("t0", {"val/loss": 3.5, "best/val_loss": 3.5}, step=5)
+    first.trial_metrics("t0", LAST_EVAL, step=10)
+    summary = {k: v for k, v in FINAL.items() if k != "best/val_loss"}
+    first.client.log_metrics(first.child_run_id("t0"), summary, step=10)  # end_trial's first call only
+    resumed = _driver(sqlite_tracking_uri)
+    resumed.end_trial("t0", "finished", metrics=FINAL, step=10)
+    assert _history(sqlite_tracking_uri, resumed) == EXPECTED
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_study_as_ctrl_c_does(tmp_path: Path, shared_data_dir: Path) -> None:
+    spec = write_spec(tmp_path / "spec.yaml", max_concurrent_trials=1, train={**TINY["train"], "max_steps": 40})
+    uri, storage = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "results"
+    args = ["run", str(spec), "--tracking-uri", uri, "--storage-path", str(storage)]
+    log = tmp_path / "driver.log"
+    driver = start_driver(*args, cwd=tmp_path, log=log)
+    try:
+        wait_until(lambda: list(storage.glob("tiny/*/*/checkpoint_*")), timeout=600, what="a trial's first checkpoint")
+        os.kill(driver.pid, signal.SIGTERM)
+        code = driver.wait(timeout=180)
+    finally:
+        end_session(driver.pid)
+    text = log.read_text()
+    assert code == 130, text[-3000:]  # was -6: SIGABRT from Ray's failure handler
+    assert "SIGTERM received" not in text and "Study tiny interrupted" in text and "Resume it with" in text
+    (parent,) = [r for r in all_runs(uri) if r.data.tags.get("harness.role") == "study"]
+    assert parent.info.status == "KILLED" and parent.data.tags["status"] == "interrupted"
+
+    resumed = run_harness(*args, "--resume", cwd=tmp_path, timeout=600)
+    assert resumed.returncode == 0 and ": 4 finished" in resumed.stdout, resumed.stdout[-3000:]
