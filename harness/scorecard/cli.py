@@ -46,6 +46,22 @@ def _study_folder(path: Path) -> Path:
     return Path(found) if found is not None and not str(found).startswith(("s3://", "gs://")) else path
 
 
+def _recorded_parent_run(folder: Path) -> str | None:
+    """The MLflow parent run id a study directory's ``harness_study.json`` records (None
+    without one): the run the scorecard links back to when it logs into the same store."""
+    import json
+
+    from harness.studies.storage import STUDY_FILE
+
+    meta = folder / STUDY_FILE
+    if not meta.is_file():
+        return None
+    try:
+        return json.loads(meta.read_text()).get("parent_run_id") or None
+    except (json.JSONDecodeError, AttributeError):
+        return None
+
+
 def studies_from_path(path: Path) -> list[Any]:
     """The studies of ``--from PATH`` (a results.parquet holding several studies gives one each)."""
     import polars as pl
@@ -64,7 +80,10 @@ def studies_from_path(path: Path) -> list[Any]:
     settings = _settings(spec_text)
     names = sorted(set(frame.get_column("study").drop_nulls().to_list())) if "study" in frame.columns else []
     if len(names) <= 1:
-        return [StudyResults(names[0] if names else folder.name, frame, settings, source=str(path))]
+        parent = _recorded_parent_run(folder)
+        return [
+            StudyResults(names[0] if names else folder.name, frame, settings, source=str(path), parent_run_id=parent)
+        ]
     return [StudyResults(n, frame.filter(pl.col("study") == n), settings, source=str(path)) for n in names]
 
 

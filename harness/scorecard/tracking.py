@@ -63,11 +63,17 @@ def log_scorecard(
 
 def link_studies(tracking_uri: str, parents: Sequence[str], experiment_id: str, run_id: str) -> int:
     """Point each study's parent run at the scorecard run: the tag ``harness.scorecard_run``
-    and the last line of its description. Returns how many runs were updated."""
+    and the last line of its description. A parent run this store does not hold (a study
+    read from files that was recorded in another store) is left alone. Returns how many runs
+    were updated."""
     client = TrackingClient(tracking_uri)
     line = f"{LINK_PREFIX} [the scorecard that read this study last]({run_link(experiment_id, run_id)})"
+    linked = 0
     for parent in parents:
-        text = client.get_run(parent).data.tags.get(NOTE_TAG, "")
+        run = client.find_run(parent)
+        if run is None:
+            continue
+        text = run.data.tags.get(NOTE_TAG, "")
         kept = [x for x in text.rstrip().splitlines() if not x.startswith(LINK_PREFIX)]
         while kept and not kept[-1].strip():
             kept.pop()
@@ -75,7 +81,8 @@ def link_studies(tracking_uri: str, parents: Sequence[str], experiment_id: str, 
         room = DESCRIPTION_MAX_CHARS - len(line) - 2
         client.set_tag(parent, NOTE_TAG, (body[:room] + "\n\n" if body else "") + line)
         client.set_tag(parent, "harness.scorecard_run", run_id)
-    return len(parents)
+        linked += 1
+    return linked
 
 
 __all__ = ["LINK_PREFIX", "link_studies", "log_scorecard", "run_link"]

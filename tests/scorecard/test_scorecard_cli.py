@@ -87,6 +87,21 @@ def test_the_scorecard_run_is_logged_and_linked_from_the_study(tiny_study, tmp_p
 
 
 @pytest.mark.slow
+def test_a_study_read_from_its_folder_is_linked_to_the_scorecard(tiny_study, tmp_path: Path) -> None:
+    # after the test above (one scorecard run already there): --from a study directory finds the
+    # parent run its harness_study.json records and links it when logging into the same store
+    outcome, uri, _ = tiny_study
+    code = _run_cli("scorecard", "--from", str(outcome.study_dir), "--tracking-uri", uri, "--out", str(tmp_path / "c"))
+    assert code == 0
+    client = TrackingClient(uri)
+    experiment = client.get_experiment_by_name("scorecard")
+    runs = client.search_runs([experiment.experiment_id], order_by=["attributes.start_time DESC"])
+    latest = runs[0]
+    assert latest.data.tags["harness.read.tiny-scorecard"] == outcome.parent_run_id
+    assert client.get_run(outcome.parent_run_id).data.tags["harness.scorecard_run"] == latest.info.run_id
+
+
+@pytest.mark.slow
 def test_every_trial_run_holds_its_resolved_params(tiny_study) -> None:
     """MLflow can compare and plot across scale on its own: no trial param is an unset override."""
     outcome, uri, _ = tiny_study

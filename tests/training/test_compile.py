@@ -170,7 +170,7 @@ def test_train_compiles_in_the_shared_cache(
 # -- slow: every variant through Inductor, and compiled training against eager ---------------------
 
 
-@pytest.mark.slow
+@pytest.mark.campaign  # ~20-50 s of cold Inductor compile per variant: too long for .ci/run's slow suite
 def test_every_variant_compiles_with_inductor(compile_cache: Path) -> None:
     failures = []
     with tc.shared_cache(compile_cache):
