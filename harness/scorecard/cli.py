@@ -49,17 +49,11 @@ def _study_folder(path: Path) -> Path:
 def _recorded_parent_run(folder: Path) -> str | None:
     """The MLflow parent run id a study directory's ``harness_study.json`` records (None
     without one): the run the scorecard links back to when it logs into the same store."""
-    import json
+    from harness.studies.storage import STUDY_FILE, read_json, storage_filesystem
 
-    from harness.studies.storage import STUDY_FILE
-
-    meta = folder / STUDY_FILE
-    if not meta.is_file():
-        return None
-    try:
-        return json.loads(meta.read_text()).get("parent_run_id") or None
-    except (json.JSONDecodeError, AttributeError):
-        return None
+    fs, root = storage_filesystem(str(folder))
+    meta = read_json(fs, f"{root}/{STUDY_FILE}")
+    return (meta or {}).get("parent_run_id") or None
 
 
 def studies_from_path(path: Path) -> list[Any]:
