@@ -390,6 +390,7 @@ def _trend_row(claim, measure, study, df, factor, cell_rows, claims) -> dict[str
     else:
         keys.update(treatment=measure.treatment, control=measure.control)
     margin = _margin(claim, settings, claims)
+    levels = 0
     try:
         res = effect_trend(df.filter(pl.col("variant").is_in(list(measure.names()))), **keys)
         per_doubling = np.asarray(res.per_seed, dtype=float) * math.log(2.0)
@@ -408,9 +409,10 @@ def _trend_row(claim, measure, study, df, factor, cell_rows, claims) -> dict[str
             settings.confidence,
             no_test_reason(res.per_seed) or res.message,
         )
+        levels = len(res.x_values)
     except InputError as exc:
         iv = Intervals(math.nan, None, None, 0, settings.confidence, str(exc))
-    verdict = classify_trend(iv, sign=claim.sign, margin=margin, factor=factor)
+    verdict = classify_trend(iv, sign=claim.sign, margin=margin, factor=factor, levels=levels)
     return {
         **_claim_fields(claim, measure, study.name),
         "kind": "trend",

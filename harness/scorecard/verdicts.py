@@ -192,9 +192,15 @@ def classify_exact(value: float, *, sign: str, paper_value: float, what: str) ->
     return ClaimVerdict(kind, f"{kind}: {value:.6g} against the paper's {paper_value:.6g}", rests)
 
 
-def classify_trend(iv: Intervals, *, sign: str, margin: float, factor: str) -> ClaimVerdict:
-    """The verdict of a slope per doubling of ``factor``: grows (in the paper's direction;
-    upwards for a claim without one), shrinks, flat (equivalence within ``+-margin``), inconclusive."""
+def _two_levels(levels: int) -> str:
+    return "; 2 levels: a difference, not a slope" if levels == 2 else ""
+
+
+def classify_trend(iv: Intervals, *, sign: str, margin: float, factor: str, levels: int = 0) -> ClaimVerdict:
+    """The verdict of a slope per doubling of ``factor`` measured at ``levels`` values of it:
+    grows (in the paper's direction; upwards for a claim without one), shrinks, flat
+    (equivalence within ``+-margin``), inconclusive. From two levels the words say it is a
+    difference, not a slope."""
     what = "size" if factor == "params" else "context"
     if iv.ci is None or iv.equivalence is None:
         return ClaimVerdict("inconclusive", f"inconclusive: {iv.reason or 'no test possible'}", "no interval")
@@ -202,15 +208,19 @@ def classify_trend(iv: Intervals, *, sign: str, margin: float, factor: str) -> C
     if _within(iv.equivalence, -margin, margin):
         words = f"flat: slope per doubling {format_interval(iv.equivalence)} within ±{margin:g}"
         level = f"{1 - 2 * (1 - iv.confidence):.0%}"
-        return ClaimVerdict("flat", words + _few(iv), f"{level} t-interval of the per-seed slopes (TOST)")
+        return ClaimVerdict(
+            "flat", words + _two_levels(levels) + _few(iv), f"{level} t-interval of the per-seed slopes (TOST)"
+        )
     if not iv.ci.excludes(0.0):
         return ClaimVerdict(
-            "inconclusive", f"inconclusive: slope per doubling {format_interval(iv.ci)} covers 0" + _few(iv), words_ci
+            "inconclusive",
+            f"inconclusive: slope per doubling {format_interval(iv.ci)} covers 0" + _two_levels(levels) + _few(iv),
+            words_ci,
         )
     s = -1.0 if sign == "-" else 1.0
     kind = "grows" if (1.0 if iv.ci.low > 0 else -1.0) == s else "shrinks"
     words = f"{kind} with {what}: slope per doubling {format_interval(iv.ci)} excludes 0"
-    return ClaimVerdict(kind, words + _few(iv), words_ci)
+    return ClaimVerdict(kind, words + _two_levels(levels) + _few(iv), words_ci)
 
 
 __all__ = [

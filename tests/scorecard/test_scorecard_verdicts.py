@@ -13,7 +13,7 @@ from scorecard_sim import row_of, simulated_study
 
 from harness.analysis import t_interval
 from harness.scorecard import scorecard_table
-from harness.scorecard.verdicts import Intervals, classify_effect, classify_exact, classify_level
+from harness.scorecard.verdicts import Intervals, classify_effect, classify_exact, classify_level, classify_trend
 
 # the EGA + MOPE paper's EGA gain: +0.092 nats
 CLAIM = "ega-gain-mope-paper"
@@ -164,3 +164,14 @@ def test_a_cell_the_analysis_refuses_is_inconclusive_not_a_failure() -> None:
     )
     row = row_of(scorecard_table([StudyResults("sim", frame, study.settings)]), "tau-035")
     assert row["verdict_kind"] == "inconclusive" and "no finished run" in row["verdict"]
+
+
+def test_a_trend_from_two_levels_is_worded_as_a_difference() -> None:
+    from harness.analysis.results_types import ConfidenceInterval
+
+    iv = Intervals(0.03, ConfidenceInterval(0.01, 0.05), ConfidenceInterval(0.015, 0.045), 10)
+    two = classify_trend(iv, sign="+", margin=0.005, factor="params", levels=2)
+    three = classify_trend(iv, sign="+", margin=0.005, factor="params", levels=3)
+    assert two.kind == three.kind == "grows"
+    assert "2 levels: a difference, not a slope" in two.words
+    assert "not a slope" not in three.words
