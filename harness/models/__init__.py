@@ -36,6 +36,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
     {
         "transformer": ["build_model", "CharTransformer"],
         "attention": ["CausalSelfAttention", "key_biased_attention", "lag_penalised_attention"],
+        "numerics": ["flush_denormals"],
         "positional": [
             "PositionalEncoding",
             "SinusoidalPositionalEncoding",
@@ -97,6 +98,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         causal_znorm,
         sequence_znorm,
     )
+    from harness.models.numerics import flush_denormals
     from harness.models.positional import (
         ALiBiPositionalEncoding,
         LearnedPositionalEncoding,

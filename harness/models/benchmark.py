@@ -49,6 +49,7 @@ from typing import Any
 from harness.errors import InputError
 from harness.models.attention import CausalSelfAttention
 from harness.models.gates import OutputGate, build_gate
+from harness.models.numerics import flush_denormals
 from harness.models.positional import PositionalEncoding, build_position
 from harness.models.scoring import build_scoring
 from harness.models.transformer import build_model
@@ -149,6 +150,7 @@ def _reset_peak_rss() -> bool:
 def _setup(family: str, seq_len: int, batch: int, n_head: int, head_dim: int, threads: int | None):
     import torch
 
+    flush_denormals()  # as training does (harness.models.numerics)
     if threads:
         torch.set_num_threads(threads)
     torch.manual_seed(0)
@@ -329,6 +331,7 @@ def run_train_step_benchmark(
     import torch
     import torch.nn.functional as F
 
+    flush_denormals()  # as training does (harness.models.numerics)
     if threads:
         torch.set_num_threads(threads)
     names = ("baseline", *[n for n in (variants or tuple(VARIANTS)) if n != "baseline"])

@@ -11,12 +11,13 @@ that into MLflow exactly as a study with a healthy server would have:
   tag ``harness.study_run``), else created with the spec's params, tags and ``spec.yaml``;
   ``results.parquet`` and the trial counts are logged and the run is ended;
 * one child run per trial: continued when it exists (tag ``harness.trial_id`` under the
-  parent), else created; its corpus as dataset inputs, the metric points after the last
-  step MLflow has, the final metrics, the final checkpoint's tables, the ``status`` tag,
-  the run description (from its row of ``results.parquet``) and the end state.
+  parent), else created; its corpus as dataset inputs, every report whose step MLflow
+  lacks (gaps too), the final metrics, the final checkpoint's tables, the ``status`` tag,
+  the run description (from its row of ``results.parquet``) and the end state
+  (:func:`harness.studies.trial_records.complete_child_run`).
 
-Child runs already complete in MLflow (ended, with the status of the results table) are
-left alone, so recording is idempotent: running it twice changes nothing, and after a
+Child runs already complete in MLflow (ended, with the status of the results table, no
+step missing) are left alone, so recording is idempotent: running it twice changes nothing, and after a
 partial outage only what is missing is added. ``harness report STUDY --from STUDY_DIR``
 calls it before logging the report.
 """
@@ -24,8 +25,6 @@ calls it before logging the report.
 from __future__ import annotations
 
 import io
-import json
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,20 +34,16 @@ import polars as pl
 import pyarrow.fs
 
 from harness.errors import InputError
-from harness.mlflow_client import ENDED_MLFLOW_STATUSES, check_tracking_uri, harness_git_commit, redact_uri
+from harness.mlflow_client import check_tracking_uri, harness_git_commit, redact_uri
 from harness.studies.destinations import is_uri
 from harness.studies.grid import Trial, expand_grid
 from harness.studies.runner import parent_params
 from harness.studies.spec import StudySpec, parse_spec
 from harness.studies.storage import STUDY_FILE, read_bytes, read_json, read_text, storage_filesystem
-from harness.studies.trainable import FINAL_ARTIFACTS, FINAL_RESULT
-from harness.training.description import DESCRIBED_STATUSES, trial_description
+from harness.studies.trial_records import complete_child_run
 
 if TYPE_CHECKING:  # the recorder subclasses Ray Tune's Callback: imported by record_study (see there)
     from harness.studies.tracking import StudyRecorder
-
-#: results-table status -> the child run's status tag.
-_TAG_OF_STATUS = {"finished": "finished", "diverged": "diverged", "failed": "failed", "incomplete": "interrupted"}
 
 
 @dataclass(frozen=True)
@@ -90,47 +85,6 @@ def find_study_dir(path: str | Path) -> str | None:
         if read_json(fs, f"{info.path}/{STUDY_FILE}") is not None:
             return f"{text}/{info.base_name}"
     return None
-
-
-def result_lines(fs: pyarrow.fs.FileSystem, trial_dir: str) -> list[dict[str, Any]]:
-    """Every report of a trial, in order, from Tune's ``result.json`` (a line a report;
-    NaN allowed). A torn last line (the driver died while writing it) is skipped."""
-    text = read_text(fs, f"{trial_dir}/result.json") or ""
-    lines = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        try:
-            lines.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return lines
-
-
-def final_checkpoint_files(fs: pyarrow.fs.FileSystem, trial_dir: str, into: Path) -> list[Path]:
-    """The tables of the trial's final checkpoint (the newest ``checkpoint_*`` holding the
-    trainable's ``train_result.json``), copied to ``into``."""
-    try:
-        infos = fs.get_file_info(pyarrow.fs.FileSelector(trial_dir, allow_not_found=True))
-    except Exception:  # noqa: BLE001
-        return []
-    checkpoints = sorted(
-        (i for i in infos if i.type == pyarrow.fs.FileType.Directory and i.base_name.startswith("checkpoint_")),
-        key=lambda i: i.base_name,
-        reverse=True,
-    )
-    for info in checkpoints:
-        if fs.get_file_info(f"{info.path}/{FINAL_RESULT}").type != pyarrow.fs.FileType.File:
-            continue
-        files = []
-        for name in FINAL_ARTIFACTS:
-            data = read_bytes(fs, f"{info.path}/{name}")
-            if data is not None:
-                target = into / name
-                target.write_bytes(data)
-                files.append(target)
-        return files
-    return []
 
 
 @dataclass(frozen=True)
@@ -234,7 +188,15 @@ def record_study(
     done = {"created": 0, "completed": 0, "unchanged": 0}
     rows = stored.rows
     for trial in stored.trials:
-        action = _record_trial(recorder, stored, trial, rows.get(trial.trial_id), check)
+        action = complete_child_run(
+            recorder,
+            study=name,
+            trial=trial,
+            row=rows.get(trial.trial_id),
+            fs=stored.fs,
+            trial_dir=f"{stored.root}/{trial.trial_id}",
+            check=check,
+        )
         if action is not None:
             done[action] += 1
         check()
@@ -283,55 +245,3 @@ def _continue_parent(recorder: StudyRecorder, stored: StoredStudy) -> None:
         datasets=stored.spec.datasets,
         data_dir=stored.spec.train_overrides().get("data_dir"),
     )
-
-
-def _record_trial(
-    recorder: StudyRecorder, stored: StoredStudy, trial: Trial, row: dict[str, Any] | None, check: Callable[[], None]
-) -> str | None:
-    """One trial's child run from Tune's ``result.json`` and final checkpoint: ``created``,
-    ``completed`` (it existed without its end), ``unchanged`` (complete already) or None
-    (the trial never started: like a live study, no run)."""
-    tid = trial.trial_id
-    status = str(row["status"]) if row is not None else "incomplete"
-    tag = _TAG_OF_STATUS.get(status, status)
-    run_id = recorder.child_run_id(tid)
-    trial_dir = f"{stored.root}/{tid}"
-    lines = result_lines(stored.fs, trial_dir)
-    if run_id is None and status == "incomplete" and not lines:
-        return None
-    if run_id is not None:
-        run = recorder.child_run(tid)
-        check()  # the store went away while recording
-        if run.info.status in ENDED_MLFLOW_STATUSES and run.data.tags.get("status") == tag:
-            return "unchanged"
-        action = "completed"
-    else:
-        action = "created"
-    recorder.child(
-        tid,
-        study=stored.name,
-        tags=trial.tags(),
-        params=trial.config.model_dump(),
-        datasets=[trial.config.dataset],
-        data_dir=trial.config.data_dir,
-    )
-    for line in lines:
-        step = line.get("step")
-        if isinstance(step, (int, float)) and not isinstance(step, bool):
-            recorder.trial_metrics(tid, line, step=int(step))
-    description = trial_description(row) if row is not None and status in DESCRIBED_STATUSES else None
-    if status in ("finished", "diverged"):
-        final = next((line for line in reversed(lines) if line.get("status") in ("finished", "diverged")), {})
-        with tempfile.TemporaryDirectory() as tmp:
-            files = final_checkpoint_files(stored.fs, trial_dir, Path(tmp))
-            recorder.end_trial(
-                tid,
-                status,
-                metrics=final,
-                step=int(final.get("step", 0) or 0),
-                files=files,
-                description=description,
-            )
-    else:
-        recorder.end_trial(tid, tag, description=description)
-    return action

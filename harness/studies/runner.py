@@ -70,6 +70,7 @@ from harness.studies.storage import (
     storage_filesystem,
     write_bytes,
 )
+from harness.studies.trial_records import complete_child_run
 from harness.studies.tune_launch import fit_with_progress, launch_tune, open_recorder
 
 if TYPE_CHECKING:  # the lazy imports below, for the annotations
@@ -420,6 +421,29 @@ def collect_outcomes(plan: StudyPlan, layout: StudyLayout, grid: Any) -> Collect
     )
 
 
+def complete_child_runs(
+    recorder: StudyRecorder, plan: StudyPlan, layout: StudyLayout, collected: CollectedOutcomes
+) -> None:
+    """A resumed study: every child run brought in line with what storage holds
+    (:func:`~harness.studies.trial_records.complete_child_run`) before the record ends.
+    Reports made while the tracking store was down under a driver that then died lie below
+    the steps this driver logged, and a trial that ended under that driver has no end in
+    MLflow; the study's storage has both, so the record is completed here, not left to a
+    ``harness report --from`` that nothing would ask for."""
+    if not recorder.active or recorder.parent_run_id is None:
+        return  # the closing lines ask for `harness report --from` (tell_where)
+    rows = {row["trial_id"]: row for row in collected.table.iter_rows(named=True)}
+    for trial in plan.trials:
+        complete_child_run(
+            recorder,
+            study=plan.spec.name,
+            trial=trial,
+            row=rows.get(trial.trial_id),
+            fs=layout.fs,
+            trial_dir=f"{layout.study_root}/{trial.trial_id}",
+        )
+
+
 def record_outcome(
     recorder: StudyRecorder, collected: CollectedOutcomes, *, sequential: Any = None, layout: StudyLayout | None = None
 ) -> None:
@@ -576,6 +600,8 @@ def run_study(
             grid = fit_with_progress(tuner, progress, already)
             plan, sequential = sequential_outcome(plan, layout)
             collected = collect_outcomes(plan, layout, grid)
+            if previous is not None:
+                complete_child_runs(recorder, plan, layout, collected)
             rep = None
             if report and collected.status == "finished" and collected.counts["finished"] > 0:
                 rep = _analyse(

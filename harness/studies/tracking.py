@@ -66,6 +66,8 @@ from harness.training.description import NOTE_TAG, trial_description
 if TYPE_CHECKING:  # MLflow's entity, for annotations: MLflow loads with the first client (harness.mlflow_client)
     from mlflow.entities import Run
 
+#: Metrics every evaluation report holds: a step with one of them in MLflow was logged (one batch a report).
+_STEP_MARKERS = ("val/loss", "train/loss", "train/batch_loss")
 #: Result keys that are bookkeeping, not metrics (Tune's own and the trainable's).
 _NOT_METRICS = {"step", "steps", "status", "wall_time_s", "resumed_from_step", "done"}
 
@@ -413,6 +415,47 @@ class StudyRecorder:
 
         if self._safely(f"logging metrics of trial {trial_id}", log):
             self._logged_step[trial_id] = step
+
+    def backfill(self, trial_id: str, reports: Sequence[Mapping[str, Any]]) -> int:
+        """Log the reports of trial ``trial_id`` (Tune's ``result.json``, in order) whose step its
+        child run lacks; returns how many were logged.
+
+        A report reaches MLflow live through :meth:`trial_metrics`, which never logs a step at or
+        below the last one logged. Reports made while the store was down under a driver that
+        then died fall in a gap *below* the steps the resumed driver logs, so only the trial's
+        stored reports can fill it. The rule is :meth:`trial_metrics`'s: the first report of a
+        step wins (a trial restarted from a checkpoint reports its steps again, with the same
+        values on CPU), a step MLflow holds is left alone, the summary is :meth:`end_trial`'s.
+        Works on ended runs too (MLflow logs to any run that is not deleted)."""
+        run_id = self._children.get(trial_id)
+        if run_id is None:
+            return 0
+        histories: dict[str, set[int]] = {}
+
+        def logged(key: str) -> set[int]:
+            if key not in histories:
+                histories[key] = {m.step for m in self.client.get_metric_history(run_id, key)}
+            return histories[key]
+
+        def fill() -> int:
+            count, top = 0, self._logged_step.get(trial_id, -1)
+            for report in reports:
+                step = report.get("step")
+                if not isinstance(step, (int, float)) or isinstance(step, bool):
+                    continue
+                values = {k: float(v) for k, v in report.items() if is_metric(k, v) and not is_summary(k)}
+                markers = [k for k in _STEP_MARKERS if k in values] or sorted(values)
+                if not values or any(int(step) in logged(k) for k in markers):
+                    continue
+                self.client.log_metrics(run_id, values, step=int(step))
+                for key in values:
+                    logged(key).add(int(step))
+                count, top = count + 1, max(top, int(step))
+            if trial_id in self._logged_step:  # live reports go on after the highest step MLflow holds
+                self._logged_step[trial_id] = top
+            return count
+
+        return self._safely(f"filling in the metrics of trial {trial_id}", fill) or 0
 
     def end_trial(
         self,

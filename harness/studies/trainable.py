@@ -211,12 +211,14 @@ def run_trial(
     import ray.tune
     import torch
 
+    from harness.models.numerics import flush_denormals
     from harness.training.compile import runs_sharing_graph
     from harness.training.run import train  # torch and Lightning: see the note on imports
 
     trial_id = str(config["trial"])
     context = ray.tune.get_context()
     cpus = trial_cpus(context)
+    flush_denormals()  # first: the threads torch starts for this trial inherit it (harness.models.numerics)
     torch.set_num_threads(cpus)
 
     work = Path(tempfile.mkdtemp(prefix=f"harness-trial-{trial_id}-"))

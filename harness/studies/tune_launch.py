@@ -20,7 +20,7 @@ from harness.studies.plan import StudyLayout, StudyPlan
 from harness.studies.results_table import trial_status
 from harness.studies.sequential import scheduled_trials
 from harness.studies.trainable import run_trial
-from harness.studies.tune_state import repair_stale_checkpoints, replace_restored_callbacks
+from harness.studies.tune_state import repair_stale_checkpoints, replace_restored_callbacks, restore_torn_snapshot
 
 if TYPE_CHECKING:  # the lazy imports below, for the annotations
     from ray import tune
@@ -67,6 +67,9 @@ def restore_tuner(
     level = analysis_log.level
     analysis_log.setLevel(logging.ERROR)
     try:
+        torn = restore_torn_snapshot(study_dir)
+        if torn is not None:
+            say(f"  Tune's snapshot {torn} was cut by the kill: resuming from the complete one before it")
         for stale, replacement in repair_stale_checkpoints(study_dir):
             trial_name, replacement_name = replacement.rstrip("/").rsplit("/", 2)[-2:]
             say(
@@ -152,6 +155,7 @@ def launch_tune(
     # See the note on imports at the top of this module.
     from harness.studies.progress import StudyProgress
     from harness.studies.seed_search import searcher_for
+    from harness.studies.snapshot_keeper import KeepLastGoodSnapshot
     from harness.studies.tracking import MlflowStudyCallback
 
     trainable = make_trainable(plan, layout, fault_nan)
@@ -162,7 +166,12 @@ def launch_tune(
         stream=out,
         live=live,
     )
-    tune_callbacks = [MlflowStudyCallback(recorder, plan.by_id, study=plan.spec.name), progress, *callbacks]
+    tune_callbacks = [
+        MlflowStudyCallback(recorder, plan.by_id, study=plan.spec.name),
+        progress,
+        KeepLastGoodSnapshot(layout.study_dir),
+        *callbacks,
+    ]
     if previous is not None:
         tuner, already, known = restore_tuner(layout, trainable, tune_callbacks, say)
         searcher = searcher_for(plan.spec, plan.trials, layout.study_dir, known=known, announce=progress.note)

@@ -49,6 +49,16 @@ hands the folder to Tune); a folder whose files all have their listed sizes is c
    deleted the stale one (a worker runs at most one report ahead of the driver, so a
    newer folder may hold a result the driver never handled).
 
+**A torn snapshot.** Tune writes the snapshot in place, in its staging folder and then over
+the copy on storage (``TuneController.save_to_dir`` and the experiment syncer, Ray 2.60): a
+driver SIGKILLed during that copy leaves an empty or cut file, which ``Tuner.restore``
+cannot read (a JSONDecodeError; found by the fault campaign). :class:`harness.studies.
+snapshot_keeper.KeepLastGoodSnapshot` copies each snapshot that parses to
+:data:`LAST_GOOD` beside it, and :func:`restore_torn_snapshot` puts that copy back before
+a resume: the study resumes from the previous snapshot, as if the driver had died a
+moment earlier (trials continue from the checkpoints it names; :func:`repair_stale_checkpoints`
+then fixes those that were deleted since).
+
 The snapshot stores each trial's checkpoint manager as a cloudpickle blob inside the
 JSON (``TuneFunctionEncoder``); decoding it runs pickle on the study's own storage,
 which the harness wrote and trusts like Tune itself does on restore. Anything not shaped
@@ -63,12 +73,79 @@ import re
 from pathlib import Path
 from typing import Any
 
+from harness.errors import InputError
+
 log = logging.getLogger(__name__)
 
 _CHECKPOINT_DIR = re.compile(r"^checkpoint_(\d+)$")
 
 #: The file, in each checkpoint folder the harness reports, that lists the sizes of the others.
 MANIFEST = "harness_checkpoint.json"
+#: The last experiment snapshot that parsed, beside Tune's (a name Tune's glob
+#: ``experiment_state-*.json`` does not match).
+LAST_GOOD = "harness-last-good-experiment_state.json"
+
+
+def _newest_snapshot(experiment_path: str) -> tuple[Any, str, str | None]:
+    """(filesystem, experiment folder as its path, Tune's newest snapshot or None)."""
+    from ray.train._internal.storage import get_fs_and_path
+    from ray.tune.execution.experiment_state import _find_newest_experiment_checkpoint
+
+    fs, fs_path = get_fs_and_path(experiment_path)
+    return fs, fs_path, _find_newest_experiment_checkpoint(fs_path, fs=fs)
+
+
+def _parsed(fs: Any, path: str) -> tuple[bytes, dict[str, Any]] | None:
+    """The file's bytes and JSON object, or None when it is missing, empty or cut."""
+    try:
+        with fs.open_input_stream(path) as f:
+            data = f.read()
+        state = json.loads(data)
+    except (OSError, ValueError):
+        return None
+    return (data, state) if isinstance(state, dict) else None
+
+
+def _write_atomically(fs: Any, path: str, data: bytes) -> None:
+    """A sibling, then a move over ``path``: a kill mid-write leaves the old file whole (a move
+    is atomic on local disks; object stores copy whole objects)."""
+    tmp = f"{path}.harness-tmp"
+    with fs.open_output_stream(tmp) as f:
+        f.write(data)
+    fs.move(tmp, path)
+
+
+def keep_last_good_snapshot(experiment_path: str) -> bool:
+    """Copy Tune's newest snapshot to :data:`LAST_GOOD` when it parses; returns whether it did."""
+    fs, fs_path, snapshot = _newest_snapshot(experiment_path)
+    parsed = _parsed(fs, snapshot) if snapshot is not None else None
+    if parsed is None:
+        return False
+    _write_atomically(fs, f"{fs_path}/{LAST_GOOD}", parsed[0])
+    return True
+
+
+def restore_torn_snapshot(experiment_path: str) -> str | None:
+    """Put :data:`LAST_GOOD` over Tune's newest snapshot when that one cannot be read; returns the
+    snapshot's name when it did, None when the snapshot was whole (or there is none).
+
+    Raises
+    ------
+    InputError
+        The snapshot is torn and no complete copy is kept (a study started by an older harness).
+    """
+    fs, fs_path, snapshot = _newest_snapshot(experiment_path)
+    if snapshot is None or _parsed(fs, snapshot) is not None:
+        return None
+    kept = _parsed(fs, f"{fs_path}/{LAST_GOOD}")
+    if kept is None:
+        raise InputError(
+            f"cannot resume {experiment_path}: Tune's experiment snapshot {snapshot.rsplit('/', 1)[-1]} is empty "
+            "or cut (the driver was killed while writing it) and no complete copy of it is kept. Its finished "
+            "trials are in their folders; start the study again under a new storage path to rerun it"
+        )
+    _write_atomically(fs, snapshot, kept[0])
+    return snapshot.rsplit("/", 1)[-1]
 
 
 def write_manifest(directory: Path) -> None:
@@ -199,16 +276,13 @@ def repair_stale_checkpoints(experiment_path: str) -> list[tuple[str, str]]:
     """Rewrite the newest experiment snapshot under ``experiment_path`` (local path or
     URI) so that no trial refers to a deleted checkpoint; returns the (old, new) pairs
     it changed ([] when the snapshot was consistent or not understood)."""
-    from ray.train._internal.storage import get_fs_and_path
-    from ray.tune.execution.experiment_state import _find_newest_experiment_checkpoint
     from ray.tune.utils.serialization import TuneFunctionEncoder, _loads_with_cloudpickle
 
-    fs, fs_path = get_fs_and_path(experiment_path)
-    snapshot = _find_newest_experiment_checkpoint(fs_path, fs=fs)
-    if snapshot is None:
+    fs, _, snapshot = _newest_snapshot(experiment_path)
+    parsed = _parsed(fs, snapshot) if snapshot is not None else None
+    if parsed is None:  # none, or torn (restore_torn_snapshot comes first): Tune says what is wrong
         return []
-    with fs.open_input_stream(snapshot) as f:
-        state = json.loads(f.read())
+    state = parsed[1]
     changed: list[tuple[str, str]] = []
     trial_data = state.get("trial_data")
     if not isinstance(trial_data, list):
@@ -229,10 +303,5 @@ def repair_stale_checkpoints(experiment_path: str) -> list[tuple[str, str]]:
         entry[1] = json.dumps(run_metadata, indent=2, cls=TuneFunctionEncoder)
         changed.append(fixed)
     if changed:
-        # Write a sibling, then move it over the snapshot: a kill mid-write leaves the
-        # original intact (a move is atomic on local disks; object stores copy whole).
-        tmp = f"{snapshot}.harness-tmp"
-        with fs.open_output_stream(tmp) as f:
-            f.write(json.dumps(state, cls=TuneFunctionEncoder).encode())
-        fs.move(tmp, snapshot)
+        _write_atomically(fs, snapshot, json.dumps(state, cls=TuneFunctionEncoder).encode())
     return changed

@@ -46,10 +46,12 @@ def _probe(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
 
+    from harness.models.numerics import flush_denormals
     from harness.training.compile import CompiledForward, shared_cache
     from harness.training.config import TrainConfig
     from harness.training.module import build_char_model, learning_rate, optimizer_groups
 
+    flush_denormals()  # as training does
     torch.set_num_threads(args.threads)
     shape = dict(zip(("n_layer", "n_head", "d_model"), map(int, args.shape.split("x")), strict=True))
     config = TrainConfig(

@@ -46,6 +46,7 @@ from pydantic import ValidationError
 from harness import datasets
 from harness.errors import InputError
 from harness.mlflow_client import harness_git_commit, redact_uri
+from harness.models.numerics import flush_denormals
 from harness.models.variants import DIAGNOSTIC_LABEL
 from harness.results_schema import RESULT_COLUMNS, head_taus
 from harness.training.callbacks import (
@@ -263,6 +264,7 @@ def _runtime(plan: _Plan, progress_bar: bool) -> Iterator[None]:
     devices = [torch.cuda.current_device()] if plan.use_gpu else []
     cache = shared_cache() if plan.compile.compile else contextlib.nullcontext()
     try:
+        flush_denormals()  # before any parallel operation, so torch's worker threads inherit it
         if plan.num_threads:
             torch.set_num_threads(plan.num_threads)
         if plan.use_gpu:
@@ -275,6 +277,7 @@ def _runtime(plan: _Plan, progress_bar: bool) -> Iterator[None]:
             warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning 2.6 on torch 2.13
             yield
     finally:
+        torch.set_flush_denormal(False)  # torch's default (it has no getter to save)
         torch.set_num_threads(saved_threads)
         torch.set_float32_matmul_precision(saved_precision)
         for name, level in saved_levels.items():

@@ -103,6 +103,122 @@ def test_a_summary_logged_before_the_driver_died_is_not_logged_again(sqlite_trac
     assert _history(sqlite_tracking_uri, resumed) == EXPECTED
 
 
+# -- schedule 6682: reports made during an outage under a driver later SIGKILLed ---------------
+#
+# ``python benchmarks/chaos.py --replay 6682``: the tracking server was down while a trial
+# reported steps 15 and 20 (the driver's recorder stopped logging), then the driver was
+# SIGKILLed. The resumed driver continued the child run and logged from the trial's
+# checkpoint on (25, 30): steps 15 and 20 were in Tune's result.json only, and nothing asked
+# for `harness report --from`. A resumed study now completes every child run from storage
+# (harness.studies.trial_records.complete_child_run) before it ends its record.
+
+STEPS = (5, 10, 15, 20, 25, 30)
+
+
+def _report(step: int) -> dict[str, float | int]:
+    """A trial's evaluation report at ``step``, as Tune's result.json keeps it."""
+    return {"step": step, "val/loss": 4.0 - step / 100, "train/loss": 4.1 - step / 100, "throughput/tokens_per_s": 1e4}
+
+
+FINAL_REPORT = {**_report(30), "final/val_loss": 3.7, "num_parameters": 1234.0, "status": "finished"}
+
+
+@pytest.fixture
+def stored_trial(tmp_path: Path):
+    """A real grid trial of the tiny spec, its folder on storage holding the reports of a trial
+    that a second driver resumed from its checkpoint at step 20, and its results-table row."""
+    import json
+
+    import pyarrow.fs
+    import yaml
+
+    from harness.studies.grid import expand_grid
+    from harness.studies.spec import parse_spec
+
+    trial = expand_grid(parse_spec(yaml.safe_dump(TINY), source="tiny.yaml"))[0]
+    trial_dir = tmp_path / trial.trial_id
+    trial_dir.mkdir()
+    lines = [_report(s) for s in STEPS[:4]] + [_report(25), _report(30), FINAL_REPORT]  # 25, 30 after the resume
+    (trial_dir / "result.json").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    row = {"trial_id": trial.trial_id, "study": "chaos", "variant": trial.config.variant, "status": "finished"}
+    return trial, row, pyarrow.fs.LocalFileSystem(), str(trial_dir)
+
+
+def _study_driver(uri: str, trial) -> StudyRecorder:
+    recorder = StudyRecorder(uri, "chaos")
+    recorder.connect()
+    recorder.start_parent(
+        study="chaos", study_run="chaos/1", spec_text="name: chaos\n", spec_sha256="0" * 64, params=PARAMS, tags={}
+    )
+    recorder.child(trial.trial_id, study="chaos", tags=trial.tags(), params=trial.config.model_dump())
+    return recorder
+
+
+def _steps(uri: str, run_id: str, key: str = "val/loss") -> list[int]:
+    return sorted(m.step for m in MlflowClient(uri).get_metric_history(run_id, key))
+
+
+def test_a_resumed_study_fills_the_gap_an_outage_left_under_a_killed_driver(
+    sqlite_tracking_uri: str, stored_trial
+) -> None:
+    from harness.studies.trial_records import complete_child_run
+
+    trial, row, fs, trial_dir = stored_trial
+    tid = trial.trial_id
+    first = _study_driver(sqlite_tracking_uri, trial)
+    for step in (5, 10):
+        first.trial_metrics(tid, _report(step), step=step)
+    # the server is down for steps 15 and 20; the driver is SIGKILLed after them
+    resumed = _study_driver(sqlite_tracking_uri, trial)
+    for step in (25, 30):  # the trial resumed from its checkpoint at step 20
+        resumed.trial_metrics(tid, _report(step), step=step)
+    resumed.trial_metrics(tid, FINAL_REPORT, step=30)
+    resumed.end_trial(tid, "finished", metrics=FINAL_REPORT, step=30)
+    run_id = resumed.child_run_id(tid)
+    assert _steps(sqlite_tracking_uri, run_id) == [5, 10, 25, 30]  # the bug, before the study ends
+
+    kwargs = {"study": "chaos", "trial": trial, "row": row, "fs": fs, "trial_dir": trial_dir}
+    assert complete_child_run(resumed, **kwargs) == "completed"
+    client = MlflowClient(sqlite_tracking_uri)
+    for key in ("val/loss", "train/loss", "throughput/tokens_per_s"):
+        assert _steps(sqlite_tracking_uri, run_id, key) == list(STEPS), key  # each step once
+    assert sorted((m.step, m.value) for m in client.get_metric_history(run_id, "val/loss"))[2:4] == [
+        (15, _report(15)["val/loss"]),
+        (20, _report(20)["val/loss"]),
+    ]
+    assert [m.step for m in client.get_metric_history(run_id, "final/val_loss")] == [30]
+    assert complete_child_run(resumed, **kwargs) == "unchanged"  # idempotent
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED" and run.data.tags["status"] == "finished"
+
+
+def test_a_resumed_study_ends_the_run_of_a_trial_that_finished_during_an_outage(
+    sqlite_tracking_uri: str, stored_trial
+) -> None:
+    """The trial finished while the server was down; its driver was killed; the resumed
+    driver's Tune knows the trial ended and never reports it again."""
+    from harness.studies.trial_records import complete_child_run
+
+    trial, row, fs, trial_dir = stored_trial
+    tid = trial.trial_id
+    first = _study_driver(sqlite_tracking_uri, trial)
+    first.trial_metrics(tid, _report(5), step=5)
+    resumed = StudyRecorder(sqlite_tracking_uri, "chaos")
+    resumed.connect()
+    resumed.start_parent(
+        study="chaos", study_run="chaos/1", spec_text="name: chaos\n", spec_sha256="0" * 64, params=PARAMS, tags={}
+    )
+    kwargs = {"study": "chaos", "trial": trial, "row": row, "fs": fs, "trial_dir": trial_dir}
+    assert complete_child_run(resumed, **kwargs) == "completed"
+    run_id = resumed.child_run_id(tid)
+    assert run_id == first.child_run_id(tid)
+    assert _steps(sqlite_tracking_uri, run_id) == list(STEPS)
+    client = MlflowClient(sqlite_tracking_uri)
+    assert [(m.step, m.value) for m in client.get_metric_history(run_id, "final/val_loss")] == [(30, 3.7)]
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED" and run.data.tags["status"] == "finished"
+
+
 @pytest.mark.slow
 def test_sigterm_stops_the_study_as_ctrl_c_does(tmp_path: Path, shared_data_dir: Path) -> None:
     spec = write_spec(tmp_path / "spec.yaml", max_concurrent_trials=1, train={**TINY["train"], "max_steps": 40})

@@ -16,13 +16,17 @@ import pytest
 from harness_support import cli_env, end_session
 from ray import cloudpickle, tune
 
+from harness.errors import InputError
 from harness.studies.tune_state import (
+    LAST_GOOD,
     MANIFEST,
     is_complete,
+    keep_last_good_snapshot,
     numbered_checkpoint_dirs,
     repair_stale_checkpoints,
     replacement_checkpoint,
     reported_checkpoints,
+    restore_torn_snapshot,
     write_manifest,
 )
 
@@ -214,3 +218,30 @@ def test_the_replacement_is_the_newest_named_newer_checkpoint_else_the_oldest_co
     assert reported == {"checkpoint_000008", "checkpoint_000010"}  # the line cut by the kill is skipped
     assert replacement_checkpoint(fs, stale) == incomplete  # named by result.json: the driver handled it
     assert replacement_checkpoint(fs, second) is None  # nothing newer
+
+
+# -- a torn snapshot (found by the fault campaign: a driver SIGKILLed while Tune wrote it) ------
+
+SNAPSHOT = "experiment_state-2026-12-01_00-00-00.json"
+
+
+def test_a_torn_snapshot_is_replaced_by_the_last_complete_copy(tmp_path: Path) -> None:
+    state = {"trial_data": [], "runner_data": {"_session_str": "2026-12-01_00-00-00"}, "stats": {}}
+    (tmp_path / SNAPSHOT).write_text(json.dumps(state))
+    assert keep_last_good_snapshot(str(tmp_path))
+    assert json.loads((tmp_path / LAST_GOOD).read_text()) == state
+    (tmp_path / SNAPSHOT).write_text(json.dumps(state)[:40])  # cut mid-write
+    assert not keep_last_good_snapshot(str(tmp_path))  # a cut snapshot is never kept
+    assert json.loads((tmp_path / LAST_GOOD).read_text()) == state
+    (tmp_path / SNAPSHOT).write_bytes(b"")  # the SIGKILL case the campaign met: an empty file
+    assert restore_torn_snapshot(str(tmp_path)) == SNAPSHOT
+    assert json.loads((tmp_path / SNAPSHOT).read_text()) == state
+    assert restore_torn_snapshot(str(tmp_path)) is None  # whole now: nothing to do
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([SNAPSHOT, LAST_GOOD])  # no temporary left
+
+
+def test_a_torn_snapshot_without_a_copy_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / SNAPSHOT).write_bytes(b"")
+    with pytest.raises(InputError, match="empty or cut .* no complete copy"):
+        restore_torn_snapshot(str(tmp_path))
+    assert (tmp_path / SNAPSHOT).read_bytes() == b""  # nothing written
