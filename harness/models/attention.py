@@ -42,7 +42,7 @@ FOLD_CONSTANT = 1.0
 #: enough around the chunk's centre for fp32 (module docstring of :func:`lag_penalised_attention`).
 LAG_CHUNK_MIN = 64
 LAG_CHUNK_SIGMAS = 32
-LAG_SLOPE_SPAN = 256.0
+LAG_SLOPE_SPAN = 512.0
 #: A key whose logit lies this far below the query's own has weight exactly 0 in fp32 (exp underflows
 #: below -104; the margin covers the rounding of the logits themselves).
 LAG_UNDERFLOW = 120.0
@@ -541,6 +541,8 @@ class CausalSelfAttention(nn.Module):
         if position.pairwise or (self.gate is not None and self.gate.pairwise):
             return self._pairwise(x, position)
         gamma, slope = position.lag_curvature(), position.lag_slope()
+        if gamma is None and slope is not None and not position.transforms_qk and _fold_in_fp32(x):
+            return self._slope_folded(x, slope)
         if gamma is not None or slope is not None:
             return self._lag_penalised(x, position, gamma, slope)
         if self.gate is None:
@@ -632,27 +634,13 @@ class CausalSelfAttention(nn.Module):
         kept in the (B, T, H, .) layout of the projections, so that SDPA's output is too
         and merging the heads for the output projection is free. Nothing is modified in place.
         """
-        B, T, C = x.shape
-        H, hd = self.n_head, self.head_dim
+        hd = self.head_dim
         width = fold_width(hd, x.device.type)
         scale = 1.0 / math.sqrt(hd)
         fold_q = not position.transforms_qk
-        w = self.qkv.weight.view(3, H, hd, C)
-        b = self.qkv.bias.view(3, H, hd)
-
-        def project(i: int, padded: bool, constant: float = 0.0) -> Tensor:
-            """Projection i (0 = q, 1 = k, 2 = v) -> (B, H, T, width if padded else hd), a (B, T, H, .) view."""
-            wi, bi = w[i], b[i]  # (H, hd, C), (H, hd)
-            if padded:
-                wi = F.pad(wi, (0, 0, 0, width - hd))  # (H, width, C): zero rows for columns hd..
-                bi = F.pad(bi, (0, width - hd))  # (H, width)
-                if constant:
-                    bi = bi + _constant_column(bi, hd, constant)  # column hd = 0 . x + c
-            return F.linear(x, wi.reshape(-1, C), bi.reshape(-1)).view(B, T, H, -1).transpose(1, 2)
-
-        q_full = project(0, padded=fold_q, constant=FOLD_CONSTANT)
-        k = project(1, padded=False)
-        v2 = project(2, padded=True)
+        q_full = self._project(x, 0, width if fold_q else None, constant=FOLD_CONSTANT)
+        k = self._project(x, 1, None)
+        v2 = self._project(x, 2, width)
         q = q_full[..., :hd]
 
         log_g = self.gate(x, k)  # (B, H, T)
@@ -666,9 +654,84 @@ class CausalSelfAttention(nn.Module):
         y = F.scaled_dot_product_attention(
             q2, k2, v2, attn_mask=attn_bias, dropout_p=dropout_p, is_causal=attn_bias is None, scale=scale
         )  # (B, H, T, width)
-        # Output projection over the folded width: zero weight columns for v's padding.
-        proj_weight = F.pad(self.proj.weight.view(C, H, hd), (0, width - hd)).view(C, H * width)
-        return self._finish(y, x, proj_weight), log_g
+        return self._finish(y, x, self._folded_proj_weight(width)), log_g
+
+    def _project(self, x: Tensor, i: int, width: int | None, constant: float = 0.0) -> Tensor:
+        """Projection i (0 = q, 1 = k, 2 = v) of x (B, T, d) -> (B, H, T, width, else hd), a view of the
+        (B, T, H, .) layout. With a width the weight gets zero rows for the columns hd.. (no copy of the
+        output to fold it), and ``constant`` puts c in column hd through the bias (0 . x + c)."""
+        B, T, C = x.shape
+        H, hd = self.n_head, self.head_dim
+        wi, bi = self.qkv.weight.view(3, H, hd, C)[i], self.qkv.bias.view(3, H, hd)[i]  # (H, hd, C), (H, hd)
+        if width is not None:
+            wi = F.pad(wi, (0, 0, 0, width - hd))  # (H, width, C)
+            bi = F.pad(bi, (0, width - hd))  # (H, width)
+            if constant:
+                bi = bi + _constant_column(bi, hd, constant)
+        return F.linear(x, wi.reshape(-1, C), bi.reshape(-1)).view(B, T, H, -1).transpose(1, 2)
+
+    def _folded_proj_weight(self, width: int) -> Tensor:
+        """The output projection over the folded width: zero weight columns for v's padding (d, H width)."""
+        C, H, hd = self.proj.weight.size(0), self.n_head, self.head_dim
+        return F.pad(self.proj.weight.view(C, H, hd), (0, width - hd)).view(C, H * width)
+
+    def _slope_folded(self, x: Tensor, slope: Tensor) -> tuple[Tensor, Tensor | None]:
+        """ALiBi (and a key gate with it) folded as :meth:`_gated` folds a gate: one SDPA call for
+        every head whose slope is shallow enough for one fold over the whole window, none of
+        q, k, v copied but k (one ``cat``).
+
+            score_ij = q_i.k_j scale + log g_j - m_h (i - j)
+                     = q_i.k_j scale + [log g_j + m_h (j - c)] - m_h (i - c)
+
+        The last term depends on the query only and cancels in the softmax, so k's fold column is
+        (log g_j + m_h (j - c)) / (c_fold scale) with c = (T - 1) / 2, of size at most m_h T / 2
+        <= LAG_SLOPE_SPAN / 2 for the heads that qualify (:func:`lag_chunk_size` >= T): fp32 keeps
+        the logits to ~2e-5. Steeper heads (ALiBi's first ones at T > LAG_SLOPE_SPAN / m) take
+        :func:`lag_penalised_attention`'s windows on views of the same projections, recomputed in
+        the backward pass so that their windows live one call at a time."""
+        B, T, _ = x.shape
+        H, hd = self.n_head, self.head_dim
+        width = fold_width(hd, x.device.type)
+        scale = 1.0 / math.sqrt(hd)
+        q2 = self._project(x, 0, width, constant=FOLD_CONSTANT)  # (B, H, T, width): [q, c, 0..]
+        k = self._project(x, 1, None)  # (B, H, T, hd)
+        v2 = self._project(x, 2, width)  # (B, H, T, width): [v, 0..]
+        log_g = self.gate(x, k) if self.gate is not None else None  # (B, H, T) or None
+        k = self.scoring(k)
+        slopes = slope.to(device=x.device, dtype=torch.float32)
+        j = torch.arange(T, device=x.device, dtype=torch.float32) - 0.5 * (T - 1)  # (T,): j - c
+        key_bias = slopes[:, None] * j  # (H, T): m_h (j - c)
+        key_bias = key_bias if log_g is None else log_g + key_bias  # (B or 1, H, T)
+        k2 = _fold_column(k, (key_bias / (FOLD_CONSTANT * scale)).expand(B, H, T), width)  # (B, H, T, width)
+        host, no_curvature = slopes.detach().cpu(), torch.zeros(1)
+        steep = [h for h in range(H) if lag_chunk_size(no_curvature, T, host[h : h + 1]) < T]
+        shallow = [h for h in range(H) if h not in steep]
+        dropout_p = self.attention_dropout if self.training else 0.0
+        outputs = []
+        if steep:
+            y = lag_penalised_attention(
+                *(_heads(t, steep)[..., :hd] for t in (q2, k, v2)),
+                None if log_g is None else _heads(log_g.expand(B, H, T), steep),
+                None,
+                lag_slope=slopes[steep],
+                dropout_p=dropout_p,
+                scale=scale,
+                recompute=True,
+            )  # (B, steep, T, hd)
+            outputs.append(F.pad(y, (0, width - hd)))
+        if shallow:
+            parts = (_heads(t, shallow) for t in (q2, k2, v2))
+            outputs.append(F.scaled_dot_product_attention(*parts, dropout_p=dropout_p, is_causal=True, scale=scale))
+        y = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=1)  # (B, H, T, width), heads steep + shallow
+        if steep and steep + shallow != list(range(H)):
+            y = y.index_select(1, torch.tensor(steep + shallow, device=x.device).argsort())
+        return self._finish(y, x, self._folded_proj_weight(width)), log_g
+
+
+def _fold_in_fp32(x: Tensor) -> bool:
+    """Whether the layer computes in fp32 (no autocast): a fold column of size up to
+    LAG_SLOPE_SPAN / 2 needs fp32's precision (bf16 would round it to ~1)."""
+    return x.dtype == torch.float32 and not torch.is_autocast_enabled(x.device.type)
 
 
 def _constant_column(like: Tensor, column: int, value: float) -> Tensor:
