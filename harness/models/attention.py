@@ -203,6 +203,7 @@ def lag_penalised_attention(
     chunk: int | None = None,
     skip_far_keys: bool = True,
     recompute: bool = True,
+    rotate: Callable[[Tensor, Tensor, list[int]], tuple[Tensor, Tensor]] | None = None,
 ) -> Tensor:
     """Causal attention with a per-key bias and a lag penalty per head (Gaussian envelope and/or
     ALiBi's linear slope), fused:
@@ -257,7 +258,10 @@ def lag_penalised_attention(
     rotation's backward keeps the projections, and the rotated q, k are new tensors). Without
     it the folded copies are kept instead of q, k, v, which then nothing holds (ALiBi: q, k, v
     are views of the projection, freed once folded): about the memory of plain attention,
-    and no second forward pass. The fold runs in fp32 even
+    and no second forward pass. ``rotate(q, k, heads)``, when given, is a rotation of the heads'
+    queries and keys (relative MOPE's) applied inside each call, so that it too is recomputed
+    and no rotated copy of q and k is kept (it keeps norms: :func:`lag_reach` reads q and k as
+    they come). The fold runs in fp32 even
     under autocast (bf16's 4e-3 rounding of gamma (j - c)^2 would swamp the envelope), which
     on CUDA means SDPA's fp32 memory-efficient kernel; under ``torch.compile`` this function
     runs eager (its plans depend on the data).
@@ -290,7 +294,7 @@ def lag_penalised_attention(
         ]
         for plan, heads in runs:
             parts = (*(_heads(t, heads) for t in (q, k, v, key_bias)), gamma[heads], slope[heads])
-            args = (*parts, plan, quadratic, width, dropout_p, scale)
+            args = (*parts, plan, quadratic, width, dropout_p, scale, rotate, heads)
             outputs.append(checkpoint(_lag_group, *args, use_reentrant=False) if recompute else _lag_group(*args))
             order += heads
         y = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=1)  # (B, H, T, hd), heads in `order`
@@ -311,8 +315,12 @@ def _lag_group(
     width: int,
     dropout_p: float,
     scale: float,
+    rotate: Callable[[Tensor, Tensor, list[int]], tuple[Tensor, Tensor]] | None = None,
+    heads: list[int] | None = None,
 ) -> Tensor:
-    """Heads sharing one plan (:func:`lag_plan`) -> (B, h, T, hd)."""
+    """Heads ``heads`` sharing one plan (:func:`lag_plan`), rotated first by ``rotate`` if given -> (B, h, T, hd)."""
+    if rotate is not None:
+        q, k = rotate(q, k, heads)
     kind, chunk, reach = plan
     T, hd = q.size(-2), q.size(-1)
     fold = (gamma, slope, quadratic, width, dropout_p, scale)
@@ -579,11 +587,15 @@ class CausalSelfAttention(nn.Module):
         projections here)."""
         q, k, v = self._heads(x)
         log_g = self.gate(x, k) if self.gate is not None else None  # (B, H, T) or None
-        q, k = position.rotate(q, k)
-        k = self.scoring(k)
+        rotate = None
+        if position.transforms_qk and not self.scoring.transforms_keys:
+            rotate = position.rotate_heads  # in each call, recomputed with it: no rotated copy of q, k kept
+        else:
+            q, k = position.rotate(q, k)
+            k = self.scoring(k)
         dropout_p = self.attention_dropout if self.training else 0.0
         y = lag_penalised_attention(
-            q, k, v, log_g, gamma, lag_slope=slope, dropout_p=dropout_p, recompute=position.transforms_qk
+            q, k, v, log_g, gamma, lag_slope=slope, dropout_p=dropout_p, recompute=position.transforms_qk, rotate=rotate
         )  # (B, H, T, hd); recomputed in the backward pass when the rotation keeps q, k, v anyway
         return self._finish(y, x, self.proj.weight), log_g
 

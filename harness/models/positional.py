@@ -69,6 +69,11 @@ class PositionalEncoding(nn.Module):
         """Position-dependent transform of queries and keys ``(B, H, T, hd)``."""
         return q, k
 
+    def rotate_heads(self, q: Tensor, k: Tensor, heads: list[int]) -> tuple[Tensor, Tensor]:
+        """:meth:`rotate` for heads ``heads`` only: q, k ``(B, len(heads), T, hd)``. The same
+        for every head here; an encoding whose rotation differs per head overrides it."""
+        return self.rotate(q, k)
+
     def attention_bias(self, T: int, device: torch.device, dtype: torch.dtype) -> Tensor | None:
         """Additive attention mask ``(H, T, T)`` including causality, or None (plain causal)."""
         return None
@@ -345,9 +350,13 @@ class MorletRelativePositionalEncoding(MorletScales):
         super().__init__(n_head, init)
 
     def rotate(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        return self.rotate_heads(q, k, list(range(self.omega.numel())))
+
+    def rotate_heads(self, q: Tensor, k: Tensor, heads: list[int]) -> tuple[Tensor, Tensor]:
         T = q.size(-2)
         b = torch.arange(T, device=q.device, dtype=torch.float32)
-        angle = (self.omega.float()[:, None] * b[None, :]).unsqueeze(-1)  # (H, T, 1): every pair of head h
+        omega = self.omega.float() if len(heads) == self.omega.numel() else self.omega.float()[heads]
+        angle = (omega[:, None] * b[None, :]).unsqueeze(-1)  # (h, T, 1): every pair of head h
         cos, sin = torch.cos(angle).to(q.dtype), torch.sin(angle).to(q.dtype)
         return _rotate_pairs(q, cos, sin), _rotate_pairs(k, cos, sin)
 
