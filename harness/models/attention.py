@@ -141,6 +141,13 @@ def lag_chunk_size(gamma: Tensor, T: int, slope: Tensor | None = None) -> int:
     return min(T, max(LAG_CHUNK_MIN, int(limit) // LAG_CHUNK_MIN * LAG_CHUNK_MIN))
 
 
+def slope_fits_window(slope: float, T: int) -> bool:
+    """Whether one fold over a window of T keys stays precise for a head of slope m: m T <=
+    LAG_SLOPE_SPAN, i.e. :func:`lag_chunk_size` returns T for it (the columns, centred on the
+    window, stay within LAG_SLOPE_SPAN / 2)."""
+    return abs(slope) * T <= LAG_SLOPE_SPAN
+
+
 def lag_reach(
     q: Tensor, k: Tensor, key_bias: Tensor, gamma: Tensor, scale: float, slope: Tensor | None = None
 ) -> list[int]:
@@ -549,8 +556,9 @@ class CausalSelfAttention(nn.Module):
         if position.pairwise or (self.gate is not None and self.gate.pairwise):
             return self._pairwise(x, position)
         gamma, slope = position.lag_curvature(), position.lag_slope()
-        if gamma is None and slope is not None and not position.transforms_qk and _fold_in_fp32(x):
-            return self._slope_folded(x, slope)
+        fixed = position.fixed_lag_slope()
+        if gamma is None and fixed is not None and not position.transforms_qk and _fold_in_fp32(x):
+            return self._slope_folded(x, slope, fixed)
         if gamma is not None or slope is not None:
             return self._lag_penalised(x, position, gamma, slope)
         if self.gate is None:
@@ -687,7 +695,7 @@ class CausalSelfAttention(nn.Module):
         C, H, hd = self.proj.weight.size(0), self.n_head, self.head_dim
         return F.pad(self.proj.weight.view(C, H, hd), (0, width - hd)).view(C, H * width)
 
-    def _slope_folded(self, x: Tensor, slope: Tensor) -> tuple[Tensor, Tensor | None]:
+    def _slope_folded(self, x: Tensor, slope: Tensor, slope_values: tuple[float, ...]) -> tuple[Tensor, Tensor | None]:
         """ALiBi (and a key gate with it) folded as :meth:`_gated` folds a gate: one SDPA call for
         every head whose slope is shallow enough for one fold over the whole window, none of
         q, k, v copied but k (one ``cat``).
@@ -715,8 +723,7 @@ class CausalSelfAttention(nn.Module):
         key_bias = slopes[:, None] * j  # (H, T): m_h (j - c)
         key_bias = key_bias if log_g is None else log_g + key_bias  # (B or 1, H, T)
         k2 = _fold_column(k, (key_bias / (FOLD_CONSTANT * scale)).expand(B, H, T), width)  # (B, H, T, width)
-        host, no_curvature = slopes.detach().cpu(), torch.zeros(1)
-        steep = [h for h in range(H) if lag_chunk_size(no_curvature, T, host[h : h + 1]) < T]
+        steep = [h for h, m in enumerate(slope_values) if not slope_fits_window(m, T)]  # Python: no graph break
         shallow = [h for h in range(H) if h not in steep]
         dropout_p = self.attention_dropout if self.training else 0.0
         outputs = []

@@ -86,6 +86,11 @@ class PositionalEncoding(nn.Module):
         """m ``(H,)``: the score of (i, j) gains -m_h (i - j); None for no linear lag penalty."""
         return None
 
+    def fixed_lag_slope(self) -> tuple[float, ...] | None:
+        """:meth:`lag_slope` as Python numbers when it is fixed (not learned), else None: the
+        attention plans its calls from them without reading a tensor (no graph break)."""
+        return None
+
     def pair_bias(self, i: Tensor, j: Tensor) -> Tensor | None:
         """Additive score bias ``(H, C, S)`` for query positions i (C,) and key positions j (S,) that
         folds into nothing (a function of i - j that is no polynomial); None when there is none.
@@ -202,9 +207,13 @@ class ALiBiPositionalEncoding(PositionalEncoding):
     def __init__(self, n_head: int) -> None:
         super().__init__()
         self.register_buffer("slopes", alibi_slopes(n_head), persistent=False)
+        self._slope_values = tuple(self.slopes.tolist())
 
     def lag_slope(self) -> Tensor:
         return self.slopes
+
+    def fixed_lag_slope(self) -> tuple[float, ...]:
+        return self._slope_values
 
 
 # Linguistic scales (characters) for MOPE's "scales" initialisation, one group of pairs (or heads) each.

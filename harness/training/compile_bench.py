@@ -105,9 +105,9 @@ def _probe(args: argparse.Namespace) -> dict[str, Any]:
 #: Graph breaks the training step may have, by the function that causes them, and why.
 DOCUMENTED_GRAPH_BREAKS = {
     "lag_penalised_attention": (
-        "mope-rel and alibi: the chunk plan (per-head chunk sizes and key reach) is computed from the "
-        "current q, k and lag curvature or slope, so the fused lag attention runs eager between the graphs "
-        "of each layer"
+        "mope-rel; alibi under bf16 autocast (GPU), and in fp32 its steepest heads where m_h T > 512: "
+        "the chunk plan (per-head chunk sizes and key reach) is computed from the current q, k and lag "
+        "curvature or slope, so the fused lag attention runs eager between the graphs of each layer"
     ),
     "pairwise_biased_attention": (
         "ega-qnorm and mope-bias: the pairwise term is added query chunk by query chunk in a Python loop "

@@ -43,9 +43,10 @@ FAMILIES = {
     "mope-bias+ega-qnorm": dict(variant="qnorm-mope-bias", position="mope-bias", gate="ega-qnorm"),
     "rope+ega-2-prod": dict(variant="rope-ega-2-prod", position="rope", gate="ega-2-prod"),
 }
-#: The eager attention functions each family runs between its graphs (DOCUMENTED_GRAPH_BREAKS).
+#: The eager attention functions each family runs between its graphs (DOCUMENTED_GRAPH_BREAKS). ALiBi
+#: has none at this window: every head's slope folds over it (its steepest heads take the lag fold,
+#: eager, only where m_h T > 512).
 EAGER_ATTENTION = {
-    "alibi+db2-dir": {"lag_penalised_attention"},
     "mope-rel+ega-4-pc": {"lag_penalised_attention"},
     "mope-bias+ega-qnorm": {"pairwise_biased_attention"},
 }
