@@ -20,7 +20,12 @@ from harness.studies.plan import StudyLayout, StudyPlan
 from harness.studies.results_table import trial_status
 from harness.studies.sequential import scheduled_trials
 from harness.studies.trainable import run_trial
-from harness.studies.tune_state import repair_stale_checkpoints, replace_restored_callbacks, restore_torn_snapshot
+from harness.studies.tune_state import (
+    repair_stale_checkpoints,
+    replace_restored_callbacks,
+    restore_torn_snapshot,
+    tolerate_repeated_actor_failure,
+)
 
 if TYPE_CHECKING:  # the lazy imports below, for the annotations
     from ray import tune
@@ -158,6 +163,7 @@ def launch_tune(
     from harness.studies.snapshot_keeper import KeepLastGoodSnapshot
     from harness.studies.tracking import MlflowStudyCallback
 
+    tolerate_repeated_actor_failure()  # one worker death is one failure (harness.studies.tune_state)
     trainable = make_trainable(plan, layout, fault_nan)
     shown = scheduled_trials(plan.spec, plan.trials, layout.study_dir)  # a sequential study: its batches so far
     progress = StudyProgress(

@@ -27,6 +27,7 @@ from harness.studies.tune_state import (
     replacement_checkpoint,
     reported_checkpoints,
     restore_torn_snapshot,
+    tolerate_repeated_actor_failure,
     write_manifest,
 )
 
@@ -245,3 +246,45 @@ def test_a_torn_snapshot_without_a_copy_is_a_clear_error(tmp_path: Path) -> None
     with pytest.raises(InputError, match="empty or cut .* no complete copy"):
         restore_torn_snapshot(str(tmp_path))
     assert (tmp_path / SNAPSHOT).read_bytes() == b""  # nothing written
+
+
+# -- one worker death, two failures (the fault campaign: schedule 699642624) -------------------
+
+
+def _pending_trial(tmp_path: Path, name: str):
+    """Ray Tune's own controller, and a trial of it set PENDING as ``_try_recover`` leaves a trial
+    whose first failure it is restarting from."""
+    import copy
+
+    from ray.train._internal.storage import StorageContext
+    from ray.tune.execution.tune_controller import TuneController
+    from ray.tune.experiment import Trial
+
+    storage = StorageContext(storage_path=str(tmp_path), experiment_dir_name=name)
+    controller = TuneController(storage=storage)
+    trial = Trial("__fake", config={}, storage=copy.copy(storage), stub=True)
+    trial.storage.trial_dir_name = "t0"
+    Path(trial.storage.trial_driver_staging_path).mkdir(parents=True)
+    controller.add_trial(trial)
+    assert trial.status == Trial.PENDING
+    return controller, trial
+
+
+def test_a_dead_workers_second_failure_does_not_end_a_restarting_trial(tmp_path: Path, local_ray: None) -> None:
+    from ray.exceptions import ActorDiedError
+    from ray.tune.execution.tune_controller import TuneController
+    from ray.tune.experiment import Trial
+
+    original = TuneController._process_trial_failure
+    original = getattr(original, "harness_original", original)  # another test of this session patched it
+    controller, trial = _pending_trial(tmp_path, "unpatched")
+    original(controller, trial, ActorDiedError())
+    assert trial.status == Trial.ERROR  # Ray Tune's own handling: the bug the patch removes
+
+    tolerate_repeated_actor_failure()
+    tolerate_repeated_actor_failure()  # idempotent
+    controller, trial = _pending_trial(tmp_path, "patched")
+    TuneController._process_trial_failure(controller, trial, ActorDiedError())
+    assert trial.status == Trial.PENDING and trial.num_failures == 0  # restarts as the first failure asked
+    controller._process_trial_failure(trial, ValueError("a real error"))
+    assert trial.status == Trial.ERROR  # anything else is Tune's to handle, as before
