@@ -21,6 +21,7 @@ additive encodings, RoPE, relative MOPE and ALiBi.
 from __future__ import annotations
 
 import math
+from array import array
 from typing import ClassVar
 
 import torch
@@ -174,9 +175,10 @@ class RotaryPositionalEncoding(PositionalEncoding):
         return _rotate_pairs(q, cos, sin), _rotate_pairs(k, cos, sin)
 
 
-def alibi_slopes(n_head: int) -> Tensor:
-    """Head slopes m_h of ALiBi (Press et al. 2022): the geometric sequence 2^(-8h/H) for a
-    power-of-two H, and the paper's interleaving of the next power's slopes otherwise."""
+def alibi_slope_values(n_head: int) -> list[float]:
+    """Head slopes m_h of ALiBi (Press et al. 2022) as Python numbers rounded to fp32: the
+    geometric sequence 2^(-8h/H) for a power-of-two H, and the paper's interleaving of the next
+    power's slopes otherwise. Plain Python, so that a model built on the meta device has them."""
 
     def power_of_two(n: int) -> list[float]:
         start = 2.0 ** (-(2.0 ** -(math.log2(n) - 3)))
@@ -186,8 +188,13 @@ def alibi_slopes(n_head: int) -> Tensor:
         slopes = power_of_two(n_head)
     else:
         closest = 2 ** math.floor(math.log2(n_head))
-        slopes = power_of_two(closest) + alibi_slopes(2 * closest).tolist()[0::2][: n_head - closest]
-    return torch.tensor(slopes, dtype=torch.float32)
+        slopes = power_of_two(closest) + power_of_two(2 * closest)[0::2][: n_head - closest]
+    return array("f", slopes).tolist()  # the values of the fp32 buffer, exactly
+
+
+def alibi_slopes(n_head: int) -> Tensor:
+    """:func:`alibi_slope_values` as an fp32 tensor (H,)."""
+    return torch.tensor(alibi_slope_values(n_head), dtype=torch.float32)
 
 
 class ALiBiPositionalEncoding(PositionalEncoding):
@@ -206,8 +213,8 @@ class ALiBiPositionalEncoding(PositionalEncoding):
 
     def __init__(self, n_head: int) -> None:
         super().__init__()
-        self.register_buffer("slopes", alibi_slopes(n_head), persistent=False)
-        self._slope_values = tuple(self.slopes.tolist())
+        self._slope_values = tuple(alibi_slope_values(n_head))
+        self.register_buffer("slopes", torch.tensor(self._slope_values), persistent=False)
 
     def lag_slope(self) -> Tensor:
         return self.slopes
