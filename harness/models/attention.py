@@ -239,7 +239,7 @@ def lag_penalised_attention(
     **Precision: chunks centred on their queries.** The folded columns grow as
     gamma (j - c)^2 and m |j - c|, and fp32 rounds a logit of size x to ~6e-8 x, while
     the keys that matter lie within a few sigma (or a few 1 / m) of their query. So the
-    queries go in chunks of :func:`lag_chunk_size` (at most 32 sigma_h, at most 256 / m_h,
+    queries go in chunks of :func:`lag_chunk_size` (at most 32 sigma_h, at most 512 / m_h,
     at least 64), each centred on its own queries: the output error is then ~2e-5, 1e-4
     for a head with sigma = 1 (plain fp32 SDPA: 3e-6). One fold centred on a long window
     would lose ~1e-2 at T = 1024, sigma = 1 (ALiBi's steepest head, m = 1/2: ~1e-4 at T = 4096).
@@ -304,9 +304,7 @@ def lag_penalised_attention(
             args = (*parts, plan, quadratic, width, dropout_p, scale, rotate, heads)
             outputs.append(checkpoint(_lag_group, *args, use_reentrant=False) if recompute else _lag_group(*args))
             order += heads
-        y = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=1)  # (B, H, T, hd), heads in `order`
-        if order != list(range(H)):
-            y = y.index_select(1, torch.tensor(order, device=q.device).argsort())
+        y = _in_head_order(outputs, order)  # (B, H, T, hd)
     return y.to(out_dtype)
 
 
@@ -705,7 +703,7 @@ class CausalSelfAttention(nn.Module):
 
         The last term depends on the query only and cancels in the softmax, so k's fold column is
         (log g_j + m_h (j - c)) / (c_fold scale) with c = (T - 1) / 2, of size at most m_h T / 2
-        <= LAG_SLOPE_SPAN / 2 for the heads that qualify (:func:`lag_chunk_size` >= T): fp32 keeps
+        <= LAG_SLOPE_SPAN / 2 for the heads that qualify (:func:`slope_fits_window`): fp32 keeps
         the logits to ~2e-5. Steeper heads (ALiBi's first ones at T > LAG_SLOPE_SPAN / m) take
         :func:`lag_penalised_attention`'s windows on views of the same projections, recomputed in
         the backward pass so that their windows live one call at a time."""
@@ -741,10 +739,17 @@ class CausalSelfAttention(nn.Module):
         if shallow:
             parts = (_heads(t, shallow) for t in (q2, k2, v2))
             outputs.append(F.scaled_dot_product_attention(*parts, dropout_p=dropout_p, is_causal=True, scale=scale))
-        y = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=1)  # (B, H, T, width), heads steep + shallow
-        if steep and steep + shallow != list(range(H)):
-            y = y.index_select(1, torch.tensor(steep + shallow, device=x.device).argsort())
+        y = _in_head_order(outputs, steep + shallow)  # (B, H, T, width)
         return self._finish(y, x, self._folded_proj_weight(width)), log_g
+
+
+def _in_head_order(outputs: list[Tensor], order: list[int]) -> Tensor:
+    """Outputs of calls over groups of heads, (B, h_i, T, .) each, holding heads ``order`` in turn
+    -> (B, H, T, .) with head h at index h."""
+    y = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=1)
+    if order != list(range(len(order))):
+        y = y.index_select(1, torch.tensor(order, device=y.device).argsort())
+    return y
 
 
 def _fold_in_fp32(x: Tensor) -> bool:

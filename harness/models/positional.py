@@ -214,7 +214,7 @@ class ALiBiPositionalEncoding(PositionalEncoding):
     def __init__(self, n_head: int) -> None:
         super().__init__()
         self._slope_values = tuple(alibi_slope_values(n_head))
-        self.register_buffer("slopes", torch.tensor(self._slope_values), persistent=False)
+        self.register_buffer("slopes", torch.tensor(self._slope_values, dtype=torch.float32), persistent=False)
 
     def lag_slope(self) -> Tensor:
         return self.slopes

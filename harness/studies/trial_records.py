@@ -93,10 +93,10 @@ def complete_child_run(
     status = str(row["status"]) if row is not None else "incomplete"
     tag = TAG_OF_STATUS.get(status, status)
     lines = result_lines(fs, trial_dir)
-    if recorder.child_run_id(tid) is None and status == "incomplete" and not lines:
+    existed = recorder.child_run_id(tid) is not None
+    if not existed and status == "incomplete" and not lines:
         return None
-    action = "created"
-    if recorder.child_run_id(tid) is not None:
+    if existed:  # its gaps first: a run already ended as it should is not reopened
         filled = recorder.backfill(tid, lines)
         run = recorder.child_run(tid)
         check()  # the store went away while recording
@@ -104,7 +104,6 @@ def complete_child_run(
             return None
         if run.info.status in ENDED_MLFLOW_STATUSES and run.data.tags.get("status") == tag:
             return "completed" if filled else "unchanged"
-        action = "completed"
     recorder.child(
         tid,
         study=study,
@@ -113,10 +112,10 @@ def complete_child_run(
         datasets=[trial.config.dataset],
         data_dir=trial.config.data_dir,
     )
-    if action == "created":
+    if not existed:
         recorder.backfill(tid, lines)
     _end_child_run(recorder, tid, status, tag, row, lines, fs, trial_dir)
-    return action
+    return "completed" if existed else "created"
 
 
 def _end_child_run(

@@ -74,6 +74,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import InputError
+from harness.studies.storage import read_bytes
 
 log = logging.getLogger(__name__)
 
@@ -97,11 +98,10 @@ def _newest_snapshot(experiment_path: str) -> tuple[Any, str, str | None]:
 
 def _parsed(fs: Any, path: str) -> tuple[bytes, dict[str, Any]] | None:
     """The file's bytes and JSON object, or None when it is missing, empty or cut."""
+    data = read_bytes(fs, path)
     try:
-        with fs.open_input_stream(path) as f:
-            data = f.read()
-        state = json.loads(data)
-    except (OSError, ValueError):
+        state = json.loads(data) if data is not None else None
+    except ValueError:
         return None
     return (data, state) if isinstance(state, dict) else None
 
