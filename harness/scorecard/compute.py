@@ -425,16 +425,22 @@ def _trend_row(claim, measure, study, df, factor, cell_rows, claims) -> dict[str
 
 def where_it_holds(cell_rows: Sequence[Mapping[str, Any]], factor: str) -> str:
     """Where a claim holds along ``factor``, in words: "replicated at 3 of 4 sizes; smaller
-    at the largest". A value of the factor whose cells (other corpora, other values of the
-    other factor) disagree counts as "mixed"."""
+    at the largest". Along ``params`` a size is its preset (``size``), ordered by parameter
+    count: the same preset on two corpora has two counts (the vocabulary's embedding) and is
+    still one size. A value whose cells (other corpora, other values of the other factor)
+    disagree counts as "mixed"."""
     noun = "sizes" if factor == "params" else "context lengths"
     by_x: dict[Any, set[str]] = {}
+    order: dict[Any, float] = {}  # x -> where it sorts (a size: its smallest parameter count)
     for r in cell_rows:
-        if r.get(factor) is not None:
-            by_x.setdefault(r[factor], set()).add(str(r["verdict_kind"]))
+        if r.get(factor) is None:
+            continue
+        x = (r.get("size") or r[factor]) if factor == "params" else r[factor]
+        by_x.setdefault(x, set()).add(str(r["verdict_kind"]))
+        order[x] = min(order.get(x, math.inf), float(r[factor]))
     if not by_x:
         return ""
-    xs = sorted(by_x)
+    xs = sorted(by_x, key=order.__getitem__)
     kind_at = {x: next(iter(k)) if len(k) == 1 else "mixed" for x, k in by_x.items()}
     counts = Counter(kind_at[x] for x in xs)
     head, n_head = counts.most_common(1)[0]
@@ -451,7 +457,7 @@ def where_it_holds(cell_rows: Sequence[Mapping[str, Any]], factor: str) -> str:
 
 def _x_label(x: Any, factor: str) -> str:
     if factor == "params":
-        return f"{x / 1e6:.3g}M parameters"
+        return f"size {x}" if isinstance(x, str) else f"{x / 1e6:.3g}M parameters"
     return f"T={x}"
 
 

@@ -14,6 +14,10 @@ torch thread the CPU time is what the wall clock reads on an idle machine, so it
 number that stays meaningful on a shared one; the constants of
 :mod:`harness.training.compile` come from it.
 
+A third table says where a step's time goes, eager against compiled: ``torch.profiler``
+self time per step in matmuls, attention, drawing dropout masks, Inductor's generated
+kernels and everything else (:func:`step_breakdown`).
+
 Compile cost = first compiled step - a steady compiled step. Step = forward, cross-entropy,
 backward, clipping, AdamW, in train mode (dropout ``--dropout``, default 0.2 as the recipe,
 on residuals; none on the attention weights, as ``studies/smoke.yaml``), fp32, the threads
@@ -85,13 +89,16 @@ def _probe(args: argparse.Namespace) -> dict[str, Any]:
         first = _timed(lambda: step(compiled))
         step(model)  # eager warm-up
         rounds: dict[str, list[tuple[float, float]]] = {"eager": [], "compiled": []}
+        forwards = (("eager", model), ("compiled", compiled))
         for _ in range(args.rounds):
-            for name, forward in (("eager", model), ("compiled", compiled)):
+            for name, forward in forwards:
                 wall, cpu = _timed(lambda f=forward: [step(f) for _ in range(args.steps)])
                 rounds[name].append((wall / args.steps, cpu / args.steps))
     from torch._dynamo.utils import counters
 
+    breakdown = {name: step_breakdown(lambda f=forward: step(f), args.steps) for name, forward in forwards}
     return {
+        "breakdown_ms": breakdown,
         "first_step_s": first[0],
         "first_step_cpu_s": first[1],
         **{f"{name}_step_ms": 1000 * min(w for w, _ in rounds[name]) for name in rounds},
@@ -100,6 +107,32 @@ def _probe(args: argparse.Namespace) -> dict[str, Any]:
         "graph_breaks": sum(counters["graph_break"].values()),
         "unique_graphs": counters["stats"]["unique_graphs"],
     }
+
+
+#: Where a CPU training step's time goes: (category, test on the profiler's op name), first match.
+#: Self time, so a category is the op itself, not what it calls.
+STEP_CATEGORIES: tuple[tuple[str, Callable[[str], bool]], ...] = (
+    ("matmul", lambda op: op in ("aten::mm", "aten::addmm", "aten::bmm")),
+    ("attention", lambda op: "scaled_dot_product" in op),
+    ("dropout masks", lambda op: op in ("aten::bernoulli_", "aten::uniform_", "aten::rand", "aten::rand_like")),
+    ("Inductor kernels", lambda op: op.startswith("## Call CompiledFxGraph")),
+    ("other", lambda op: True),  # eager element-wise ops, the optimizer, autograd and Dynamo overhead
+)
+
+
+def step_breakdown(step: Callable[[], Any], steps: int) -> dict[str, float]:
+    """Milliseconds per call of ``step`` by :data:`STEP_CATEGORIES` (``torch.profiler`` self
+    CPU time over ``steps`` calls; the profiler's own overhead lands in them alike)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            step()
+    out = {name: 0.0 for name, _ in STEP_CATEGORIES}
+    for event in prof.key_averages():
+        name = next(name for name, match in STEP_CATEGORIES if match(event.key))
+        out[name] += event.self_cpu_time_total / 1000 / steps
+    return out
 
 
 #: Graph breaks the training step may have, by the function that causes them, and why.
@@ -258,9 +291,21 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
             saved_s = (eager - compiled) / 1000
             for state in ("cold", "warm"):  # steps that repay the compile; never when it saves nothing
                 row[f"break_even_steps_{state}"] = row[f"{state}_compile_s"] / saved_s if saved_s > 0 else math.inf
+            row["breakdown_ms"] = cold["breakdown_ms"]
             rows.append(row)
             print(_line(row), flush=True)
+    _print_breakdown(rows)
     return {"rows": rows}
+
+
+def _print_breakdown(rows: list[dict[str, Any]]) -> None:
+    """Where the step's time goes, eager against compiled (profiler self time, ms per step)."""
+    names = [name for name, _ in STEP_CATEGORIES]
+    print(f"\n{'variant':<14}{'shape':>9}{'arm':>10}" + "".join(f"{n:>18}" for n in names) + f"{'total':>9}")
+    for r in rows:
+        for arm, parts in r["breakdown_ms"].items():
+            cells = "".join(f"{parts[n]:>18.1f}" for n in names)
+            print(f"{r['variant']:<14}{r['shape']:>9}{arm:>10}{cells}{sum(parts.values()):>9.1f}")
 
 
 def _line(r: dict[str, Any]) -> str:

@@ -13,6 +13,7 @@ from scorecard_sim import row_of, simulated_study
 
 from harness.analysis import t_interval
 from harness.scorecard import scorecard_table
+from harness.scorecard.compute import where_it_holds
 from harness.scorecard.verdicts import Intervals, classify_effect, classify_exact, classify_level, classify_trend
 
 # the EGA + MOPE paper's EGA gain: +0.092 nats
@@ -175,3 +176,21 @@ def test_a_trend_from_two_levels_is_worded_as_a_difference() -> None:
     assert two.kind == three.kind == "grows"
     assert "2 levels: a difference, not a slope" in two.words
     assert "not a slope" not in three.words
+
+
+def test_where_counts_sizes_not_cells_when_corpora_differ_in_parameters() -> None:
+    """One preset on two corpora has two parameter counts (the vocabulary's embedding); it is
+    still one size, and a size whose corpora disagree is "mixed"."""
+    vocab_extra = {"tinyshakespeare": 0, "enwik8": 12_000}
+    base = {"nano": 100_000, "mini": 400_000, "small": 1_600_000, "paper": 6_400_000}
+    kinds = {"nano": "replicated", "mini": "absent", "small": "absent", "paper": "absent"}
+    rows = [
+        {"size": size, "params": params + vocab_extra[corpus], "dataset": corpus, "verdict_kind": kinds[size]}
+        for size, params in base.items()
+        for corpus in vocab_extra
+    ]
+    assert where_it_holds(rows, "params") == "absent at 3 of 4 sizes; replicated at the smallest"
+    rows[-1] = {**rows[-1], "verdict_kind": "replicated"}  # the largest size now disagrees between corpora
+    assert where_it_holds(rows, "params") == "absent at 2 of 4 sizes; replicated at the smallest; mixed at the largest"
+    contexts = [{"context_length": t, "verdict_kind": "absent"} for t in (128, 256, 256)]
+    assert where_it_holds(contexts, "context_length") == "absent at 2 of 2 context lengths"

@@ -22,7 +22,7 @@ import pytest
 from harness.errors import InputError
 from harness.models.variants import VARIANTS
 from harness.training import compile as tc
-from harness.training.compile_bench import DOCUMENTED_GRAPH_BREAKS, check_graph
+from harness.training.compile_bench import DOCUMENTED_GRAPH_BREAKS, check_graph, step_breakdown
 from harness.training.config import TrainConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -132,6 +132,23 @@ def test_graph_key_ignores_seed_and_schedule_not_shape() -> None:
     assert tc.graph_key(TrainConfig(**{**SMOKE, "variant": "baseline"}), device="cpu") != key
     configs = [TrainConfig(**SMOKE, seed=s) for s in range(3)] + [TrainConfig(**{**SMOKE, "variant": "mope"})]
     assert tc.runs_sharing_graph(configs[0], configs) == 3
+
+
+def test_step_breakdown_puts_each_op_in_its_category() -> None:
+    """compile_cost.py's breakdown: a matmul, a dropout mask and an element-wise op land in
+    matmul, dropout masks and other."""
+    import torch
+
+    a, x = torch.randn(256, 256), torch.randn(4096)
+
+    def step() -> None:
+        a @ a
+        torch.empty_like(x).bernoulli_(0.8)
+        torch.exp(x)
+
+    parts = step_breakdown(step, 3)
+    assert parts["matmul"] > 0 and parts["dropout masks"] > 0 and parts["other"] > 0
+    assert parts["attention"] == 0 and parts["Inductor kernels"] == 0
 
 
 # -- graphs of the zoo -------------------------------------------------------------------------------
