@@ -62,7 +62,10 @@ WARM_PER_LAYER_S = 2.3
 #: (the recipe's 0.2 on residuals): 0 % at one layer, 3 % baseline and 8 % ega-mope at two, and
 #: 0 % in an interleaved A/B (30 against 30 ms): none. The masks are drawn by eager's random ops
 #: (so that they equal eager's), which cuts the fused kernels apart; Inductor's own generator
-#: is slower still (41 ms). Without any dropout: 6 % baseline, 20 % ega-mope (nano).
+#: is slower still (41 ms). Without any dropout: 6 % baseline, 20 % ega-mope (nano). On a quiet
+#: machine (2026-12-02, nano): 5 % and 7 % with dropout, 10 % and 13 % without, warm compiles of
+#: 3.0-6.3 s, cold of 31-52 s: inside the envelopes above (docs/training.md has the table and where
+#: a step's time goes).
 CPU_STEP_SAVING_DROPOUT = 0.0
 CPU_STEP_SAVING_NO_DROPOUT = 0.06
 #: Effective fp32 FLOP/s of one thread in an eager nano training step (30 ms a step measured).
