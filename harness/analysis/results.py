@@ -18,6 +18,7 @@ import polars as pl
 
 from harness.errors import InputError
 from harness.mlflow_client import TrackingClient
+from harness.models.variants import DEFAULT_TAU_INIT
 from harness.results_schema import RESULT_COLUMNS, RESULT_SCHEMA, head_taus
 
 #: The cell of a study: trials that differ only in variant and seed.
@@ -84,6 +85,22 @@ def cell_columns(df: pl.DataFrame, by: Sequence[str] | None = None) -> tuple[str
     by = (by,) if isinstance(by, str) else tuple(by)
     require_columns(df, by)
     return by
+
+
+def at_reference_tau_init(df: pl.DataFrame) -> tuple[pl.DataFrame, float | None]:
+    """The rows a study's contrasts read when it sweeps tau's initial value (``tau_inits``):
+    every run of a variant the sweep left alone (``tau_init`` null) and the swept variants' runs
+    at the reference level, tau's default initial value 0 (else the level nearest 0). The
+    other levels serve tau's own analysis. Returns the rows and the reference level (None,
+    and ``df`` unchanged, when no run names an initial value)."""
+    if "tau_init" not in df.columns:
+        return df, None
+    levels = sorted({float(v) for v in df.get_column("tau_init").drop_nulls().to_list()})
+    if not levels:
+        return df, None
+    reference = DEFAULT_TAU_INIT if DEFAULT_TAU_INIT in levels else min(levels, key=lambda v: (abs(v), v))
+    keep = pl.col("tau_init").is_null() | (pl.col("tau_init").cast(pl.Float64) == reference)
+    return df.filter(keep), reference
 
 
 def cell_label(cells: Sequence[str], values: Sequence[Any]) -> str:
@@ -377,7 +394,10 @@ def window_losses_frame(tracking_uri: str, study: str, *, split: str | None = "v
             if split is not None and "split" in frame.columns:
                 frame = frame.filter(pl.col("split") == split)
             keys = {c: tags.get(c) for c in ("variant", "seed", *CELL_COLUMNS) if tags.get(c) is not None}
-            frame = frame.with_columns([pl.lit(v).alias(k) for k, v in keys.items()])
+            frame = frame.with_columns(
+                *(pl.lit(v).alias(k) for k, v in keys.items()),
+                pl.lit(_to_number(tags.get("tau_init")), dtype=pl.Float64).alias("tau_init"),
+            )
             frames.append(frame)
     if not frames:
         return None

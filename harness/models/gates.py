@@ -37,8 +37,8 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from harness.errors import InputError
+from harness.models.variants import DEFAULT_TAU_INIT
 
-DEFAULT_TAU_INIT = 0.0
 DEFAULT_ALPHA_INIT = 1.0
 ZNORM_EPS = 1e-5
 

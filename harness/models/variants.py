@@ -80,6 +80,8 @@ MOPE_POSITIONS: tuple[str, ...] = ("mope", "mope-rel", "mope-bias")
 MOPE_INITS: tuple[str, ...] = ("random", "scales", "scales-frozen")
 OPTIONS: tuple[str, ...] = ("mope_init", "lags", "output_gate")
 DEFAULT_LAGS = 4
+#: tau's initial value when a config names none (every key gate's default).
+DEFAULT_TAU_INIT = 0.0
 
 
 @dataclass(frozen=True)
@@ -203,6 +205,9 @@ VARIANTS: dict[str, Variant] = {
         make_variant("ega-db4", position="sinusoidal", gate="db4"),
         make_variant("ega-morlet-fixed", position="sinusoidal", gate="morlet-fixed"),
         make_variant("ega-morlet-param", position="sinusoidal", gate="morlet-param"),
+        # EGA on learned positions: the EGA paper's learned-position reading, against learned-pe
+        # (within a contrast only the gate differs)
+        make_variant("ega-learned", position="learned", gate="ega"),
         # Morlet positional encoding and EGA + MOPE with its ablations
         make_variant("mope", position="mope"),
         make_variant("ega-mope", position="mope", gate="ega"),

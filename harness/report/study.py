@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from harness.analysis.results import require_columns, require_table
+from harness.analysis.results import at_reference_tau_init, require_columns, require_table
 from harness.analysis.results_types import AnalysisSettings
 from harness.analysis.sequential import SequentialSummary
 from harness.errors import InputError
@@ -148,13 +148,21 @@ def build_report(
     parts = Parts()
     rng = np.random.default_rng(settings.seed)
     overview_section(df, study, parts)
-    contrasts = contrasts_section(df, settings, study, rng, parts)
+    paired, reference_tau = at_reference_tau_init(df)
+    if reference_tau is not None and paired.height < df.height:
+        parts.notes.append(
+            f"tau's initial value is swept: the contrasts read the runs at tau_init = {reference_tau:g} (and the "
+            f"variants the sweep left alone); the other {df.height - paired.height} run(s) serve tau's analysis"
+        )
+    contrasts = contrasts_section(paired, settings, study, rng, parts)
     if sequential is not None:
-        sequential_section(df, settings, sequential, parts)
-    effects = cells_section(df, settings, study, rng, contrasts, parts)
+        sequential_section(paired, settings, sequential, parts)
+    effects = cells_section(paired, settings, study, rng, contrasts, parts)
+    if window_losses is not None:
+        window_losses = at_reference_tau_init(window_losses)[0]
     multi_bootstrap_section(window_losses, settings, study, rng, parts)
-    trends_section(df, settings, study, effects, parts)
-    divergence_section(df, settings, parts)
+    trends_section(paired, settings, study, effects, parts)
+    divergence_section(paired, settings, parts)
     seeds_needed_section(contrasts, settings, parts)
     tau_section(df, settings, corpus_info, parts)
     mope_section(mope_sigmas, settings, corpus_info, parts)

@@ -1,9 +1,11 @@
 """Grid expansion: a study spec -> one :class:`Trial` (one TrainConfig) per combination.
 
-The grid is the full product datasets x sizes x context lengths x (tau inits) x variants
-x seeds. Trials are ordered seed-major: all cells and variants of seed 0, then seed 1, ...
-so that, as trials finish in order, complete paired blocks (every variant at one seed)
-become available early and a partial study can already be analysed.
+The grid is the full product datasets x sizes x context lengths x variants x seeds, and
+(tau inits) for the variants a tau sweep crosses (every gated variant by default: an ungated
+variant has no tau and runs once per cell). Trials are ordered seed-major: all cells and
+variants of seed 0, then seed 1, ... so that, as trials finish in order, complete paired
+blocks (every variant at one seed) become available early and a partial study can already
+be analysed.
 
 Trial ids are stable, readable and unique within a study; they name the Tune trial
 directories and the MLflow child runs, and a resumed study finds its trials by them::
@@ -101,8 +103,8 @@ def expand_grid(spec: StudySpec, *, components: dict[str, tuple[str, str, str]] 
                 size_fields = _size_fields(size)
                 size_tag = size if isinstance(size, str) else size.model_size().tag
                 for context_length in spec.context_lengths:
-                    for tau_init in spec.tau_inits or [None]:
-                        for variant in spec.variant_names:
+                    for variant in spec.variant_names:
+                        for tau_init in spec.tau_levels(variant):
                             fields: dict[str, Any] = dict(
                                 shared,
                                 variant=variant,

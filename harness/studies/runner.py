@@ -168,6 +168,7 @@ def _window_losses(trials: Sequence[Trial], checkpoints: dict[str, Any]) -> Any:
                     pl.lit(c.dataset).alias("dataset"),
                     pl.lit(c.size).alias("size"),
                     pl.lit(c.context_length, dtype=pl.Int64).alias("context_length"),
+                    pl.lit(c.tau_init, dtype=pl.Float64).alias("tau_init"),
                 )
             )
     return pl.concat(frames, how="diagonal_relaxed") if frames else None

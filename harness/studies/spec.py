@@ -93,6 +93,9 @@ class StudySpec(StrictModel):
     context_lengths: list[PositiveInt] = Field(min_length=1)
     train: TrainOverrides = TrainOverrides()  # type: ignore[valid-type]
     tau_inits: list[float] | None = Field(default=None, min_length=1)
+    # The variants tau_inits sweeps (default: every variant with a key gate); the others run once,
+    # at their components' defaults, and serve every initial value as the same controls.
+    tau_init_variants: list[str] | None = Field(default=None, min_length=1)
     tokens_per_batch: PositiveInt | None = None  # batch_size = tokens_per_batch / T per trial
     resources: Resources = Resources()
     max_concurrent_trials: PositiveInt | None = None
@@ -166,6 +169,7 @@ class StudySpec(StrictModel):
                 "train.tau_init and tau_inits both set: use tau_inits to sweep tau's initial value, or "
                 "train.tau_init to fix it"
             )
+        self._check_tau_sweep(names)
         if self.tokens_per_batch is not None:
             if "batch_size" in self.train.model_fields_set:
                 raise ValueError(
@@ -193,6 +197,31 @@ class StudySpec(StrictModel):
         except ValidationError as exc:
             raise ValueError("train: " + "; ".join(_clean_msg(e["msg"]) for e in exc.errors())) from None
         return self
+
+    def _check_tau_sweep(self, names: list[str]) -> None:
+        if self.tau_init_variants is None:
+            return
+        if self.tau_inits is None:
+            raise ValueError("tau_init_variants names the variants tau_inits sweeps; set tau_inits too")
+        unknown = [v for v in self.tau_init_variants if v not in names]
+        if unknown:
+            raise ValueError(
+                f"tau_init_variants: {', '.join(unknown)} not among the study's variants ({', '.join(names)})"
+            )
+
+    def tau_swept_variants(self) -> list[str]:
+        """The variants ``tau_inits`` crosses: ``tau_init_variants``, else every variant with a key
+        gate (an ungated variant has no tau: it runs once per cell). Empty without ``tau_inits``."""
+        if self.tau_inits is None:
+            return []
+        if self.tau_init_variants is not None:
+            return list(self.tau_init_variants)
+        gates = {v.name: v.gate for v in self.variants if not isinstance(v, str)}
+        return [n for n in self.variant_names if gates.get(n, getattr(VARIANTS.get(n), "gate", "none")) != "none"]
+
+    def tau_levels(self, variant: str) -> list[float | None]:
+        """The initial tau values ``variant`` runs at: ``tau_inits`` when swept, else [None] (its default)."""
+        return list(self.tau_inits or []) if variant in self.tau_swept_variants() else [None]
 
     def _check_primary(self, names: list[str]) -> None:
         primary = self.analysis.primary
@@ -561,5 +590,6 @@ def _suggest(name: str, known: Any) -> str:
 def grid_size(spec: StudySpec) -> int:
     """Number of trials the spec expands to (a sequential study: at its maximum seeds)."""
     seeds = spec.grid_seeds()
-    factors = [spec.datasets, spec.sizes, spec.context_lengths, spec.variants, seeds, spec.tau_inits or [None]]
-    return math.prod(len(f) for f in factors)
+    runs_per_cell_and_seed = sum(len(spec.tau_levels(v)) for v in spec.variant_names)
+    factors = [spec.datasets, spec.sizes, spec.context_lengths, seeds]
+    return runs_per_cell_and_seed * math.prod(len(f) for f in factors)

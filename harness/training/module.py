@@ -41,6 +41,7 @@ from harness.mlflow_client import redact_uri
 from harness.models.transformer import CharTransformer, build_model
 from harness.models.variants import Variant
 from harness.training.config import TrainConfig
+from harness.training.energy_probe import EnergyDirectionProbe
 
 #: Format of the ``harness`` entry of a checkpoint (bump on incompatible changes).
 CHECKPOINT_FORMAT = 1
@@ -160,6 +161,7 @@ class CharLMModule(LightningModule):
         self._final_eval = False
         self._force_final = False
         self._eval_state: dict[str, Any] = {}
+        self._energy_probe: EnergyDirectionProbe | None = None
         # The training step's compiled forward (harness.training.compile.CompiledForward, not a
         # Module: the state dict stays the model's), or None for eager; evaluation runs eager.
         self.compiled_forward: Any = None
@@ -223,6 +225,8 @@ class CharLMModule(LightningModule):
             "hist_pos": None,
             "hist_neg": None,
         }
+        if self.has_gate:
+            self._energy_probe = EnergyDirectionProbe(self.model)
 
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
         split = batch["split"]
@@ -230,6 +234,8 @@ class CharLMModule(LightningModule):
             return  # the test split is looked at once, at the end
         x, y = batch["x"], batch["y"]
         gates = None
+        if self._energy_probe is not None:
+            self._energy_probe.active = split == "val"
         if split == "val" and self.has_gate:
             logits, gates = self.model.forward_with_gates(x)  # gates: (L, N, H, T)
         else:
@@ -278,6 +284,11 @@ class CharLMModule(LightningModule):
         metrics.update(self.parameter_telemetry())
         gate_summary = self._gate_summary()
         metrics.update(gate_summary)
+        if self._energy_probe is not None:
+            gate_summary.update(self._energy_probe.metrics())
+            metrics.update(gate_summary)
+            self._energy_probe.close()
+            self._energy_probe = None
         self.window_losses = {s: v.numpy().copy() for s, v in losses.items()}
         if self._final_eval:
             final = {
@@ -292,7 +303,7 @@ class CharLMModule(LightningModule):
             tau = self.model.gate_parameters().get("tau")
             if tau is not None:
                 final["final/tau_mean"] = float(tau.detach().float().mean())
-            for key in ("open_fraction", "content_precision", "content_recall", "content_auc"):
+            for key in ("open_fraction", "content_precision", "content_recall", "content_auc", "pc1_cosine"):
                 if f"gate/{key}" in gate_summary:
                     final[f"final/{key}"] = gate_summary[f"gate/{key}"]
             metrics.update(final)

@@ -20,6 +20,7 @@ from harness.analysis import (
     results_frame,
     window_losses_frame,
 )
+from harness.analysis.results import at_reference_tau_init
 from harness.analysis.results_types import format_interval, format_pvalue
 from harness.errors import InputError
 from harness.report import build_report, log_report, parent_description
@@ -336,3 +337,20 @@ def test_importing_the_report_command_is_light() -> None:
         "assert not heavy, heavy"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_tau_sweep_reads_its_contrasts_at_the_default_initial_value(tmp_path: Path, make_study) -> None:
+    """ega swept over tau_init -0.5, 0, 0.7 beside unswept controls: the contrasts pair the
+    runs at tau_init 0 (no duplicate runs per seed), tau's section reads them all."""
+    df = make_study(seeds=4, rng=3)
+    ega = df.filter(pl.col("variant") == "ega")
+    others = df.filter(pl.col("variant") != "ega").with_columns(pl.lit(None, dtype=pl.Float64).alias("tau_init"))
+    swept = [ega.with_columns(pl.lit(v).alias("tau_init"), pl.col("val_loss") + 0.5 * v) for v in (-0.5, 0.0, 0.7)]
+    table = pl.concat([others, *swept], how="diagonal_relaxed")
+    paired, reference = at_reference_tau_init(table)
+    assert reference == 0.0 and paired.height == df.height
+    report = build_report(table, settings=AnalysisSettings(n_resamples=199), out_dir=tmp_path / "rep")
+    pooled = interaction_contrast(paired, rng=0)
+    assert report.headline_metrics["superadditivity/estimate"] == pytest.approx(pooled.estimate)
+    assert any("tau's initial value is swept" in note for note in report.notes)
+    assert at_reference_tau_init(df.drop("tau_init", strict=False))[1] is None

@@ -27,6 +27,7 @@ REGISTRY_NAMES = [
     "ega-db4",
     "ega-morlet-fixed",
     "ega-morlet-param",
+    "ega-learned",
     "mope",
     "ega-mope",
     "ega-mope-lagged",
@@ -309,6 +310,6 @@ def test_importing_the_zoo_registries_and_cli_does_not_import_torch():
     code = (
         "import sys, harness.models, harness.models.cli; "
         "assert 'torch' not in sys.modules, 'torch imported'; "
-        "assert len(harness.models.VARIANTS) == 34"
+        "assert len(harness.models.VARIANTS) == 35"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -104,6 +104,29 @@ def test_tau_inits_factor(tiny: dict) -> None:
     assert trials[0].tags()["tau_init"] == "0"
 
 
+def test_tau_inits_cross_gated_variants_only(tiny: dict) -> None:
+    """An ungated variant has no tau: it runs once per cell, beside every swept level."""
+    spec = _parse(tiny, variants=["baseline", "ega", "mope", "ega-mope"], seeds=1, tau_inits=[-0.5, 0.0])
+    trials = expand_grid(spec)
+    assert len(trials) == grid_size(spec) == 1 + 2 + 1 + 2
+    assert {t.config.variant: t.config.tau_init for t in trials if t.gate == "none"} == {"baseline": None, "mope": None}
+    assert sorted(t.config.tau_init for t in trials if t.config.variant == "ega-mope") == [-0.5, 0.0]
+
+
+def test_tau_init_variants_names_the_swept_variants(tiny: dict) -> None:
+    spec = _parse(
+        tiny, variants=["baseline", "ega", "ega-mope"], seeds=2, tau_inits=[-0.5, 0.7], tau_init_variants=["ega"]
+    )
+    trials = expand_grid(spec)
+    assert len(trials) == grid_size(spec) == 2 * (1 + 2 + 1)
+    assert {t.trial_id for t in trials if t.config.seed == 0} == {
+        "baseline_s0_nano_T32_tinyshakespeare",
+        "ega_s0_nano_T32_tinyshakespeare_tau-0.5",
+        "ega_s0_nano_T32_tinyshakespeare_tau0.7",
+        "ega-mope_s0_nano_T32_tinyshakespeare",
+    }
+
+
 def test_tokens_per_batch_gives_equal_tokens_per_step(tiny: dict) -> None:
     train = {k: v for k, v in tiny["train"].items() if k != "batch_size"}
     trials = expand_grid(_parse(tiny, train=train, context_lengths=[32, 64, 128], tokens_per_batch=512))

@@ -98,6 +98,8 @@ def test_seed_count_and_list(make_spec) -> None:
         ({"variants": [{"name": "x", "position": "rope", "gat": "ega"}]}, "variants[0].gat", "did you mean 'gate'"),
         ({"name": "has space"}, "name", "pattern"),
         ({"tau_inits": [0.1], "train": {"tau_init": 0.2}}, "tau_init", "both set"),
+        ({"tau_init_variants": ["ega"]}, "tau_init_variants", "set tau_inits too"),
+        ({"tau_inits": [0.1], "tau_init_variants": ["egaa"]}, "tau_init_variants", "egaa not among"),
         (
             {"analysis": {"factorial": {"base": "baseline", "a": "ega", "b": "mope", "ab": "ega-mope"}}},
             "analysis.factorial.b",
