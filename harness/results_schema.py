@@ -55,6 +55,35 @@ RESULT_SCHEMA: dict[str, pl.DataType] = {
 }
 RESULT_COLUMNS: tuple[str, ...] = tuple(RESULT_SCHEMA)
 
+#: The curves table (``curves.parquet`` beside ``results.parquet``): one row per trial and
+#: evaluation. The factor columns repeat the results table's (so that an analysis needs no
+#: join); ``step`` is the optimizer step of the evaluation, ``tokens`` the training tokens seen
+#: by then (step x batch x T); the losses are the evaluation's (``val/loss``, ``train/loss``,
+#: ``gen_gap``), the gate readings its ``gate/tau_mean``, ``gate/open_fraction`` and
+#: ``gate/pc1_cosine`` (null without a gate); ``status`` is the trial's, as in the results table.
+CURVE_SCHEMA: dict[str, pl.DataType] = {
+    **{name: RESULT_SCHEMA[name] for name in RESULT_COLUMNS[: RESULT_COLUMNS.index("tau_init") + 1]},
+    "step": pl.Int64(),
+    "tokens": pl.Int64(),
+    "val_loss": pl.Float64(),
+    "train_loss": pl.Float64(),
+    "gen_gap": pl.Float64(),
+    "tau_mean": pl.Float64(),
+    "open_fraction": pl.Float64(),
+    "pc1_cosine": pl.Float64(),
+    "status": pl.String(),
+}
+CURVE_COLUMNS: tuple[str, ...] = tuple(CURVE_SCHEMA)
+#: Curve column -> the evaluation metric it is read from (MLflow, Tune reports).
+CURVE_METRICS: dict[str, str] = {
+    "val_loss": "val/loss",
+    "train_loss": "train/loss",
+    "gen_gap": "gen_gap",
+    "tau_mean": "gate/tau_mean",
+    "open_fraction": "gate/open_fraction",
+    "pc1_cosine": "gate/pc1_cosine",
+}
+
 #: Per-head gate metrics: ``gate/tau/l0h3`` is layer 0, head 3.
 HEAD_TAU = re.compile(r"^gate/tau/l(\d+)h(\d+)$")
 
