@@ -172,10 +172,53 @@ def ui(
     typer.echo(
         f"MLflow UI for {uri}: http://{host}:{port}/#/experiments?workflowType=machine_learning  (Ctrl-C stops it)"
     )
+    raise typer.Exit(serve_until_stopped(cmd, env=env))
+
+
+#: Seconds the UI's server gets to stop after SIGTERM before its process group is killed.
+UI_STOP_GRACE_S = 10.0
+
+
+def serve_until_stopped(cmd: list[str], *, env: dict[str, str]) -> int:
+    """Run the server ``cmd`` in a process group of its own until it exits, or until this process
+    gets Ctrl-C, SIGTERM or SIGHUP; then stop the whole group (the MLflow server's gunicorn or
+    uvicorn workers with it): SIGTERM, and SIGKILL after :data:`UI_STOP_GRACE_S`. Returns the
+    server's exit code (0 when stopped by a signal)."""
+    import signal
+
+    server = subprocess.Popen(cmd, env=env, start_new_session=True)
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        raise typer.Exit(subprocess.call(cmd, env=env))
+        return server.wait()
     except KeyboardInterrupt:
-        raise typer.Exit(0) from None
+        return 0
+    finally:
+        _stop_group(server, grace_s=UI_STOP_GRACE_S)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _stop_group(process: subprocess.Popen, *, grace_s: float) -> None:
+    """SIGTERM to ``process``'s group, SIGKILL to what is left after ``grace_s`` seconds."""
+    import signal
+
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return  # the group is gone
+        try:
+            process.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            continue
+        try:  # the leader stopped; its workers may linger in the group
+            os.killpg(process.pid, 0)
+        except ProcessLookupError:
+            return
 
 
 # --- harness report ------------------------------------------------------------------
