@@ -80,8 +80,9 @@ def _paper_value(claim) -> str:
         return f"{claim.paper_value:g} ± {claim.band:g}"
     if claim.paper_value is None:
         return {"+": "positive", "-": "negative", "±": "a difference"}.get(claim.sign, claim.sign)
-    prefix = "< " if claim.sign == "<" else ""
-    return f"{prefix}{claim.paper_value:+.4g}" if claim.sign in ("+", "-") else f"{prefix}{claim.paper_value:g}"
+    if claim.sign == "<":
+        return f"< {100 * claim.paper_value:g} %"
+    return f"{claim.paper_value:+.4g}" if claim.sign in ("+", "-") else f"{claim.paper_value:g}"
 
 
 def _statements_frame(claims: ClaimSet) -> pl.DataFrame:
