@@ -107,7 +107,9 @@ def _statements_frame(claims: ClaimSet) -> pl.DataFrame:
 def _summary_row(claim: str, reading: str, rows: pl.DataFrame) -> dict:
     cells = rows.filter(pl.col("kind") == "cell")
     first = rows.row(0, named=True)
-    out = {"claim": claim, "reading": reading, "paper": first["paper_value"], "estimate": None, "ci_low": None}
+    values = rows.get_column("paper_value").drop_nulls().unique()
+    paper = values[0] if values.len() == 1 else None  # a count per head: d + 2 differs by cell
+    out = {"claim": claim, "reading": reading, "paper": paper, "estimate": None, "ci_low": None}
     out.update(ci_high=None, n_seeds=None, elsewhere="", __replicated=False)
     trends = rows.filter(pl.col("kind") == "trend")
     if cells.height == 0 and trends.height:  # a claim about a trend: its trend is its verdict
@@ -156,15 +158,37 @@ def family_words(rows: Sequence[ScorecardRow]) -> str:
     card, rate = card_family_wise(rows)
     if card is None:
         return "No row has a test, so no family-wise rate applies."
-    where = f"{card.families} claim families (up to {card.rows_per_family} rows each, Holm within a claim)"
+    rows_each = f"{card.rows_per_family} row{'s' if card.rows_per_family != 1 else ''}"
+    families = f"{card.families} claim famil{'ies' if card.families != 1 else 'y'}"
+    where = f"{families} (up to {rows_each} each, Holm within a claim)"
     if rate is None:
         return f"This card has {where} at {card.seeds} seeds; its family-wise rate was not simulated at that size."
     return (
         f"This card has {where} at {card.seeds} or more seeds: where no claim is true anywhere, "
         f"{rate.rate:.0%} of such cards show at least one signed verdict (replicated, smaller, larger, "
-        f"reversed, grows, shrinks) by chance (simulated at {rate.families} families of {rate.rows_per_family} "
-        f"rows, {rate.seeds} seeds, {rate.reps:,} cards: docs/calibration.md). Read one signed row as one of many."
+        f"reversed, grows, shrinks, a difference) by chance (simulated at {rate.families} families of "
+        f"{rate.rows_per_family} rows, {rate.seeds} seeds, {rate.reps:,} cards: docs/calibration.md). Read one "
+        "signed row as one of many."
     )
+
+
+def description_document(table: pl.DataFrame, studies: Sequence[str]) -> Document:
+    """The scorecard as its MLflow run's description (a few thousand characters): the counts,
+    the family-wise rate, one row per measured claim and reading with its kind only (the words
+    are in the run's ``scorecard.html``), and the ids of the claims no study read measures."""
+    rows = [ScorecardRow(**r) for r in table.iter_rows(named=True)]
+    summary = summary_frame(table)
+    shown = summary.filter(~pl.col("verdict").str.starts_with("not measured:")).with_columns(
+        pl.col("verdict").str.split(":").list.first()
+    )
+    missing = sorted(set(summary.get_column("claim").to_list()) - set(shown.get_column("claim").to_list()))
+    counts = f"{table.get_column('claim').n_unique()} claims against {', '.join(studies) or 'no study'}"
+    blocks: list = [Paragraph(f"{counts}: {_counts(table)}."), Paragraph(family_words(rows))]
+    if shown.height:
+        blocks.append(_claims_table(shown, labels={"estimate": "at the paper's setting", "verdict": "kind"}))
+    if missing:
+        blocks.append(Paragraph(f"Not measured by the studies read: {', '.join(missing)}."))
+    return Document("Scorecard: the papers' claims", (Section("summary", "The claims measured", tuple(blocks)),))
 
 
 def _claims_table(frame: pl.DataFrame, labels: dict[str, str] | None = None) -> Table:
@@ -236,4 +260,4 @@ def scorecard_document(table: pl.DataFrame, claims: ClaimSet, studies: Sequence[
     return Document("Scorecard: the papers' claims", tuple(sections), notes)
 
 
-__all__ = ["family_words", "scorecard_document", "summary_frame"]
+__all__ = ["description_document", "family_words", "scorecard_document", "summary_frame"]

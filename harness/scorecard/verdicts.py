@@ -390,14 +390,13 @@ def classify_exact(value: float, *, sign: str, paper_value: float, what: str, pa
     paper states it ("d + 2 with d = 64")."""
     rests = f"{what} (exact: no seeds, no interval)"
     paper = f"{paper_value:.6g}" + (f" ({paper_words})" if paper_words else "")
-    if sign == "<":
+    if sign == "<":  # a bound on a fraction, in per cent
+        shown, bound = f"{100 * value:.3g} %", f"{100 * paper_value:.3g} %"
         if value < paper_value:
             return ClaimVerdict(
-                "replicated", f"replicated: {value:.4g} is below the paper's bound {paper}", rests, settled=SETTLED
+                "replicated", f"replicated: {shown} is below the paper's bound {bound}", rests, settled=SETTLED
             )
-        return ClaimVerdict(
-            "larger", f"larger: {value:.4g} is not below the paper's bound {paper}", rests, settled=SETTLED
-        )
+        return ClaimVerdict("larger", f"larger: {shown} is not below the paper's bound {bound}", rests, settled=SETTLED)
     if math.isclose(value, paper_value, rel_tol=0.0, abs_tol=0.5):
         return ClaimVerdict("replicated", f"replicated: {value:.6g}, as the paper's {paper}", rests, settled=SETTLED)
     kind = "smaller" if value < paper_value else "larger"

@@ -184,3 +184,20 @@ def test_the_shipped_data_is_what_the_benchmark_writes(tmp_path: Path) -> None:
     assert set(fresh["family_wise"]["rates"]) == set(shipped["family_wise"]["rates"])
     assert set(fresh["skewed_t_false_positive"]["rates"]) == set(shipped["skewed_t_false_positive"]["rates"])
     assert family_wise_rate(3, 2, 6, fresh) is not None and dataclasses.is_dataclass(family_wise_rate(3, 2, 6, fresh))
+
+
+def test_the_mlflow_description_fits_and_keeps_every_measured_claim() -> None:
+    """The run's description (MLflow keeps about 8,000 characters) holds the counts, the
+    family-wise rate, every measured claim and reading with its kind, and the ids not measured."""
+    from harness.report import render_markdown
+    from harness.scorecard.document import description_document
+
+    gains = {"ega": 0.09, "mope": -0.03, "ega-mope": 0.12, "learned-pe": 0.0, "ega-learned": 0.05, "ega-2": 0.08}
+    study = simulated_study(gains, seeds=4, sizes={"nano": 100_000, "L3H4d96": 340_000}, contexts=(64, 128))
+    table = scorecard_table([study])
+    text = render_markdown(description_document(table, ["sim"]), max_chars=7000)
+    assert len(text) < 7000 and not text.endswith("…")
+    measured = table.filter(pl.col("kind") != "not measured")
+    for claim, reading in measured.select("claim", "reading").unique().iter_rows():
+        assert f"| {claim} | {reading} |" in text.replace("**", ""), (claim, reading)
+    assert "signed verdict" in text and "Not measured by the studies read:" in text and "tau-035" in text
