@@ -160,6 +160,7 @@ class InterruptAtSecondTrial(Callback):
                 os.kill(os.getpid(), signal.SIGINT)
 
 
+@pytest.mark.slow
 def test_a_resumed_study_has_each_evaluation_once(write_spec, study_env: dict) -> None:
     """The second trial is stopped after its first evaluation, before any checkpoint
     (checkpoint_every > eval_every); resumed, it trains again from the start and reports that
