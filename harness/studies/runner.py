@@ -16,8 +16,9 @@ Order of work, so that bad input starts nothing and leaves nothing behind:
 
 A study lives in ``<storage>/<name>/<YYYYmmdd-HHMMSS>/`` (Ray Tune's experiment directory
 plus ``harness_study.json``, ``spec.yaml``, ``results.parquet``, ``curves.parquet``,
-``window_losses.parquet`` and ``report/``; a sequential study also its decision log, ``sequential_decisions.jsonl``:
-:mod:`harness.studies.tune.sequential`). ``--resume`` continues the most recent one of that name.
+``window_losses.parquet`` and ``report/``; a sequential study also its decision log,
+``sequential_decisions.jsonl``: :mod:`harness.studies.tune.sequential`). ``--resume``
+continues the most recent one of that name.
 """
 
 from __future__ import annotations
