@@ -88,7 +88,7 @@ def effect_trend(
     if against == "params" and not cells:
         raise InputError("effect_trend against params needs cell columns (e.g. size) to group trials")
     blocks = seed_blocks(df, tuple(weights), metric, cells)
-    points, controls = _trend_points(df, blocks, weights, cells, against, reference)
+    points, controls = trend_points(df, blocks, weights, cells, against, reference)
     distinct_x = sorted({p[1] for p in points})
     if len(distinct_x) < 2:
         raise InputError(
@@ -125,7 +125,7 @@ def effect_trend(
     )
 
 
-def _trend_points(
+def trend_points(
     df: pl.DataFrame,
     blocks: SeedBlocks,
     weights: Mapping[str, float],
@@ -224,4 +224,4 @@ def _cluster_fit(points: Sequence[tuple], levels: Sequence[tuple], confidence: f
     return fit
 
 
-__all__ = ["effect_trend"]
+__all__ = ["effect_trend", "trend_points"]

@@ -18,7 +18,8 @@ once at the end:
 - the plots as PNG: ``forest.png`` (effects with intervals per cell), ``interaction.png``,
   ``effects_vs_size.png``, ``effects_vs_context.png``, ``tau.png`` (tau across runs with
   the reference band), ``open_fraction.png`` (open fraction against 1 - Phi(tau)),
-  ``mope_scales.png``;
+  ``mope_scales.png``, ``effects_over_training.png`` and ``tau_over_training.png`` (from the
+  curves table);
 - parquet tables (``effects``, ``trends``, ``verdicts``, ``tau_runs``, ``divergence`` when a
   run diverged, ``seeds_needed``...).
 
@@ -59,6 +60,7 @@ from harness.report.sections_effects import (
     trends_section,
 )
 from harness.report.sections_tau import mope_section, tau_section
+from harness.report.sections_training import training_section
 from harness.report.terminal import render_terminal
 from harness.report.verdict import VERDICTS_KEY, Verdict, descriptive_verdict, finite, headline_family, verdict_section
 from harness.training.description import NOTE_TAG
@@ -107,6 +109,7 @@ def build_report(
     corpus_info: Mapping[str, Mapping[str, float]] | None = None,
     title: str | None = None,
     sequential: SequentialSummary | None = None,
+    curves: pl.DataFrame | None = None,
 ) -> Report:
     """Analyse a results table and write the report to ``out_dir``.
 
@@ -139,6 +142,8 @@ def build_report(
         A sequential study's rule and stop: the report states them, gives the primary
         effect's anytime-valid interval beside the fixed-n one, and bases the primary
         verdict on the anytime-valid interval.
+    curves : polars.DataFrame, optional
+        The curves table (one row per trial and evaluation): the effects and tau over training.
     """
     settings = settings or AnalysisSettings()
     df = require_table(df)
@@ -166,6 +171,7 @@ def build_report(
     seeds_needed_section(contrasts, settings, parts)
     tau_section(df, settings, corpus_info, parts)
     mope_section(mope_sigmas, settings, corpus_info, parts)
+    training_section(curves, settings, parts)
     parts.results.update(contrasts)
     return _write_report(df, settings, study, Path(out_dir), parts)
 

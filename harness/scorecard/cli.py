@@ -62,6 +62,7 @@ def studies_from_path(path: Path) -> list[Any]:
 
     from harness.analysis.results import require_columns, results_frame
     from harness.errors import InputError
+    from harness.results_schema import CURVES_FILE
     from harness.scorecard.compute import StudyResults
 
     if not path.exists():
@@ -72,19 +73,29 @@ def studies_from_path(path: Path) -> list[Any]:
     spec_file = folder / "spec.yaml"
     spec_text = spec_file.read_text() if spec_file.is_file() else None
     settings = _settings(spec_text)
+    curves = pl.read_parquet(folder / CURVES_FILE) if (folder / CURVES_FILE).is_file() else None
     names = sorted(set(frame.get_column("study").drop_nulls().to_list())) if "study" in frame.columns else []
     if len(names) <= 1:
         parent = _recorded_parent_run(folder)
-        return [
-            StudyResults(names[0] if names else folder.name, frame, settings, source=str(path), parent_run_id=parent)
-        ]
-    return [StudyResults(n, frame.filter(pl.col("study") == n), settings, source=str(path)) for n in names]
+        name = names[0] if names else folder.name
+        return [StudyResults(name, frame, settings, source=str(path), parent_run_id=parent, curves=curves)]
+    return [
+        StudyResults(
+            n,
+            frame.filter(pl.col("study") == n),
+            settings,
+            source=str(path),
+            curves=None if curves is None else curves.filter(pl.col("study") == n),
+        )
+        for n in names
+    ]
 
 
 def studies_from_mlflow(uri: str, names: list[str]) -> list[Any]:
     """The named studies (every study when ``names`` is empty) from MLflow, with their parent
-    run ids, their specs' analysis settings and their learned MOPE widths."""
-    from harness.analysis.results import find_study_run, mlflow_results_frame, mope_sigma_frame
+    run ids, their specs' analysis settings, their learned MOPE widths and their curves (every
+    evaluation of every trial, rebuilt from the runs' metric histories)."""
+    from harness.analysis.results import curves_frame, find_study_run, mlflow_results_frame, mope_sigma_frame
     from harness.mlflow_client import TrackingClient
     from harness.scorecard.compute import StudyResults
 
@@ -101,6 +112,7 @@ def studies_from_mlflow(uri: str, names: list[str]) -> list[Any]:
                 source=f"{uri} (run {parent.info.run_id})",
                 parent_run_id=parent.info.run_id,
                 sigmas=mope_sigma_frame(uri, name),
+                curves=curves_frame(uri, name),
             )
         )
     return out
@@ -136,17 +148,22 @@ def _spec_text(client: Any, run_id: str) -> str | None:
 
 # ----------------------------------------------------------------------------- outputs
 def write_outputs(out: Path, table: Any, document: Any) -> list[Path]:
-    """``scorecard.parquet``, ``scorecard.html`` and ``scorecard.md`` in ``out``, written
-    into a temporary folder beside it and moved in place at the end (no half-written folder)."""
-    from harness.report import render_html, render_markdown
+    """``scorecard.parquet``, ``scorecard.html``, ``scorecard.md`` and every figure of the
+    document (``<name>.png``, which the markdown shows) in ``out``, written into a temporary
+    folder beside it and moved in place at the end (no half-written folder). Returns the three
+    files, then the figures."""
+    from harness.report import Figure, render_html, render_markdown
 
     out = out.expanduser()
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    figures = [b for section in document.sections for b in section.blocks if isinstance(b, Figure)]
     try:
         table.write_parquet(staging / "scorecard.parquet")
         (staging / "scorecard.html").write_text(render_html(document, generated_by="harness scorecard"))
         (staging / "scorecard.md").write_text(render_markdown(document))
+        for figure in figures:
+            (staging / f"{figure.name}.png").write_bytes(figure.png)
         if out.exists():
             old = out.with_name(f".{out.name}-old")
             shutil.rmtree(old, ignore_errors=True)
@@ -157,7 +174,7 @@ def write_outputs(out: Path, table: Any, document: Any) -> list[Path]:
             staging.rename(out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return [out / name for name in FILES]
+    return [out / name for name in FILES] + [out / f"{f.name}.png" for f in figures]
 
 
 def _store_exists(uri: str) -> bool:
@@ -202,6 +219,7 @@ def scorecard(
     from harness.scorecard.claims import load_claims
     from harness.scorecard.compute import scorecard_table
     from harness.scorecard.document import description_document, scorecard_document
+    from harness.scorecard.terminal import terminal_document
 
     uri = resolve_tracking_uri(tracking_uri)
     claims = load_claims(claims_file)
@@ -219,9 +237,9 @@ def scorecard(
     table = scorecard_table(inputs, claims)
     document = scorecard_document(table, claims, [s.name for s in inputs])
     files = write_outputs(out, table, document)
-    shown = [key for key in ("summary", "trends") if key in {s.key for s in document.sections}]
-    typer.echo(render_terminal(document, sections=shown))
-    typer.echo(f"Scorecard: {files[1]} ({len(table)} rows; {files[0].name}, {files[2].name} beside it)")
+    typer.echo(render_terminal(terminal_document(table, [s.name for s in inputs])))
+    pngs = f", {len(files) - len(FILES)} figures" if len(files) > len(FILES) else ""
+    typer.echo(f"Scorecard: {files[1]} ({len(table)} rows; {files[0].name}, {files[2].name}{pngs} beside it)")
     if not log:
         return
     if not _store_exists(uri):
@@ -232,7 +250,7 @@ def scorecard(
 
 
 def _log(uri: str, experiment: str, description: str, files: list[Path], inputs: list[Any]) -> None:
-    from harness.scorecard.tracking import link_studies, log_scorecard
+    from harness.scorecard.tracking import link_studies, log_scorecard, run_link
 
     read = {s.name: s.parent_run_id for s in inputs}
     experiment_id, run_id = log_scorecard(
@@ -240,7 +258,10 @@ def _log(uri: str, experiment: str, description: str, files: list[Path], inputs:
     )
     parents = [p for p in read.values() if p]
     linked = link_studies(uri, parents, experiment_id, run_id)
-    typer.echo(f"MLflow: scorecard run {run_id} (experiment {experiment!r}); linked from {linked} study run(s)")
+    typer.echo(
+        f"MLflow: scorecard run {run_id} (experiment {experiment!r}; in the UI: {run_link(experiment_id, run_id)}); "
+        f"linked from {linked} study run(s)"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -19,190 +19,32 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import polars as pl
 
 from harness.analysis.contrasts import sign_flip_pvalue
-from harness.analysis.results import CELL_COLUMNS, at_reference_tau_init, cell_label
-from harness.analysis.results_types import NOT_TESTABLE, AnalysisSettings, no_test_reason
+from harness.analysis.results import at_reference_tau_init, cell_label
+from harness.analysis.results_types import NOT_TESTABLE, no_test_reason
 from harness.analysis.trends import effect_trend
 from harness.errors import InputError
-from harness.models.variants import DEFAULT_TAU_INIT
+from harness.scorecard.cells import (
+    StudyResults,
+    claim_fields,
+    keyed,
+    measure_cell,
+    numbers,
+    readable_cells,
+    with_derived,
+)
 from harness.scorecard.claims import Claim, ClaimSet, Measure, load_claims
-from harness.scorecard.family import adjust_within_claims, measurement_key
-from harness.scorecard.readers import READERS, CellRead, ReadContext, equivalence_interval, seed_sd
+from harness.scorecard.family import adjust_training_rows, adjust_within_claims
+from harness.scorecard.prediction import predicted_rows
+from harness.scorecard.readers import READERS, equivalence_interval, seed_sd
 from harness.scorecard.rows import SCORECARD_COLUMNS, SCORECARD_SCHEMA, ScorecardRow, rows_frame
-from harness.scorecard.verdicts import ClaimVerdict, Intervals, classify_trend
-
-
-@dataclass(frozen=True)
-class StudyResults:
-    """One finished study as the scorecard reads it: its results table, its analysis
-    settings (confidence, smallest effect, tau's band), where it came from, its MLflow
-    parent run (when read from MLflow) and the learned MOPE widths (from MLflow only)."""
-
-    name: str
-    frame: pl.DataFrame
-    settings: AnalysisSettings = AnalysisSettings()
-    source: str = ""
-    parent_run_id: str | None = None
-    sigmas: pl.DataFrame | None = None
-
-
-# ----------------------------------------------------------------------------- cells
-def _with_derived(df: pl.DataFrame) -> pl.DataFrame:
-    """The table with ``log_tokens_per_s`` (a throughput contrast is a ratio)."""
-    if "tokens_per_s" in df.columns and "log_tokens_per_s" not in df.columns:
-        tps = pl.col("tokens_per_s").cast(pl.Float64)
-        df = df.with_columns(pl.when(tps > 0).then(tps.log()).otherwise(None).alias("log_tokens_per_s"))
-    return df
-
-
-def _cells(df: pl.DataFrame) -> list[tuple[dict[str, Any], pl.DataFrame]]:
-    """(cell values, its rows) for every cell of a study, in order."""
-    cols = [c for c in CELL_COLUMNS if c in df.columns]
-    if not cols:
-        return [({}, df)]
-    groups = df.partition_by(cols, as_dict=True, maintain_order=True)
-    out = [(dict(zip(cols, key, strict=True)), part) for key, part in groups.items()]
-    return sorted(out, key=lambda kv: tuple(str(kv[0].get(c)) for c in cols))
-
-
-def _can_measure(claim: Claim, measure: Measure, cell: Mapping[str, Any], rows: pl.DataFrame) -> bool:
-    """The cell is on one of the claim's corpora, holds every variant the measure names, and
-    has a value of every column the measure reads for them."""
-    if not claim.applies_to(cell.get("dataset")) or "variant" not in rows.columns:
-        return False
-    if not set(measure.names()) <= set(rows.get_column("variant").drop_nulls().to_list()):
-        return False
-    reader = READERS[claim.kind]
-    # every variant a level or a count reads must have a value (a contrast's missing runs are
-    # dropped seed blocks, which its verdict reports)
-    each = measure.names() if reader.every_variant else (None,)
-    for variant in each:
-        mine = rows.filter(pl.col("variant").is_in([variant] if variant else list(measure.names())))
-        columns = reader.columns(claim)
-        if not all(c in mine.columns and mine.get_column(c).drop_nulls().len() > 0 for c in columns):
-            return False
-    return True
-
-
-def _mean_of(rows: pl.DataFrame, column: str, variant: str | None = None) -> float | None:
-    if column not in rows.columns:
-        return None
-    if variant is not None and "variant" in rows.columns:
-        rows = rows.filter(pl.col("variant") == variant)
-    values = rows.get_column(column).cast(pl.Float64).drop_nulls()
-    return float(values.mean()) if values.len() else None
-
-
-def _claim_fields(claim: Claim, measure: Measure, study: str | None) -> dict[str, Any]:
-    return {
-        "claim": claim.id,
-        "paper": claim.paper,
-        "reading": measure.reading,
-        "study": study,
-        "statement": claim.claim,
-        "paper_value": claim.paper_value,
-        "sign": claim.sign,
-        "metric": READERS[claim.kind].metric(claim),
-    }
-
-
-def _cell_fields(claim: Claim, measure: Measure, study: StudyResults, cell: Mapping[str, Any], rows: pl.DataFrame):
-    reference = measure.control or measure.base or (measure.variants[0] if measure.variants else None)
-    params, steps = _mean_of(rows, "params", reference), _mean_of(rows, "steps")
-    setting = claim.setting
-    at_paper = (
-        cell.get("dataset") == setting.dataset
-        and cell.get("size") == setting.size
-        and cell.get("context_length") == setting.context_length
-        and steps is not None
-        and int(round(steps)) == setting.steps
-    )
-    return {
-        **_claim_fields(claim, measure, study.name),
-        "kind": "cell",
-        "dataset": cell.get("dataset"),
-        "size": None if cell.get("size") is None else str(cell.get("size")),
-        "params": None if params is None else int(round(params)),
-        "context_length": cell.get("context_length"),
-        "steps": None if steps is None else int(round(steps)),
-        "at_paper_setting": bool(at_paper),
-        "parent_run_id": study.parent_run_id,
-    }
-
-
-def _finite(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(float(x)) else float(x)
-
-
-def _numbers(iv: Intervals, verdict: ClaimVerdict, read: CellRead | None = None) -> dict[str, Any]:
-    """The row's numbers from its intervals and verdict."""
-    ci, eq, pi = iv.ci, iv.equivalence, iv.prediction
-    return {
-        "n_seeds": iv.n_seeds,
-        "estimate": _finite(iv.estimate),
-        "ci_low": None if ci is None else float(ci.low),
-        "ci_high": None if ci is None else float(ci.high),
-        "equivalence_low": None if eq is None else float(eq.low),
-        "equivalence_high": None if eq is None else float(eq.high),
-        "prediction_low": None if pi is None else float(pi.low),
-        "prediction_high": None if pi is None else float(pi.high),
-        "pvalue": _finite(iv.pvalue),
-        "interval": verdict.rests_on,
-        "verdict": verdict.words,
-        "verdict_kind": verdict.kind,
-        "settled": verdict.settled,
-        "signed": verdict.signed,
-        **(
-            {}
-            if read is None
-            else {"margin": read.margin, "band": read.band, "start": read.start}
-            | ({"paper_value": read.paper_value} if read.paper_value is not None else {})
-        ),
-    }
-
-
-def _groups(claim: Claim, rows: pl.DataFrame) -> list[tuple[str | None, pl.DataFrame]]:
-    """A level read per initial value of tau when the cell holds several; else the whole cell."""
-    if not READERS[claim.kind].by_tau_init or "tau_init" not in rows.columns:
-        return [(None, rows)]
-    rows = rows.with_columns(pl.col("tau_init").cast(pl.Float64).fill_null(DEFAULT_TAU_INIT))
-    if rows.get_column("tau_init").n_unique() < 2:
-        return [(None, rows)]
-    parts = rows.partition_by("tau_init", as_dict=True, maintain_order=True)
-    return [(f"tau_init={key[0]:g}", part) for key, part in sorted(parts.items(), key=lambda kv: kv[0][0])]
-
-
-def measure_cell(
-    claim: Claim, measure: Measure, study: StudyResults, cell: Mapping[str, Any], rows: pl.DataFrame, claims: ClaimSet
-) -> list[ScorecardRow]:
-    """The rows of one claim's reading in one cell of a study (one per tau_init group for a
-    level). A cell the analysis refuses (no finished gated run, no learned widths there...)
-    gives an ``inconclusive`` row saying why, not a failed scorecard."""
-    base = _cell_fields(claim, measure, study, cell, rows)
-    ctx = ReadContext(study.settings, claims, cell, study.sigmas)
-    out = []
-    for group, part in _groups(claim, rows):
-        try:
-            read = READERS[claim.kind].read(claim, measure, part, ctx)
-            numbers = _numbers(read.intervals, read.verdict, read)
-        except InputError as exc:
-            refused = ClaimVerdict(
-                "inconclusive", f"inconclusive: no test possible ({exc})", "no interval", settled=NOT_TESTABLE
-            )
-            n = part.get_column("seed").n_unique() if "seed" in part.columns else 0
-            numbers = _numbers(Intervals(math.nan, None, None, n), refused)
-        row = ScorecardRow(**{**base, **numbers, "group": group})
-        out.append(_keyed(row, measure))
-    return out
-
-
-def _keyed(row: ScorecardRow, measure: Measure) -> ScorecardRow:
-    return replace(row, measurement=measurement_key(row, measure.names()))
+from harness.scorecard.training import training_rows, with_stability
+from harness.scorecard.verdicts import Intervals, classify_trend
 
 
 # ----------------------------------------------------------------------------- trends
@@ -251,16 +93,16 @@ def _trend_row(
     margin = claims.margin_for(claim, study.settings.smallest_effect)
     verdict = classify_trend(iv, sign=claim.sign, margin=margin, factor=factor, levels=levels)
     row = ScorecardRow(
-        **_claim_fields(claim, measure, study.name),
+        **claim_fields(claim, measure, study.name),
         kind="trend",
         factor=factor,
         levels=levels or None,
         parent_run_id=study.parent_run_id,
-        **_numbers(iv, verdict),
+        **numbers(iv, verdict),
         margin=margin,
         where=where_it_holds(cell_rows, factor) if cell_rows else None,
     )
-    return _keyed(row, measure)
+    return keyed(row, measure)
 
 
 def _levels(cells: Sequence[Mapping[str, Any]], factor: str) -> list[Any]:
@@ -332,7 +174,7 @@ def _not_measured(claim: Claim, measure: Measure, why: str = "") -> ScorecardRow
     studies = " or ".join(f"studies/{s}.yaml" for s in measure.studies)
     verb = "measures" if len(measure.studies) == 1 else "measure"
     return ScorecardRow(
-        **_claim_fields(claim, measure, measure.study),
+        **claim_fields(claim, measure, measure.study),
         kind="not measured",
         verdict_kind="not measured",
         verdict=f"not measured: {what}{f' ({why})' if why else ''}; {studies} {verb} it",
@@ -341,18 +183,12 @@ def _not_measured(claim: Claim, measure: Measure, why: str = "") -> ScorecardRow
     )
 
 
-def _study_cells(claim: Claim, measure: Measure, study: StudyResults) -> list[tuple[dict, pl.DataFrame]]:
-    if READERS[claim.kind].needs_sigmas and study.sigmas is None:
-        return []
-    return [(cell, part) for cell, part in _cells(study.frame) if _can_measure(claim, measure, cell, part)]
-
-
 def _trend_claim_rows(claim: Claim, measure: Measure, studies, claims) -> list[ScorecardRow]:
     """A claim about a trend: read only across two or more levels of its factor in one study;
     else ``not measured``, saying which study held one level only."""
     found, single = [], []
     for study in studies:
-        cells = [cell for cell, _ in _study_cells(claim, measure, study)]
+        cells = [cell for cell, _ in readable_cells(claim, measure, study)]
         levels = _levels(cells, claim.trend)
         if len(levels) >= 2:
             found.append(_trend_row(claim, measure, study, claim.trend, [], claims))
@@ -372,21 +208,27 @@ def claim_rows(claim: Claim, studies: Sequence[StudyResults], claims: ClaimSet) 
             continue
         found: list[ScorecardRow] = []
         for study in studies:
-            cells = _study_cells(claim, measure, study)
+            cells = readable_cells(claim, measure, study)
             cell_rows = [r for cell, part in cells for r in measure_cell(claim, measure, study, cell, part, claims)]
             found += cell_rows + _trend_rows(claim, measure, study, [c for c, _ in cells], cell_rows, claims)
+            if cell_rows:
+                found += predicted_rows(claim, measure, study, [c for c, _ in cells], claims)
+                found += training_rows(claim, measure, study, claims)
         rows += found or [_not_measured(claim, measure)]
     return rows
 
 
 def scorecard_rows(studies: Iterable[StudyResults], claims: ClaimSet | None = None) -> list[ScorecardRow]:
-    """Every row of the scorecard, each claim's rows adjusted together (Holm)."""
+    """Every row of the scorecard, each claim's rows adjusted together (Holm); a training
+    row is adjusted as its cell's final row is, in that row's place (the steps of one curve
+    are not adjusted against each other)."""
     claims = claims or load_claims()
-    prepared = [
-        StudyResults(s.name, _with_derived(s.frame), s.settings, s.source, s.parent_run_id, s.sigmas) for s in studies
-    ]
+    prepared = [replace(s, frame=with_derived(s.frame)) for s in studies]
     alpha = min((1.0 - s.settings.confidence for s in prepared), default=0.05)
-    return adjust_within_claims([row for claim in claims for row in claim_rows(claim, prepared, claims)], alpha)
+    rows = [row for claim in claims for row in claim_rows(claim, prepared, claims)]
+    training = [r for r in rows if r.kind == "training"]
+    adjusted = adjust_within_claims([r for r in rows if r.kind != "training"], alpha)
+    return adjusted + with_stability(adjust_training_rows(training, adjusted, alpha))
 
 
 def scorecard_table(studies: Iterable[StudyResults], claims: ClaimSet | None = None) -> pl.DataFrame:
@@ -397,7 +239,8 @@ def scorecard_table(studies: Iterable[StudyResults], claims: ClaimSet | None = N
 
 
 def cell_of(row: Mapping[str, Any]) -> str:
-    """``tinyshakespeare/nano/T=128`` for a scorecard row (``trend`` rows: the factor)."""
+    """``tinyshakespeare/nano/T=128`` for a scorecard row (``trend`` rows: the factor; a
+    training row: ``at step S``; a predicted row: the papers' size it predicts at)."""
     if row.get("kind") == "trend":
         return f"trend vs {'size' if row.get('factor') == 'params' else 'context'}"
     if row.get("kind") == "not measured":
@@ -405,6 +248,10 @@ def cell_of(row: Mapping[str, Any]) -> str:
     label = cell_label(
         ("dataset", "size", "context_length"), [row.get("dataset"), row.get("size"), row.get("context_length")]
     )
+    if row.get("kind") == "predicted":
+        label += " (predicted)"
+    if row.get("kind") == "training" and row.get("step") is not None:
+        label += f" at step {row['step']:,}"
     return f"{label} ({row['group']})" if row.get("group") else label
 
 

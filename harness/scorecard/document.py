@@ -2,12 +2,16 @@
 table (and MLflow description) and the terminal table are its renderings.
 
 Sections: ``summary`` (one row per claim and reading: its verdict at the paper's setting, the
-kinds found beyond it; a claim about a trend: its trend; in bold where it replicated; above
-it the counts of kinds, each measurement counted once, and the card's family-wise rate under
-a global null), ``claims`` (one row per claim, reading, study and cell), ``trends`` (per claim
-and factor, with where it holds), ``kinds`` (what each verdict kind means) and
-``statements`` (every claim as the paper states it, with its margin and the studies that
-measure it). Each row is coloured by what its test settled (the row's ``settled`` column).
+kinds found beyond it and predicted at the papers' size; a claim about a trend: its trend; in
+bold where it replicated; above it the claims measured and not, the rows by kind, each
+measurement counted once, and the card's family-wise rate under a global null), ``claims``
+(one row per claim, reading, study and cell), ``trends`` (per claim and factor, with where it
+holds), ``predicted`` (at the papers' size from three or more sizes, or why not, with a figure
+per claim), ``training`` (every curve's final kind and since when, with a figure per claim),
+``kinds`` (what each verdict kind means) and ``statements`` (every claim as the paper states
+it, with its margin and the studies that measure it). Each row is coloured by what its test
+settled (the row's ``settled`` column). Counts print as whole numbers, a bound as a percentage
+(:func:`value_text`).
 """
 
 from __future__ import annotations
@@ -22,11 +26,15 @@ from harness.scorecard.claims import ClaimSet
 from harness.scorecard.compute import cell_of
 from harness.scorecard.family import card_family_wise
 from harness.scorecard.rows import ScorecardRow
+from harness.scorecard.sections import predicted_section, texts, training_section, value_text
 from harness.scorecard.verdicts import KIND_MEANINGS
+
+#: Rows that read a claim with a verdict of their own (not the training curves, not "not measured").
+VERDICT_ROWS = ("cell", "trend", "predicted")
 
 
 def _claims_frame(table: pl.DataFrame) -> pl.DataFrame:
-    rows = table.filter(pl.col("kind") != "trend")
+    rows = table.filter(pl.col("kind").is_in(["cell", "not measured"]))
     return pl.DataFrame(
         {
             "claim": rows.get_column("claim"),
@@ -34,8 +42,8 @@ def _claims_frame(table: pl.DataFrame) -> pl.DataFrame:
             "study": rows.get_column("study"),
             "cell": [cell_of(r) for r in rows.iter_rows(named=True)],
             "params": rows.get_column("params"),
-            "paper": rows.get_column("paper_value"),
-            "estimate": rows.get_column("estimate"),
+            "paper": texts(rows, "paper_value"),
+            "estimate": texts(rows, "estimate"),
             "ci_low": rows.get_column("ci_low"),
             "ci_high": rows.get_column("ci_high"),
             "n_seeds": rows.get_column("n_seeds"),
@@ -104,17 +112,29 @@ def _statements_frame(claims: ClaimSet) -> pl.DataFrame:
     )
 
 
+def _predicted_text(rows: pl.DataFrame) -> str:
+    """The kinds predicted at the papers' size, with how far each reaches ("smaller (5.9x)")."""
+    predicted = rows.filter(pl.col("kind") == "predicted")
+    made = predicted.filter(pl.col("verdict_kind") != "not predictable")
+    if made.height:
+        return ", ".join(f"{r['verdict_kind']} ({r['extrapolation']:.1f}x)" for r in made.iter_rows(named=True))
+    return "not predictable" if predicted.height else ""
+
+
 def _summary_row(claim: str, reading: str, rows: pl.DataFrame) -> dict:
     cells = rows.filter(pl.col("kind") == "cell")
     first = rows.row(0, named=True)
     values = rows.get_column("paper_value").drop_nulls().unique()
     paper = values[0] if values.len() == 1 else None  # a count per head: d + 2 differs by cell
-    out = {"claim": claim, "reading": reading, "paper": paper, "estimate": None, "ci_low": None}
-    out.update(ci_high=None, n_seeds=None, elsewhere="", __replicated=False)
+    metric, sign = first["metric"], first["sign"]
+    out = {"claim": claim, "reading": reading, "paper": value_text(paper, metric, sign), "estimate": None}
+    out.update(ci_low=None, ci_high=None, n_seeds=None, elsewhere="", predicted=_predicted_text(rows))
+    out["__replicated"] = False
     trends = rows.filter(pl.col("kind") == "trend")
     if cells.height == 0 and trends.height:  # a claim about a trend: its trend is its verdict
         best = trends.sort(["levels", "n_seeds"], descending=True, nulls_last=True).row(0, named=True)
-        out.update({k: best[k] for k in ("estimate", "ci_low", "ci_high", "n_seeds", "verdict")})
+        out.update({k: best[k] for k in ("ci_low", "ci_high", "n_seeds", "verdict")})
+        out["estimate"] = value_text(best["estimate"], metric, sign)
         return {**out, "__kind": best["settled"], "__replicated": best["verdict_kind"] == "grows"}
     if cells.height == 0:
         return {**out, "verdict": first["verdict"], "__kind": first["settled"]}
@@ -127,29 +147,44 @@ def _summary_row(claim: str, reading: str, rows: pl.DataFrame) -> dict:
     if at_paper.height == 0:
         return {**out, "verdict": "not measured at the paper's setting", "__kind": NOT_TESTABLE}
     best = at_paper.sort("n_seeds", descending=True, nulls_last=True).row(0, named=True)
-    out.update({k: best[k] for k in ("estimate", "ci_low", "ci_high", "n_seeds", "verdict")})
+    out.update({k: best[k] for k in ("ci_low", "ci_high", "n_seeds", "verdict")})
+    out["estimate"] = value_text(best["estimate"], metric, sign)
     return {**out, "__kind": best["settled"], "__replicated": best["verdict_kind"] == "replicated"}
 
 
 def summary_frame(table: pl.DataFrame) -> pl.DataFrame:
     """One row per claim and reading: the verdict at the paper's setting (the cell with the
-    most seeds there) and the kinds found elsewhere; a claim about a trend: its trend (the one
-    across the most levels)."""
+    most seeds there), the kinds found elsewhere and predicted at the papers' size; a claim
+    about a trend: its trend (the one across the most levels). Training rows are not read."""
+    table = table.filter(pl.col("kind") != "training")
     groups = table.partition_by(["claim", "reading"], as_dict=True, maintain_order=True)
     rows = [_summary_row(claim, reading, part) for (claim, reading), part in groups.items()]
-    floats = {c: pl.Float64 for c in ("paper", "estimate", "ci_low", "ci_high")}
-    frame = pl.DataFrame(rows, schema_overrides={**floats, "n_seeds": pl.Int64}, infer_schema_length=None)
+    types = {"paper": pl.String, "estimate": pl.String, "ci_low": pl.Float64, "ci_high": pl.Float64}
+    frame = pl.DataFrame(rows, schema_overrides={**types, "n_seeds": pl.Int64}, infer_schema_length=None)
     order = ("claim", "reading", "paper", "estimate", "ci_low", "ci_high", "n_seeds", "verdict", "elsewhere")
-    return frame.select(*order, "__kind", "__replicated")
+    return frame.select(*order, "predicted", "__kind", "__replicated")
 
 
-def _counts(table: pl.DataFrame) -> str:
-    """How many rows of each kind, a measurement two claims read with one verdict counted once."""
-    rows = table.filter(pl.col("kind") != "trend")
+def count_words(table: pl.DataFrame, studies: Sequence[str]) -> str:
+    """Claims and rows counted apart: "24 claims against 1 study (smoke): 13 measured, 11 not
+    measured. 36 rows read them (cells, trends, predictions; one measurement that two claims
+    read counted once): 1 replicated, ... Besides, 120 rows follow the cells over training."."""
+    claims = table.get_column("claim").unique()
+    measured = table.filter(pl.col("kind").is_in(VERDICT_ROWS)).get_column("claim").unique()
+    head = (
+        f"{claims.len()} claims against {len(studies)} stud{'y' if len(studies) == 1 else 'ies'} "
+        f"({', '.join(studies) or 'none'}): {measured.len()} measured, {claims.len() - measured.len()} not measured."
+    )
+    rows = table.filter(pl.col("kind").is_in(VERDICT_ROWS))
     keyed = rows.with_columns(pl.coalesce("measurement", pl.col("claim") + pl.col("reading")).alias("__m"))
-    counts = keyed.unique(["__m", "verdict_kind"]).group_by("verdict_kind").len()
-    found = dict(zip(counts.get_column("verdict_kind").to_list(), counts.get_column("len").to_list(), strict=True))
-    return ", ".join(f"{found[k]} {k}" for k in KIND_MEANINGS if k in found)
+    unique = keyed.unique(["__m", "verdict_kind"])
+    counts = dict(unique.group_by("verdict_kind").len().iter_rows())
+    kinds = ", ".join(f"{counts[k]} {k}" for k in KIND_MEANINGS if k in counts)
+    body = f" {unique.height} rows read them (cells, trends, predictions; a measurement two claims read counted once)"
+    body = f"{body}: {kinds}." if unique.height else " No row reads them."
+    training = table.filter(pl.col("kind") == "training").height
+    tail = f" Besides, {training} rows follow the cells over training (one curve per cell)." if training else ""
+    return head + body + tail
 
 
 def family_words(rows: Sequence[ScorecardRow]) -> str:
@@ -182,8 +217,7 @@ def description_document(table: pl.DataFrame, studies: Sequence[str]) -> Documen
         pl.col("verdict").str.split(":").list.first()
     )
     missing = sorted(set(summary.get_column("claim").to_list()) - set(shown.get_column("claim").to_list()))
-    counts = f"{table.get_column('claim').n_unique()} claims against {', '.join(studies) or 'no study'}"
-    blocks: list = [Paragraph(f"{counts}: {_counts(table)}."), Paragraph(family_words(rows))]
+    blocks: list = [Paragraph(count_words(table, studies)), Paragraph(family_words(rows))]
     if shown.height:
         blocks.append(_claims_table(shown, labels={"estimate": "at the paper's setting", "verdict": "kind"}))
     if missing:
@@ -208,18 +242,16 @@ def scorecard_document(table: pl.DataFrame, claims: ClaimSet, studies: Sequence[
     """The scorecard as a document, from :func:`~harness.scorecard.compute.scorecard_table`'s
     table, the claims it read and the names of the studies it read."""
     rows = [ScorecardRow(**r) for r in table.iter_rows(named=True)]
-    n_claims = table.get_column("claim").n_unique()
     intro = Paragraph(
-        f"{n_claims} claims of the two papers against {len(studies)} "
-        f"stud{'y' if len(studies) == 1 else 'ies'} ({', '.join(studies) or 'none'}): {_counts(table)} "
-        "(rows that read one measurement for two claims counted once). "
+        f"{count_words(table, studies)} "
         "A claim in **bold** replicated at the paper's setting (corpus, size, context, steps). "
         "Each verdict reads the study report's own intervals (paired over seeds) against the claim's own "
         "margin; the interval column of `scorecard.parquet` names the interval each verdict rests on."
     )
     claims_table = _claims_table(_claims_frame(table))
     summary = _claims_table(
-        summary_frame(table), labels={"estimate": "at the paper's setting", "elsewhere": "beyond it"}
+        summary_frame(table),
+        labels={"estimate": "at the paper's setting", "elsewhere": "beyond it", "predicted": "at the papers' size"},
     )
     sections = [
         Section("summary", "At the papers' setting, and beyond", (intro, Paragraph(family_words(rows)), summary)),
@@ -242,6 +274,7 @@ def scorecard_document(table: pl.DataFrame, claims: ClaimSet, studies: Sequence[
                 ),
             )
         )
+    sections += [s for s in (predicted_section(table), training_section(table)) if s is not None]
     legend = "; ".join(f"**{k}**: {v}" for k, v in KIND_MEANINGS.items())
     sections.append(Section("kinds", "What the verdicts mean", (Paragraph(legend),)))
     sections.append(Section("statements", "The claims", (Table(_statements_frame(claims), stub="claim"),)))
@@ -260,4 +293,11 @@ def scorecard_document(table: pl.DataFrame, claims: ClaimSet, studies: Sequence[
     return Document("Scorecard: the papers' claims", tuple(sections), notes)
 
 
-__all__ = ["description_document", "family_words", "scorecard_document", "summary_frame"]
+__all__ = [
+    "VERDICT_ROWS",
+    "count_words",
+    "description_document",
+    "family_words",
+    "scorecard_document",
+    "summary_frame",
+]

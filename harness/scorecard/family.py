@@ -14,6 +14,11 @@ Across claims nothing is adjusted; instead the card states its family-wise rate 
 global null, measured by simulation (:func:`card_family_wise`). Two claims that read the same
 measurement (the same contrast in the same cell of the same study) count it once
 (:func:`measurement_key`).
+
+The evaluation steps of one cell are one curve, not many tests: a ``training`` row is not a
+member of the family. Each is adjusted as if it stood in its cell's final row's place among the
+claim's rows (:func:`adjust_training_rows`), so that its verdict follows the same rules as the
+final numbers and its last step reads as the verdict of record; nothing is adjusted across steps.
 """
 
 from __future__ import annotations
@@ -44,7 +49,9 @@ def holm_adjusted(pvalues: np.ndarray) -> np.ndarray:
 
 
 def _lost_to_holm(row: ScorecardRow, p_holm: float, k: int) -> ScorecardRow:
-    quantity = "slope per doubling" if row.kind == "trend" else "estimate"
+    quantity = {"trend": "slope per doubling", "predicted": "extrapolated estimate (not measured)"}.get(
+        row.kind, "estimate"
+    )
     ci = (row.ci_low, row.ci_high)
     words = not_after_holm(quantity, row.estimate, ci, p_holm)
     return dataclasses.replace(
@@ -71,6 +78,38 @@ def adjust_within_claims(rows: Sequence[ScorecardRow], alpha: float = 0.05) -> l
     return out
 
 
+#: What separates a training row's measurement key from its cell's: ``<cell key>|step=<S>``.
+STEP_MARK = "|step="
+
+
+def adjust_training_rows(
+    training: Sequence[ScorecardRow], adjusted: Sequence[ScorecardRow], alpha: float = 0.05
+) -> list[ScorecardRow]:
+    """Each training row with its Holm-adjusted p as if its p stood in the place of its cell's
+    final row among the claim's ``adjusted`` rows (appended when that row is not there); a
+    signed verdict whose adjusted p is not below ``alpha`` becomes ``inconclusive``, as
+    :func:`adjust_within_claims` does."""
+    families: dict[str, list[ScorecardRow]] = {}
+    for row in adjusted:
+        if row.pvalue is not None and np.isfinite(row.pvalue):
+            families.setdefault(row.claim, []).append(row)
+    out = []
+    for row in training:
+        if row.pvalue is None or not np.isfinite(row.pvalue):
+            out.append(row)
+            continue
+        members = families.get(row.claim, [])
+        cell_key = (row.measurement or "").split(STEP_MARK)[0]
+        keys = [m.measurement for m in members]
+        at = keys.index(cell_key) if cell_key in keys else len(members)
+        pvalues = [m.pvalue for m in members] + ([] if at < len(members) else [row.pvalue])
+        pvalues[at] = row.pvalue
+        p = float(holm_adjusted(np.array(pvalues, dtype=float))[at])
+        row = dataclasses.replace(row, pvalue_holm=p)
+        out.append(_lost_to_holm(row, p, len(pvalues)) if row.signed and p >= alpha else row)
+    return out
+
+
 def measurement_key(row: ScorecardRow, variants: Sequence[str]) -> str:
     """What a row measured: study, cell, group, the variants compared (in the measure's
     roles), the metric, and for a trend its factor. Two claims with the same key read one
@@ -91,8 +130,8 @@ class CardFamilies:
 
 
 def card_families(rows: Sequence[ScorecardRow]) -> CardFamilies | None:
-    """The card's families (None: no row has a test)."""
-    tested = [r for r in rows if r.pvalue is not None and np.isfinite(r.pvalue)]
+    """The card's families (None: no row has a test); training rows are not members."""
+    tested = [r for r in rows if r.pvalue is not None and np.isfinite(r.pvalue) and r.kind != "training"]
     if not tested:
         return None
     seen: set[str | None] = set()
@@ -118,7 +157,9 @@ def card_family_wise(rows: Sequence[ScorecardRow]) -> tuple[CardFamilies | None,
 
 
 __all__ = [
+    "STEP_MARK",
     "CardFamilies",
+    "adjust_training_rows",
     "adjust_within_claims",
     "card_families",
     "card_family_wise",

@@ -73,13 +73,16 @@ class CellRead:
 
 @dataclass(frozen=True)
 class Reader:
-    """How one measure kind is read (see the module docstring)."""
+    """How one measure kind is read (see the module docstring); ``trends``: also read as a
+    slope across sizes or contexts and predicted at the papers' size; ``over_training``: also
+    read at every evaluation step of the curves (a quantity with seeds, not a count)."""
 
     read: Callable[[Claim, Measure, pl.DataFrame, ReadContext], CellRead]
     columns: Callable[[Claim], tuple[str, ...]]
     every_variant: bool = False
     by_tau_init: bool = False
     trends: bool = False
+    over_training: bool = False
     metric: Callable[[Claim], str] = lambda claim: claim.metric
     needs_sigmas: bool = False  # read only from a study with its learned MOPE widths (MLflow)
 
@@ -309,15 +312,16 @@ def read_clusters(claim: Claim, measure: Measure, rows: pl.DataFrame, ctx: ReadC
 
 #: The reader of each measure kind: the one place the scorecard dispatches on ``claim.kind``.
 READERS: dict[str, Reader] = {
-    "contrast": Reader(read_contrast, lambda c: (c.metric,), trends=True),
-    "interaction": Reader(read_interaction, lambda c: (c.metric,), trends=True),
-    "level": Reader(read_level, lambda c: (c.metric,), every_variant=True, by_tau_init=True),
+    "contrast": Reader(read_contrast, lambda c: (c.metric,), trends=True, over_training=True),
+    "interaction": Reader(read_interaction, lambda c: (c.metric,), trends=True, over_training=True),
+    "level": Reader(read_level, lambda c: (c.metric,), every_variant=True, by_tau_init=True, over_training=True),
     "tail": Reader(
         read_tail,
         lambda c: ("tau_mean", "open_fraction"),
         every_variant=True,
         by_tau_init=True,
         metric=lambda c: "tail",
+        over_training=True,
     ),
     "parameters": Reader(read_parameters, lambda c: ("params",), every_variant=True, metric=lambda c: "parameters"),
     "clusters": Reader(read_clusters, lambda c: (), metric=lambda c: "clusters", needs_sigmas=True),

@@ -17,17 +17,26 @@ from typing import Literal
 
 import polars as pl
 
-#: What a row is: one cell of one study, a trend across sizes or context lengths, or a claim
-#: no study read can measure.
-RowKind = Literal["cell", "trend", "not measured"]
+#: What a row is: one cell of one study (its final numbers), a trend across sizes or context
+#: lengths, one cell at one evaluation step (``training``), a prediction at the papers' size
+#: from three or more sizes (``predicted``; refused: verdict kind ``not predictable``), or a
+#: claim no study read can measure.
+RowKind = Literal["cell", "trend", "training", "predicted", "not measured"]
 
 
 @dataclass(frozen=True)
 class ScorecardRow:
-    """One claim, reading, study and cell (or trend, or ``not measured``) of the scorecard.
+    """One claim, reading, study and cell (or trend, step, prediction, or ``not measured``) of
+    the scorecard.
 
     ``estimate``: the mean over seeds of the paired effect, the interaction or the level (a
-    trend row: the slope per doubling); ``ci_*`` the 95 % t-interval over seeds,
+    trend row: the slope per doubling; a predicted row: of the per-seed predictions at the
+    papers' size, whose parameter count is ``params``); ``step`` a training row's evaluation
+    step and ``stable_from`` the step from which its curve's verdict kind no longer changed;
+    ``extrapolation`` a predicted row's papers' parameters / the largest measured, ``slope``
+    its mean per-seed slope per doubling and ``backtest_*`` the interval of its backtest's
+    errors (the line without the largest size against that size); ``ci_*`` the 95 %
+    t-interval over seeds,
     ``equivalence_*`` the 90 % one (the TOST's), ``prediction_*`` where a new seed's run lands
     (a claim about runs); ``margin`` the claim's smallest effect of interest (a level: how far
     from its start counts as moved), ``band`` a level's band half-width and ``start`` where it
@@ -52,6 +61,8 @@ class ScorecardRow:
     params: int | None = None
     context_length: int | None = None
     steps: int | None = None
+    step: int | None = None
+    stable_from: int | None = None
     group: str | None = None
     at_paper_setting: bool | None = None
     n_seeds: int | None = None
@@ -65,6 +76,10 @@ class ScorecardRow:
     margin: float | None = None
     band: float | None = None
     start: float | None = None
+    extrapolation: float | None = None
+    slope: float | None = None
+    backtest_low: float | None = None
+    backtest_high: float | None = None
     pvalue: float | None = None
     pvalue_holm: float | None = None
     interval: str | None = None

@@ -1,6 +1,7 @@
 """The scorecard in MLflow: its own run, and a link to it on each study it read.
 
-The run (experiment ``scorecard`` by default; tag ``harness.role=scorecard``) holds a short
+The run (experiment ``scorecard`` by default; tag ``harness.role=scorecard``; named by when it
+was made and the studies it read: ``scorecard 2026-12-02 14:05 (long-cpu, ladder-cpu)``) holds a short
 markdown summary as its description (``mlflow.note.content``:
 :func:`~harness.scorecard.document.description_document`), the files of the output directory as artifacts
 (``scorecard.html``, ``scorecard.parquet``, ``scorecard.md``) and, as tags, the studies it read
@@ -11,6 +12,7 @@ an earlier scorecard wrote there is replaced).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -22,9 +24,26 @@ LINK_PREFIX = "**Scorecard:**"
 DESCRIPTION_MAX_CHARS = 8000
 
 
+#: The longest run name the scorecard writes (the studies' names are cut to fit).
+RUN_NAME_MAX_CHARS = 120
+
+
 def run_link(experiment_id: str, run_id: str) -> str:
-    """The MLflow UI's link to a run, relative to the UI's root."""
-    return f"#/experiments/{experiment_id}/runs/{run_id}"
+    """The MLflow UI's link to a run, relative to the UI's root, in MLflow 3's model-training
+    view (``workflowType=machine_learning``; without it the UI opens its GenAI view)."""
+    return f"#/experiments/{experiment_id}/runs/{run_id}?workflowType=machine_learning"
+
+
+def run_name(studies: Sequence[str], when: float | None = None) -> str:
+    """``scorecard 2026-12-02 14:05 (long-cpu, ladder-cpu)``: when (local time) and what it read,
+    cut to :data:`RUN_NAME_MAX_CHARS` characters.
+
+    >>> run_name(["smoke"], when=0.0).startswith("scorecard 19")
+    True
+    """
+    stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(time.time() if when is None else when))
+    name = f"scorecard {stamp} ({', '.join(studies) or 'no study'})"
+    return name if len(name) <= RUN_NAME_MAX_CHARS else name[: RUN_NAME_MAX_CHARS - 2] + "…)"
 
 
 def log_scorecard(
@@ -49,7 +68,7 @@ def log_scorecard(
         NOTE_TAG: description[:DESCRIPTION_MAX_CHARS],
         **{f"harness.read.{name}": run_id for name, run_id in studies.items() if run_id},
     }
-    run = client.create_run(experiment_id, run_name="scorecard", tags=tags)
+    run = client.create_run(experiment_id, run_name=run_name(list(studies)), tags=tags)
     run_id = run.info.run_id
     try:
         for path in files:
@@ -85,4 +104,4 @@ def link_studies(tracking_uri: str, parents: Sequence[str], experiment_id: str, 
     return linked
 
 
-__all__ = ["LINK_PREFIX", "link_studies", "log_scorecard", "run_link"]
+__all__ = ["LINK_PREFIX", "RUN_NAME_MAX_CHARS", "link_studies", "log_scorecard", "run_link", "run_name"]

@@ -76,6 +76,8 @@ KIND_MEANINGS: dict[str, str] = {
     "inconclusive": "none of these: the interval covers 0 and values beyond the margin, overlaps the band "
     "only, the per-seed values fail the shape check, a claim lost to Holm's adjustment, or no interval",
     "not measured": "no study read can measure it (the row names the study that would)",
+    "not predictable": "a prediction at the papers' size is not made: fewer than three sizes in one study, the "
+    "papers' size more than 16x the largest measured, or a failed backtest (the row says which)",
     "grows": "three or more levels: the slope per doubling excludes 0 in the paper's direction",
     "shrinks": "three or more levels: the slope per doubling excludes 0 against the paper's direction",
     "flat": "three or more levels: the 90 % interval of the slope per doubling lies within ± the margin",

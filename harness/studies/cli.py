@@ -313,6 +313,7 @@ def report(
         corpus_info=corpus_info_for(datasets),
         title=study,
         sequential=sequential,
+        curves=curves,
     )
     typer.echo(rep.verdict_table)
     for note in rep.notes:

@@ -628,6 +628,7 @@ def run_study(
                     recorder,
                     say,
                     sequential=sequential,
+                    curves=collected.curves,
                 )
             record_outcome(recorder, collected, sequential=sequential, layout=layout)
         except BaseException:
@@ -680,6 +681,7 @@ def _analyse(
     say: Any,
     *,
     sequential: Any = None,
+    curves: Any = None,
 ) -> Any:
     """The analysis issue's report, logged to the parent run (a failure is a warning: the
     study's results are safe; `harness report` can redo it)."""
@@ -706,6 +708,7 @@ def _analyse(
             corpus_info=corpus_info,
             title=spec.name,
             sequential=sequential,
+            curves=curves,
         )
     except Exception as exc:  # noqa: BLE001
         say(

@@ -71,3 +71,99 @@ def with_columns(study: StudyResults, **columns: object) -> StudyResults:
     """The study with its table's columns replaced or added (polars expressions or values)."""
     frame = study.frame.with_columns(**{k: v if isinstance(v, pl.Expr) else pl.lit(v) for k, v in columns.items()})
     return StudyResults(study.name, frame, study.settings, source=study.source)
+
+
+#: The sizes of studies/ladder-cpu.yaml (8x in parameters), by name: (layers, heads, width).
+LADDER: dict[str, tuple[int, int, int]] = {"nano": (2, 2, 64), "L3H4d96": (3, 4, 96), "L4H4d128": (4, 4, 128)}
+
+
+def zoo_params(variants: tuple[str, ...], sizes: Mapping[str, tuple[int, int, int]], *, context: int = 128) -> dict:
+    """(variant, size) -> the zoo's parameter count at the TinyShakespeare vocabulary (65),
+    built on the meta device as `harness zoo` builds it."""
+    import torch
+
+    from harness.models.sizes import SIZES, custom_size
+    from harness.models.transformer import build_model
+
+    out = {}
+    with torch.device("meta"):
+        for name, (layers, heads, width) in sizes.items():
+            shape = SIZES[name] if name in SIZES else custom_size(layers, heads, width)
+            for variant in variants:
+                out[variant, name] = build_model(
+                    variant, size=shape, vocab_size=65, block_size=context
+                ).num_parameters()
+    return out
+
+
+def ladder_study(
+    gain_at: Mapping[str, tuple[float, float]],
+    *,
+    seeds: int = 8,
+    sd: float = 0.004,
+    slope_sd: float = 0.002,
+    curvature: float = 0.0,
+    steps: tuple[int, ...] = (250, 500, 750, 1000),
+    sizes: Mapping[str, tuple[int, int, int]] = LADDER,
+    rng: int = 0,
+) -> tuple[StudyResults, dict[str, float]]:
+    """A finished 2x2 study at ``sizes`` with its curves: variant v's gain over the baseline at
+    the last step is ``a + b log2(p / p0) + curvature log2(p / p0)^2`` for ``gain_at[v] = (a, b)``
+    (p the baseline's parameter count, p0 the smallest's), each seed with its own slope
+    (sd ``slope_sd``) and noise ``sd`` per cell; along training the gain grows as step / last
+    step. The EGA runs' tau and open fraction move from 0 and 1/2 with the step. Returns the
+    study and the truth's slope and intercept per doubling for each variant."""
+    gen = np.random.default_rng(rng)
+    params = zoo_params(FACTORIAL, sizes)
+    p0 = min(params["baseline", s] for s in sizes)
+    seed_slopes = {v: gen.normal(b, slope_sd, seeds) for v, (_, b) in gain_at.items()}
+    rows, curves = [], []
+    for size in sizes:
+        doublings = np.log2(params["baseline", size] / p0)
+        for seed in range(seeds):
+            shared = gen.normal(0.0, 0.05)
+            for variant in FACTORIAL:
+                a = gain_at.get(variant, (0.0, 0.0))[0]
+                slope = seed_slopes[variant][seed] if variant in seed_slopes else 0.0
+                gain = a + slope * doublings + (curvature * doublings**2 if variant in gain_at else 0.0)
+                noise = 0.0 if variant == "baseline" else gen.normal(0.0, sd)
+                final = 1.5 + shared - gain + noise
+                trial = f"{variant}_s{seed}_{size}"
+                gated = "ega" in variant
+                common = {
+                    "study": "ladder",
+                    "trial_id": trial,
+                    "dataset": "tinyshakespeare",
+                    "size": size,
+                    "params": params[variant, size],
+                    "context_length": 128,
+                    "variant": variant,
+                    "seed": seed,
+                    "status": "finished",
+                }
+                for step in steps:
+                    share = step / steps[-1]
+                    curves.append(
+                        {
+                            **common,
+                            "step": step,
+                            "val_loss": 1.5 + shared + (1.0 - share) - gain * share + noise,
+                            "gen_gap": 0.1,
+                            "tau_mean": 0.1 * share + gen.normal(0, 0.005) if gated else None,
+                            "open_fraction": 0.5 - 0.04 * share + gen.normal(0, 0.005) if gated else None,
+                        }
+                    )
+                last = curves[-1]
+                rows.append(
+                    {
+                        **common,
+                        "val_loss": final,
+                        "steps": steps[-1],
+                        **{k: last[k] for k in ("gen_gap", "tau_mean", "open_fraction")},
+                    }
+                )
+    frame = pl.DataFrame(rows, infer_schema_length=None)
+    study = StudyResults(
+        "ladder", frame, AnalysisSettings(), source="simulated", curves=pl.DataFrame(curves, infer_schema_length=None)
+    )
+    return study, {v: b for v, (_, b) in gain_at.items()}

@@ -170,17 +170,19 @@ def test_the_shipped_data_is_what_the_benchmark_writes(tmp_path: Path) -> None:
 
     root = PACKAGE.parent
     out = tmp_path / "scorecard-calibration.json"
-    cmd = [sys.executable, str(root / "benchmarks" / "calibration.py"), "--part", "scorecard", "--reps", "20"]
-    done = subprocess.run(
-        [*cmd, "--quiet", "--out", str(tmp_path / "c.json"), "--scorecard-data", str(out)],
-        capture_output=True,
-        text=True,
-        cwd=root,
-    )
-    assert done.returncode == 0, done.stderr
+    for part in ("scorecard", "prediction"):  # the second adds its entry, keeping the first's
+        cmd = [sys.executable, str(root / "benchmarks" / "calibration.py"), "--part", part, "--reps", "20"]
+        done = subprocess.run(
+            [*cmd, "--quiet", "--out", str(tmp_path / "c.json"), "--scorecard-data", str(out)],
+            capture_output=True,
+            text=True,
+            cwd=root,
+        )
+        assert done.returncode == 0, done.stderr
     fresh = json.loads(out.read_text())
     shipped = load_calibration()
     assert set(fresh) == set(shipped)
+    assert set(fresh["prediction"]["coverage_accepted"]) == set(shipped["prediction"]["coverage_accepted"])
     assert set(fresh["family_wise"]["rates"]) == set(shipped["family_wise"]["rates"])
     assert set(fresh["skewed_t_false_positive"]["rates"]) == set(shipped["skewed_t_false_positive"]["rates"])
     assert family_wise_rate(3, 2, 6, fresh) is not None and dataclasses.is_dataclass(family_wise_rate(3, 2, 6, fresh))

@@ -1,0 +1,159 @@
+"""The scorecard's figures, drawn from its table alone (:mod:`harness.report.plots_training`):
+
+- per claim read over training, its effect (or level) against the training step with the 95 %
+  band, the paper's value (a level: its band) as a line, one panel per study and cell, one
+  curve per reading and initial value of tau (``training-<claim>.png``; for tau's claim these
+  are tau's curves per initial value);
+- per claim predicted from three or more sizes, its effect against the parameter count with
+  each size's 95 % interval, the fitted line and the prediction at the papers' size with its
+  interval, one panel per study and group, one colour per reading; a refused prediction shows
+  the sizes and says why (``predicted-<claim>.png``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from harness.analysis.results import cell_label
+from harness.report.document import Figure
+from harness.report.plots_training import (
+    Curve,
+    Extrapolation,
+    Panel,
+    Reference,
+    over_training_plot,
+    prediction_plot,
+)
+
+_CELL = ("dataset", "size", "context_length")
+
+
+def _reference(row: dict[str, Any]) -> Reference | None:
+    """The paper's value (a level: its band) from a row of the claim."""
+    value, band = row.get("paper_value"), row.get("band")
+    if value is None:
+        return None
+    if band is not None:
+        return Reference(f"paper {value:g} ± {band:g}", value, value - band, value + band)
+    return Reference(f"paper {value:+g}", value)
+
+
+def _ylabel(row: dict[str, Any]) -> str:
+    metric = row.get("metric") or "value"
+    if row.get("band") is not None:
+        return metric
+    return f"gain in {metric}" if metric != "tail" else "open fraction - Gaussian tail"
+
+
+def _short(reading: str) -> str:
+    return reading.split(" (")[0]
+
+
+def _training_panels(rows: pl.DataFrame) -> list[Panel]:
+    panels = []
+    keys = ["study", *_CELL]
+    for key, part in rows.partition_by(keys, as_dict=True, maintain_order=True).items():
+        curves = []
+        for (reading, group), curve in part.partition_by(
+            ["reading", "group"], as_dict=True, maintain_order=True
+        ).items():
+            curve = curve.sort("step")
+            last = curve.row(curve.height - 1, named=True)
+            since = f" since step {last['stable_from']:,}" if last.get("stable_from") is not None else ""
+            label = f"{_short(reading)}{f', {group}' if group else ''}: {last['verdict_kind']}{since}"
+            curves.append(
+                Curve(
+                    label,
+                    curve["step"].to_list(),
+                    curve["estimate"].to_list(),
+                    curve["ci_low"].to_list(),
+                    curve["ci_high"].to_list(),
+                )
+            )
+        title = f"{key[0]}: {cell_label(_CELL, list(key[1:]))}"
+        panels.append(Panel(title, curves))
+    return panels
+
+
+def training_figures(table: pl.DataFrame) -> list[Figure]:
+    """One figure per claim read over training (see the module docstring)."""
+    rows = table.filter((pl.col("kind") == "training") & pl.col("estimate").is_not_null())
+    figures = []
+    for (claim,), part in rows.partition_by("claim", as_dict=True, maintain_order=True).items():
+        first = part.row(0, named=True)
+        png = over_training_plot(
+            _training_panels(part),
+            title=f"{claim} over training: {first['statement']}",
+            ylabel=_ylabel(first),
+            reference=_reference(first),
+            zero=first.get("band") is None,
+        )
+        caption = (
+            f"**{claim}** at every evaluation step (95 % band over seeds; the paper's value as a line). The "
+            "legend gives each curve's final verdict kind and the step from which it no longer changed."
+        )
+        figures.append(Figure(f"training-{claim}", png, caption))
+    return figures
+
+
+def _size_curve(cells: pl.DataFrame, label: str) -> Curve:
+    cells = cells.sort("params")
+    return Curve(
+        label,
+        cells["params"].to_list(),
+        cells["estimate"].to_list(),
+        cells["ci_low"].to_list(),
+        cells["ci_high"].to_list(),
+    )
+
+
+def _prediction_panels(claim_rows: pl.DataFrame, predicted: pl.DataFrame) -> list[Panel]:
+    panels = []
+    cells = claim_rows.filter((pl.col("kind") == "cell") & pl.col("group").is_null())
+    for key, part in predicted.partition_by(
+        ["study", "dataset", "context_length"], as_dict=True, maintain_order=True
+    ).items():
+        curves, predictions, notes = [], [], []
+        for row in part.iter_rows(named=True):
+            mine = cells.filter(
+                (pl.col("study") == key[0])
+                & (pl.col("dataset") == key[1])
+                & (pl.col("context_length") == key[2])
+                & (pl.col("reading") == row["reading"])
+            )
+            curves.append(_size_curve(mine, f"{_short(row['reading'])}: {row['verdict_kind']}"))
+            if row["verdict_kind"] == "not predictable":
+                predictions.append(None)
+                notes.append(f"{_short(row['reading'])}: {row['verdict']}")
+                continue
+            predictions.append(
+                Extrapolation(row["params"], row["estimate"], row["ci_low"], row["ci_high"], row["slope"])
+            )
+        title = f"{key[0]}: {cell_label(('dataset', 'context_length'), list(key[1:]))}"
+        panels.append(Panel(title, curves, predictions, "; ".join(notes)))
+    return panels
+
+
+def prediction_figures(table: pl.DataFrame) -> list[Figure]:
+    """One figure per claim predicted from three or more sizes (see the module docstring)."""
+    predicted = table.filter((pl.col("kind") == "predicted") & (pl.col("levels").fill_null(0) >= 3))
+    figures = []
+    for (claim,), part in predicted.partition_by("claim", as_dict=True, maintain_order=True).items():
+        first = part.row(0, named=True)
+        png = prediction_plot(
+            _prediction_panels(table.filter(pl.col("claim") == claim), part),
+            title=f"{claim} against size, predicted at the papers' size (extrapolated, not measured)",
+            ylabel=_ylabel(first),
+            reference=_reference(first),
+        )
+        caption = (
+            f"**{claim}**: each size's effect with its 95 % interval, the mean of the per-seed lines against "
+            "log2(parameters) (dashed) and the prediction at the papers' size with its 95 % interval (◇)."
+        )
+        figures.append(Figure(f"predicted-{claim}", png, caption))
+    return figures
+
+
+__all__ = ["prediction_figures", "training_figures"]

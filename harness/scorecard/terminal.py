@@ -1,0 +1,110 @@
+"""What ``harness scorecard`` prints: what was measured first, the rest folded.
+
+:func:`terminal_document` is a short :class:`~harness.report.document.Document` for the
+terminal: the counts (claims and rows apart) and the card's family-wise rate; per measured
+claim, a small table with one line per row that measured it (its cells, trends and
+predictions: where, the estimate, the 95 % interval, the seeds, the verdict's kind, and for a
+cell since which evaluation step its kind has not changed); then the claims no study read
+measures, one line per study that would measure them. The full words of every row stay in
+``scorecard.html``, ``scorecard.md`` and ``scorecard.parquet``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from harness.report.document import Document, Paragraph, Section, Table
+from harness.scorecard.document import VERDICT_ROWS, count_words, family_words
+from harness.scorecard.rows import ScorecardRow
+from harness.scorecard.sections import texts, value_text
+
+
+def _since(table: pl.DataFrame) -> dict[str, str]:
+    """Cell measurement key -> since which step its training curve's kind held ("every step")."""
+    training = table.filter(pl.col("kind") == "training").sort("step")
+    out = {}
+    for row in training.group_by(["measurement_cell"], maintain_order=True).last().iter_rows(named=True):
+        first = training.filter(pl.col("measurement_cell") == row["measurement_cell"]).get_column("step").min()
+        since = row["stable_from"]
+        out[row["measurement_cell"]] = "every step" if since == first else f"step {since:,}"
+    return out
+
+
+def _where(row: dict, studies: int, datasets: int) -> str:
+    """Where a row measured, as short as the card allows: ``nano/T=128``, ``trend vs size``,
+    ``predicted at 4.76M (5.9x)``; the corpus and the study only when the card has several."""
+    if row["kind"] == "trend":
+        where = f"trend vs {'size' if row['factor'] == 'params' else 'context'}"
+    elif row["kind"] == "predicted":
+        reach = f", {row['extrapolation']:.1f}x" if row["extrapolation"] is not None else ""
+        where = f"predicted{reach}"
+    else:
+        where = f"{row['size']}/T={row['context_length']}" + (f" ({row['group']})" if row["group"] else "")
+    if datasets > 1 and row["dataset"] is not None:
+        where = f"{row['dataset']}/{where}"
+    return f"{row['study']}: {where}" if studies > 1 else where
+
+
+def _claim_table(rows: pl.DataFrame, since: dict[str, str], studies: int, datasets: int) -> Table:
+    """One claim's measured rows: where, the estimate and interval, the seeds, the kind, and
+    since which step a cell's kind has held."""
+    first = rows.row(0, named=True)
+    paper = value_text(first["paper_value"], first["metric"], first["sign"])
+    frame = pl.DataFrame(
+        {
+            "reading": [r.split(" (")[0] for r in rows.get_column("reading").to_list()],
+            "where": [_where(r, studies, datasets) for r in rows.iter_rows(named=True)],
+            "estimate": texts(rows, "estimate"),
+            "ci_low": rows.get_column("ci_low"),
+            "ci_high": rows.get_column("ci_high"),
+            "n_seeds": rows.get_column("n_seeds"),
+            "kind": rows.get_column("verdict_kind"),
+            "since": [since.get(m, "") for m in rows.get_column("measurement_cell").to_list()],
+        }
+    )
+    at = rows.filter((pl.col("kind") == "predicted") & pl.col("params").is_not_null()).get_column("params")
+    notes = ([f"paper: {paper}"] if paper else []) + (
+        [f"predicted at {at[0] / 1e6:.2f}M parameters"] if at.len() else []
+    )
+    title = first["claim"] + (f" ({'; '.join(notes)})" if notes else "")
+    return Table(frame, stub="reading", signed=("ci_low",), labels={"since": "held since"}, title=title)
+
+
+def _measured_tables(table: pl.DataFrame) -> list[Table]:
+    """A table per measured claim, in the card's order."""
+    table = table.with_columns(pl.col("measurement").str.split("|step=").list.first().alias("measurement_cell"))
+    since = _since(table)
+    rows = table.filter(pl.col("kind").is_in(VERDICT_ROWS))
+    studies = rows.get_column("study").n_unique()
+    datasets = rows.get_column("dataset").drop_nulls().n_unique()
+    parts = rows.partition_by("claim", as_dict=True, maintain_order=True)
+    return [_claim_table(part, since, studies, datasets) for part in parts.values()]
+
+
+def _unmeasured_lines(table: pl.DataFrame) -> list[str]:
+    """One line per study that would measure the claims no study read measures."""
+    measured = set(table.filter(pl.col("kind").is_in(VERDICT_ROWS)).get_column("claim").to_list())
+    missing = table.filter((pl.col("kind") == "not measured") & ~pl.col("claim").is_in(list(measured)))
+    lines = []
+    for (study,), part in missing.partition_by("study", as_dict=True, maintain_order=True).items():
+        ids = list(dict.fromkeys(part.get_column("claim").to_list()))
+        lines.append(f"studies/{study}.yaml would measure {len(ids)}: {', '.join(ids)}")
+    return lines
+
+
+def terminal_document(table: pl.DataFrame, studies: Sequence[str]) -> Document:
+    """The scorecard as the terminal shows it (see the module docstring)."""
+    rows = [ScorecardRow(**r) for r in table.iter_rows(named=True)]
+    head = [Paragraph(count_words(table, studies)), Paragraph(family_words(rows))]
+    blocks = [*head, *_measured_tables(table)]
+    unmeasured = _unmeasured_lines(table)
+    if unmeasured:
+        blocks.append(Paragraph("Not measured by the studies read (one line per study that would):"))
+        blocks += [Paragraph(f"- {line}") for line in unmeasured]
+    blocks.append(Paragraph("Every row with its words: scorecard.html, scorecard.md and scorecard.parquet."))
+    return Document("Scorecard", (Section("measured", "What was measured", tuple(blocks)),))
+
+
+__all__ = ["terminal_document"]
