@@ -5,9 +5,13 @@ claim of either paper, with its own smallest effect of interest; :func:`scorecar
 matches each claim to every cell of the studies read that can measure it and reads the
 report's own intervals against the paper's number (:mod:`harness.scorecard.verdicts`), one
 reader per kind of measure (:mod:`harness.scorecard.readers`), each claim's rows one Holm
-family (:mod:`harness.scorecard.family`). Rows are :class:`ScorecardRow`, from which the
-parquet schema is derived. ``harness scorecard`` writes the table, an HTML page and a
-markdown table, and logs them to MLflow.
+family (:mod:`harness.scorecard.family`). A study's curves are read at every evaluation step
+with the same readers (``training`` rows: :mod:`harness.scorecard.training`), and three or
+more sizes of one study give each effect predicted at the papers' size, or refused with the
+reason (``predicted`` rows: :mod:`harness.scorecard.prediction`). Rows are
+:class:`ScorecardRow`, from which the parquet schema is derived. ``harness scorecard`` writes
+the table, an HTML page with a figure per claim and a markdown table, prints what was
+measured, and logs them to MLflow.
 
 Layer: above :mod:`harness.analysis` and :mod:`harness.report`, below :mod:`harness.studies`.
 """

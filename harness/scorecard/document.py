@@ -26,7 +26,7 @@ from harness.scorecard.claims import ClaimSet
 from harness.scorecard.compute import cell_of
 from harness.scorecard.family import card_family_wise
 from harness.scorecard.rows import ScorecardRow
-from harness.scorecard.sections import predicted_section, texts, training_section, value_text
+from harness.scorecard.sections import paper_text, predicted_section, texts, training_section, value_text
 from harness.scorecard.verdicts import KIND_MEANINGS
 
 #: Rows that read a claim with a verdict of their own (not the training curves, not "not measured").
@@ -127,7 +127,7 @@ def _summary_row(claim: str, reading: str, rows: pl.DataFrame) -> dict:
     values = rows.get_column("paper_value").drop_nulls().unique()
     paper = values[0] if values.len() == 1 else None  # a count per head: d + 2 differs by cell
     metric, sign = first["metric"], first["sign"]
-    out = {"claim": claim, "reading": reading, "paper": value_text(paper, metric, sign), "estimate": None}
+    out = {"claim": claim, "reading": reading, "paper": paper_text(paper, metric, sign), "estimate": None}
     out.update(ci_low=None, ci_high=None, n_seeds=None, elsewhere="", predicted=_predicted_text(rows))
     out["__replicated"] = False
     trends = rows.filter(pl.col("kind") == "trend")

@@ -28,9 +28,17 @@ def value_text(value: float | None, metric: str | None, sign: str | None) -> str
     return f"{value:+.4f}"
 
 
+def paper_text(value: float | None, metric: str | None, sign: str | None) -> str | None:
+    """The paper's number as :func:`value_text` writes it, a bound with its "<"."""
+    text = value_text(value, metric, sign)
+    return None if text is None else f"< {text}" if sign == "<" else text
+
+
 def texts(rows: pl.DataFrame, column: str) -> list[str | None]:
-    """:func:`value_text` of ``column`` in every row (each row's own metric and sign)."""
-    return [value_text(r[column], r["metric"], r["sign"]) for r in rows.iter_rows(named=True)]
+    """:func:`value_text` of ``column`` in every row (each row's own metric and sign; the
+    paper's value with its bound: :func:`paper_text`)."""
+    write = paper_text if column == "paper_value" else value_text
+    return [write(r[column], r["metric"], r["sign"]) for r in rows.iter_rows(named=True)]
 
 
 PREDICTED_WORDS = (
@@ -128,4 +136,12 @@ def training_section(table: pl.DataFrame) -> Section | None:
     return Section("training", "Over training", tuple(blocks))
 
 
-__all__ = ["PREDICTED_WORDS", "TRAINING_WORDS", "predicted_section", "texts", "training_section", "value_text"]
+__all__ = [
+    "PREDICTED_WORDS",
+    "TRAINING_WORDS",
+    "paper_text",
+    "predicted_section",
+    "texts",
+    "training_section",
+    "value_text",
+]

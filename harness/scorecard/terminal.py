@@ -18,7 +18,7 @@ import polars as pl
 from harness.report.document import Document, Paragraph, Section, Table
 from harness.scorecard.document import VERDICT_ROWS, count_words, family_words
 from harness.scorecard.rows import ScorecardRow
-from harness.scorecard.sections import texts, value_text
+from harness.scorecard.sections import paper_text, texts
 
 
 def _since(table: pl.DataFrame) -> dict[str, str]:
@@ -47,11 +47,11 @@ def _where(row: dict, studies: int, datasets: int) -> str:
     return f"{row['study']}: {where}" if studies > 1 else where
 
 
-def _claim_table(rows: pl.DataFrame, since: dict[str, str], studies: int, datasets: int) -> Table:
+def _claim_table(rows: pl.DataFrame, since: dict[str, str] | None, studies: int, datasets: int) -> Table:
     """One claim's measured rows: where, the estimate and interval, the seeds, the kind, and
-    since which step a cell's kind has held."""
+    (with curves: ``since``) since which step a cell's kind has held."""
     first = rows.row(0, named=True)
-    paper = value_text(first["paper_value"], first["metric"], first["sign"])
+    paper = paper_text(first["paper_value"], first["metric"], first["sign"])
     frame = pl.DataFrame(
         {
             "reading": [r.split(" (")[0] for r in rows.get_column("reading").to_list()],
@@ -61,9 +61,11 @@ def _claim_table(rows: pl.DataFrame, since: dict[str, str], studies: int, datase
             "ci_high": rows.get_column("ci_high"),
             "n_seeds": rows.get_column("n_seeds"),
             "kind": rows.get_column("verdict_kind"),
-            "since": [since.get(m, "") for m in rows.get_column("measurement_cell").to_list()],
         }
     )
+    if since is not None:
+        cells = rows.get_column("measurement_cell").to_list()
+        frame = frame.with_columns(pl.Series("since", [since.get(m, "") for m in cells], dtype=pl.String))
     at = rows.filter((pl.col("kind") == "predicted") & pl.col("params").is_not_null()).get_column("params")
     notes = ([f"paper: {paper}"] if paper else []) + (
         [f"predicted at {at[0] / 1e6:.2f}M parameters"] if at.len() else []
@@ -75,7 +77,7 @@ def _claim_table(rows: pl.DataFrame, since: dict[str, str], studies: int, datase
 def _measured_tables(table: pl.DataFrame) -> list[Table]:
     """A table per measured claim, in the card's order."""
     table = table.with_columns(pl.col("measurement").str.split("|step=").list.first().alias("measurement_cell"))
-    since = _since(table)
+    since = _since(table) if table.filter(pl.col("kind") == "training").height else None
     rows = table.filter(pl.col("kind").is_in(VERDICT_ROWS))
     studies = rows.get_column("study").n_unique()
     datasets = rows.get_column("dataset").drop_nulls().n_unique()

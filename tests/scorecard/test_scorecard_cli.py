@@ -64,6 +64,44 @@ def test_a_finished_study_gives_a_row_for_every_claim(tiny_study, tmp_path: Path
     assert "| claim |" in (out / "scorecard.md").read_text()
 
 
+CORE_READINGS = ("superadditivity", "ega-gain-mope-paper", "mope-gain", "ega-mope-gain", "tau-035", "open-fraction-36")
+
+
+@pytest.mark.slow
+def test_a_real_study_is_read_at_every_evaluation_with_its_figures(tiny_study, tmp_path: Path, capsys) -> None:
+    """Issue 30: `training` rows over every evaluation step of the curves for the core claims,
+    a figure per claim, `not predictable` (one size) with its reason; the report has them too."""
+    outcome, uri, _ = tiny_study
+    out = tmp_path / "card"
+    assert _run_cli("scorecard", "--from", str(outcome.study_dir), "--out", str(out), "--no-log") == 0
+    printed = capsys.readouterr().out
+    table = pl.read_parquet(out / "scorecard.parquet")
+    curves = pl.read_parquet(Path(outcome.study_dir) / "curves.parquet")
+    steps = sorted(set(curves.get_column("step").to_list()))
+    assert len(steps) >= 2
+    for claim in CORE_READINGS:
+        rows = table.filter((pl.col("claim") == claim) & (pl.col("kind") == "training"))
+        rows = rows.filter(pl.col("reading").str.starts_with("A"))
+        assert sorted(rows.get_column("step").to_list()) == steps, claim
+        assert rows.get_column("stable_from").drop_nulls().len() == rows.height
+        assert (out / f"training-{claim}.png").is_file()
+    last = table.filter((pl.col("kind") == "training") & (pl.col("step") == steps[-1]))
+    cells = table.filter(pl.col("kind") == "cell")
+    for row in last.filter(pl.col("claim") == "superadditivity").iter_rows(named=True):
+        cell = cells.filter((pl.col("claim") == "superadditivity") & (pl.col("reading") == row["reading"]))
+        assert row["estimate"] == pytest.approx(cell.item(0, "estimate"), rel=1e-5)  # float32 in the curve
+    predicted = table.filter((pl.col("claim") == "superadditivity") & (pl.col("kind") == "predicted")).row(
+        0, named=True
+    )
+    assert predicted["verdict"] == "not predictable: 1 size measured; a prediction needs 3 or more (nano)"
+    assert "held since" in printed and "What was measured" in printed
+    report = tmp_path / "report"
+    args = ["report", "tiny-scorecard", "--from", str(outcome.study_dir), "--tracking-uri", uri, "--out", str(report)]
+    assert _run_cli(*args, "--no-log", "--no-windows") == 0
+    assert (report / "effects_over_training.png").is_file() and (report / "tau_over_training.png").is_file()
+    assert "Over training" in (report / "report.html").read_text()
+
+
 @pytest.mark.slow
 def test_the_scorecard_run_is_logged_and_linked_from_the_study(tiny_study, tmp_path: Path) -> None:
     outcome, uri, _ = tiny_study
@@ -75,6 +113,7 @@ def test_the_scorecard_run_is_logged_and_linked_from_the_study(tiny_study, tmp_p
     assert len(runs) == 1
     run = runs[0]
     assert run.info.status == "FINISHED"
+    assert run.info.run_name.startswith("scorecard 20") and run.info.run_name.endswith(" (tiny-scorecard)")
     assert run.data.tags["harness.read.tiny-scorecard"] == outcome.parent_run_id
     note = run.data.tags["mlflow.note.content"]
     assert "superadditivity" in note and "signed verdict" in note and not note.endswith("…")
@@ -86,7 +125,7 @@ def test_the_scorecard_run_is_logged_and_linked_from_the_study(tiny_study, tmp_p
     assert clusters["kind"] == "cell" and clusters["estimate"] >= 1 and "exact" in clusters["interval"]
     parent = client.get_run(outcome.parent_run_id).data.tags
     assert parent["harness.scorecard_run"] == run.info.run_id
-    assert parent["mlflow.note.content"].rstrip().endswith(f"runs/{run.info.run_id})")
+    assert parent["mlflow.note.content"].rstrip().endswith(f"runs/{run.info.run_id}?workflowType=machine_learning)")
 
 
 @pytest.mark.slow
