@@ -127,12 +127,15 @@ def over_training_plot(
 ) -> bytes:
     """An effect (or a level) against the training step, one panel per cell, each curve with
     its interval as a band, the paper's value (or band) and 0 as lines."""
+    from matplotlib.ticker import MaxNLocator
+
     shown = list(panels)[:MAX_PANELS]
     fig, axes = _grid(max(len(shown), 1))
     for ax, panel in zip(axes, shown, strict=False):
         for k, curve in enumerate(panel.curves):
             _band(ax, curve, _PALETTE[k % len(_PALETTE)])
         _reference(ax, reference, zero)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
         ax.set_xlabel("training step", fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)
     return _finish(fig, axes, shown, title, len(panels))

@@ -54,6 +54,7 @@ def _short(reading: str) -> str:
 def _training_panels(rows: pl.DataFrame) -> list[Panel]:
     panels = []
     keys = ["study", *_CELL]
+    rows = rows.sort(["study", "dataset", "params", "context_length"], nulls_last=True, maintain_order=True)
     for key, part in rows.partition_by(keys, as_dict=True, maintain_order=True).items():
         curves = []
         for (reading, group), curve in part.partition_by(

@@ -67,7 +67,7 @@ def predicted_section(table: pl.DataFrame) -> Section | None:
             "cell": [f"{r['dataset']}/T={r['context_length']}" for r in rows.iter_rows(named=True)],
             "sizes": rows.get_column("levels"),
             "steps": rows.get_column("steps"),
-            "params": rows.get_column("params"),
+            "params": [None if p is None else f"{p / 1e6:.2f}M" for p in rows.get_column("params").to_list()],
             "extrapolation": [None if x is None else f"{x:.1f}x" for x in rows.get_column("extrapolation")],
             "paper": texts(rows, "paper_value"),
             "estimate": texts(rows, "estimate"),

@@ -32,9 +32,9 @@ def _since(table: pl.DataFrame) -> dict[str, str]:
     return out
 
 
-def _where(row: dict, studies: int, datasets: int) -> str:
+def _where(row: dict, datasets: int) -> str:
     """Where a row measured, as short as the card allows: ``nano/T=128``, ``trend vs size``,
-    ``predicted at 4.76M (5.9x)``; the corpus and the study only when the card has several."""
+    ``predicted, 5.9x``; the corpus only when the card has several."""
     if row["kind"] == "trend":
         where = f"trend vs {'size' if row['factor'] == 'params' else 'context'}"
     elif row["kind"] == "predicted":
@@ -44,18 +44,19 @@ def _where(row: dict, studies: int, datasets: int) -> str:
         where = f"{row['size']}/T={row['context_length']}" + (f" ({row['group']})" if row["group"] else "")
     if datasets > 1 and row["dataset"] is not None:
         where = f"{row['dataset']}/{where}"
-    return f"{row['study']}: {where}" if studies > 1 else where
+    return where
 
 
 def _claim_table(rows: pl.DataFrame, since: dict[str, str] | None, studies: int, datasets: int) -> Table:
-    """One claim's measured rows: where, the estimate and interval, the seeds, the kind, and
-    (with curves: ``since``) since which step a cell's kind has held."""
+    """One claim's measured rows (of one study, when the card has several): where, the
+    estimate and interval, the seeds, the kind, and (with curves: ``since``) since which step a
+    cell's kind has held."""
     first = rows.row(0, named=True)
     paper = paper_text(first["paper_value"], first["metric"], first["sign"])
     frame = pl.DataFrame(
         {
             "reading": [r.split(" (")[0] for r in rows.get_column("reading").to_list()],
-            "where": [_where(r, studies, datasets) for r in rows.iter_rows(named=True)],
+            "where": [_where(r, datasets) for r in rows.iter_rows(named=True)],
             "estimate": texts(rows, "estimate"),
             "ci_low": rows.get_column("ci_low"),
             "ci_high": rows.get_column("ci_high"),
@@ -70,7 +71,9 @@ def _claim_table(rows: pl.DataFrame, since: dict[str, str] | None, studies: int,
     notes = ([f"paper: {paper}"] if paper else []) + (
         [f"predicted at {at[0] / 1e6:.2f}M parameters"] if at.len() else []
     )
-    title = first["claim"] + (f" ({'; '.join(notes)})" if notes else "")
+    title = (
+        first["claim"] + (f" in {first['study']}" if studies > 1 else "") + (f" ({'; '.join(notes)})" if notes else "")
+    )
     return Table(frame, stub="reading", signed=("ci_low",), labels={"since": "held since"}, title=title)
 
 
@@ -81,8 +84,14 @@ def _measured_tables(table: pl.DataFrame) -> list[Table]:
     rows = table.filter(pl.col("kind").is_in(VERDICT_ROWS))
     studies = rows.get_column("study").n_unique()
     datasets = rows.get_column("dataset").drop_nulls().n_unique()
-    parts = rows.partition_by("claim", as_dict=True, maintain_order=True)
-    return [_claim_table(part, since, studies, datasets) for part in parts.values()]
+    parts = rows.partition_by(["claim", "study"] if studies > 1 else ["claim"], as_dict=True, maintain_order=True)
+    rank = {kind: i for i, kind in enumerate(VERDICT_ROWS)}  # cells by size, then trends, then predictions
+
+    def ordered(part: pl.DataFrame) -> pl.DataFrame:
+        order = pl.col("kind").replace_strict(rank, return_dtype=pl.Int64)
+        return part.sort(["reading", order, "params"], nulls_last=True, maintain_order=True)
+
+    return [_claim_table(ordered(part), since, studies, datasets) for part in parts.values()]
 
 
 def _unmeasured_lines(table: pl.DataFrame) -> list[str]:

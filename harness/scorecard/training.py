@@ -49,7 +49,7 @@ def _curve_key(row: ScorecardRow) -> str:
 
 def stability_words(kind: str, first: int, last: int, steps: int, since: int) -> str:
     """Where a curve's verdict kind stopped changing, in words."""
-    span = f"{steps} evaluations, steps {first:,} to {last:,}"
+    span = f"{steps} evaluations, steps {first:,} to {last:,}" if steps > 1 else f"1 evaluation, step {first:,}"
     if since == first:
         return f"{kind} at every evaluation ({span})"
     if since == last:

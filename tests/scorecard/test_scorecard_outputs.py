@@ -98,3 +98,36 @@ def test_runs_are_named_by_time_and_what_they_read_and_links_open_the_training_v
     assert re.fullmatch(r"scorecard \d{4}-\d\d-\d\d \d\d:\d\d \(long-cpu, ladder-cpu\)", name)
     assert len(run_name([f"study-{i}" for i in range(40)])) <= RUN_NAME_MAX_CHARS
     assert run_link("3", "abc") == "#/experiments/3/runs/abc?workflowType=machine_learning"
+
+
+def test_two_study_folders_are_read_together_and_every_figure_is_written(tmp_path, capsys) -> None:
+    """`harness scorecard --from A --from B`: each folder's results and curves, one table per
+    claim and study in the terminal, and a PNG for every figure the page shows."""
+    from scorecard_sim import ladder_study
+
+    from harness.cli import main
+
+    folders = []
+    for name, sizes in (("ladder", LADDER), ("long", {"nano": LADDER["nano"]})):
+        study, _ = ladder_study({"ega": (0.01, 0.01), "ega-mope": (0.012, 0.012)}, seeds=4, sizes=sizes)
+        folder = tmp_path / name
+        folder.mkdir()
+        study.frame.with_columns(pl.lit(name).alias("study")).write_parquet(folder / "results.parquet")
+        study.curves.with_columns(pl.lit(name).alias("study")).write_parquet(folder / "curves.parquet")
+        folders += ["--from", str(folder)]
+    out = tmp_path / "card"
+    try:
+        main(["scorecard", *folders, "--out", str(out), "--no-log"])
+    except SystemExit as exc:
+        assert not exc.code
+    printed = capsys.readouterr().out
+    assert "against 2 studies (ladder, long)" in printed
+    assert "superadditivity in ladder (" in printed and "superadditivity in long (" in printed
+    html = (out / "scorecard.html").read_text()
+    shown = re.findall(r"<img alt='([\w-]+)'", html)
+    assert shown and sorted(p.stem for p in out.glob("*.png")) == sorted(shown)
+    table = pl.read_parquet(out / "scorecard.parquet")
+    assert set(table.filter(pl.col("kind") == "training").get_column("study").to_list()) == {"ladder", "long"}
+    predicted = table.filter((pl.col("kind") == "predicted") & (pl.col("claim") == "superadditivity"))
+    assert dict(predicted.select("study", "verdict_kind").iter_rows())["long"] == "not predictable"
+    assert dict(predicted.select("study", "verdict_kind").iter_rows())["ladder"] != "not predictable"
