@@ -144,9 +144,16 @@ class PredictionResult:
 
 
 def refusal(n_sizes: int, extrapolation: float, backtest: Backtest | None) -> str | None:
-    """Why a prediction is not made, in words (None: it is), by the rules of the module docstring."""
+    """Why a prediction is not made, in words (None: it is), by the rules of the module
+    docstring; a papers' size at or below the largest measured is not extrapolated either (its
+    cells and trend say what there is)."""
     if n_sizes < MIN_SIZES:
         return f"{n_sizes} size{'s' if n_sizes != 1 else ''} measured; a prediction needs {MIN_SIZES} or more"
+    if extrapolation <= 1.0:
+        return (
+            f"nothing to extrapolate: the papers' size is {extrapolation:.2g}x the largest measured, within the "
+            "sizes measured (read the measured cells and the trend)"
+        )
     if extrapolation > MAX_EXTRAPOLATION:
         return (
             f"the papers' size is {extrapolation:.1f}x the largest measured, beyond the "

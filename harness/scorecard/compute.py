@@ -5,13 +5,18 @@ cell when the cell holds every variant it names and the cell's corpus is one of 
 Each such (claim, reading, study, cell) gives one :class:`~harness.scorecard.rows.ScorecardRow`,
 read by the reader of the claim's kind (:data:`~harness.scorecard.readers.READERS`: the
 report's own statistics, the seed as the unit) and judged by
-:mod:`harness.scorecard.verdicts`. A claim read at two or more sizes or context lengths of one
+:mod:`harness.scorecard.verdicts` (:mod:`harness.scorecard.cells`). The same reading at every
+evaluation step of the study's curves gives its ``training`` rows
+(:mod:`harness.scorecard.training`), and three or more sizes of one study a ``predicted`` row
+at the papers' size, or ``not predictable`` with the reason
+(:mod:`harness.scorecard.prediction`). A claim read at two or more sizes or context lengths of one
 study also gets a ``trend`` row per factor: the slope of the per-seed effect per doubling of x
 (:func:`harness.analysis.effect_trend`), with words saying where the claim holds. A claim
 *about* a trend (``trend:`` in claims.yaml) is read only as that trend, from two or more
 levels of its factor; a study with one level does not measure it. A claim no study read can
 measure gets one ``not measured`` row naming the study that would. Finally every claim's
-rows are adjusted together (:func:`~harness.scorecard.family.adjust_within_claims`).
+rows are adjusted together (:func:`~harness.scorecard.family.adjust_within_claims`), a
+training row in its cell row's place (:func:`~harness.scorecard.family.adjust_training_rows`).
 """
 
 from __future__ import annotations

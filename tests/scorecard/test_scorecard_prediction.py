@@ -161,3 +161,11 @@ def test_the_shipped_coverage_meets_its_target() -> None:
     assert all(abs(r["coverage"] - 0.95) < 0.02 for r in linear)
     curved = {r["seeds"]: r["refused"] for r in stored["rows"] if r["curvature"] == 0.005}
     assert curved[8] > 0.9  # a strong curvature is refused almost always at 8 seeds
+
+
+def test_a_papers_size_within_the_sizes_measured_is_not_extrapolated() -> None:
+    """studies/scaling.yaml measures past the papers' size: nothing is predicted there."""
+    sizes = {"nano": LADDER["nano"], "L4H4d128": LADDER["L4H4d128"], "paper": (6, 8, 256)}
+    row = row_of(scorecard_table([ladder_study(GAINS, seeds=4, sizes=sizes)[0]]), "ega-gain-mope-paper", "predicted")
+    assert row["verdict_kind"] == "not predictable" and "nothing to extrapolate" in row["verdict"]
+    assert row["extrapolation"] == pytest.approx(1.0)
