@@ -73,7 +73,7 @@ def studies_from_path(path: Path) -> list[Any]:
     spec_file = folder / "spec.yaml"
     spec_text = spec_file.read_text() if spec_file.is_file() else None
     settings = _settings(spec_text)
-    curves = pl.read_parquet(folder / CURVES_FILE) if (folder / CURVES_FILE).is_file() else None
+    curves = pl.read_parquet(folder / CURVES_FILE) if (folder / CURVES_FILE).is_file() else _rebuilt_curves(folder)
     names = sorted(set(frame.get_column("study").drop_nulls().to_list())) if "study" in frame.columns else []
     if len(names) <= 1:
         parent = _recorded_parent_run(folder)
@@ -89,6 +89,21 @@ def studies_from_path(path: Path) -> list[Any]:
         )
         for n in names
     ]
+
+
+def _rebuilt_curves(folder: Path) -> Any:
+    """The curves of a study directory written before ``curves.parquet`` existed, rebuilt in
+    memory from its trials' reports (the folder is left as it is; ``harness report --from``
+    writes the table there); None for a folder that is not a study directory."""
+    from harness.errors import InputError
+    from harness.studies.replay import read_study_dir
+    from harness.studies.tune.curves_table import study_curves
+
+    try:
+        stored = read_study_dir(folder)
+    except InputError:
+        return None
+    return study_curves(stored.fs, stored.root, stored.table, stored.trials)
 
 
 def studies_from_mlflow(uri: str, names: list[str]) -> list[Any]:

@@ -95,6 +95,16 @@ def test_a_real_study_is_read_at_every_evaluation_with_its_figures(tiny_study, t
     )
     assert predicted["verdict"] == "not predictable: 1 size measured; a prediction needs 3 or more (nano)"
     assert "held since" in printed and "What was measured" in printed
+    # a study folder written before curves.parquet existed: its curves are rebuilt from the
+    # trials' reports, in memory (the folder is left as it is)
+    import shutil
+
+    old = tmp_path / "old-study"
+    shutil.copytree(outcome.study_dir, old)
+    (old / "curves.parquet").unlink()
+    assert _run_cli("scorecard", "--from", str(old), "--out", str(tmp_path / "old-card"), "--no-log") == 0
+    rebuilt = pl.read_parquet(tmp_path / "old-card" / "scorecard.parquet").filter(pl.col("kind") == "training")
+    assert rebuilt.height == table.filter(pl.col("kind") == "training").height and not (old / "curves.parquet").exists()
     report = tmp_path / "report"
     args = ["report", "tiny-scorecard", "--from", str(outcome.study_dir), "--tracking-uri", uri, "--out", str(report)]
     assert _run_cli(*args, "--no-log", "--no-windows") == 0
