@@ -115,6 +115,23 @@ def _import(module: str, shown: str, search_dir: str | Path | None) -> Any:
         raise InputError(f"cannot import {shown}: importing {module} raised {type(exc).__name__}: {exc}") from None
 
 
+def module_source(name: str, search_dir: str | Path) -> Path | None:
+    """Where the module of component ``name`` lies in ``search_dir`` (``module.py`` or the
+    package folder of its top-level name), or None when it is not there but on the Python
+    path (an installed package). Found by name, without importing it. InputError when it is
+    in neither place. A job ships what this finds (``harness submit``)."""
+    import importlib.util
+
+    top = import_path_of(name).partition(":")[0].split(".")[0]
+    folder = Path(search_dir).expanduser().resolve()
+    for candidate in (folder / f"{top}.py", folder / top):
+        if candidate.exists():
+            return candidate
+    if importlib.util.find_spec(top) is None:
+        raise InputError(f"cannot find {name}: no module named {top!r} on the Python path or in {folder}")
+    return None
+
+
 def _contracts() -> dict[str, type]:
     from harness.models.gates import KeyBias
     from harness.models.positional import PositionalEncoding
@@ -200,6 +217,7 @@ __all__ = [
     "import_path_of",
     "is_import_path",
     "is_user_component",
+    "module_source",
     "registered_components",
     "resolve_component",
     "slot_of",
