@@ -20,7 +20,7 @@ from harness.errors import InputError
 from harness.studies.runner import run_study
 from harness.studies.spec.grid import expand_grid
 from harness.studies.spec.study_spec import load_spec, parse_spec
-from harness.studies.submit import plan_submission
+from harness.studies.submit import plan_submission, stage_py_modules
 
 EXAMPLE = REPO / "examples" / "forgetting-transformer"
 
@@ -178,10 +178,19 @@ def test_submit_ships_the_modules_beside_the_spec(tmp_path: Path, tiny: dict, mo
     monkeypatch.chdir(tmp_path)
     flags = {"tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "storage_path": str(tmp_path / "results")}
     plan = plan_submission("study/spec.yaml", address="http://127.0.0.1:8265", working_dir=None, resume=False, **flags)
-    assert plan.runtime_env()["py_modules"] == [
-        str(tmp_path / "study" / f"{module}.py"),
-        str(tmp_path / "study" / "pkg_gates"),
-    ]
+    assert plan.py_modules == (tmp_path / "study" / f"{module}.py", tmp_path / "study" / "pkg_gates")
+    assert plan.runtime_env()["py_modules"] == [str(path) for path in plan.py_modules]
+    # what Ray's job client is given: folders only; the single file as a package of its name
+    staged = stage_py_modules(plan.py_modules, tmp_path / "staging")
+    assert staged == [str(tmp_path / "staging" / module), str(tmp_path / "study" / "pkg_gates")]
+    assert (tmp_path / "staging" / module / "__init__.py").read_text() == (
+        tmp_path / "study" / f"{module}.py"
+    ).read_text()
+    # beside a spec at the working directory's root they travel with it (on every worker's path)
+    at_root = plan_submission(
+        "study/spec.yaml", address="http://127.0.0.1:8265", working_dir="study", resume=False, **flags
+    )
+    assert at_root.py_modules == () and "py_modules" not in at_root.runtime_env()
     _spec(tmp_path / "study", tiny, ["baseline", {"name": "gone", "gate": "nowhere_gates:Gate"}])
     with pytest.raises(InputError, match="no module named 'nowhere_gates' on the Python path or in"):
         plan_submission("study/spec.yaml", address="http://127.0.0.1:8265", working_dir=None, resume=False, **flags)
