@@ -181,11 +181,11 @@ def test_submit_ships_the_modules_beside_the_spec(tmp_path: Path, tiny: dict, mo
     assert plan.py_modules == (tmp_path / "study" / f"{module}.py", tmp_path / "study" / "pkg_gates")
     assert plan.runtime_env()["py_modules"] == [str(path) for path in plan.py_modules]
     # what Ray's job client is given: folders only; the single file as a package of its name
-    staged = stage_py_modules(plan.py_modules, tmp_path / "staging")
-    assert staged == [str(tmp_path / "staging" / module), str(tmp_path / "study" / "pkg_gates")]
-    assert (tmp_path / "staging" / module / "__init__.py").read_text() == (
-        tmp_path / "study" / f"{module}.py"
-    ).read_text()
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    assert stage_py_modules(plan.py_modules, staging) == [str(staging / module), str(tmp_path / "study" / "pkg_gates")]
+    source = (tmp_path / "study" / f"{module}.py").read_text()
+    assert (staging / module / "__init__.py").read_text() == source
     # beside a spec at the working directory's root they travel with it (on every worker's path)
     at_root = plan_submission(
         "study/spec.yaml", address="http://127.0.0.1:8265", working_dir="study", resume=False, **flags
