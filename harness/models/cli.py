@@ -143,7 +143,8 @@ def _variant_to_check(name: str, *, position: str | None, gate: str | None, scor
     """The registry variant ``name``, or the baseline with the component ``name`` in its slot
     (read from its class) and the slots given."""
     from harness.errors import InputError
-    from harness.models.components import is_user_component, resolve_component, slot_of
+    from harness.models.component_names import is_user_component
+    from harness.models.components import resolve_component, slot_of
     from harness.models.variants import VARIANTS, make_variant
 
     if name in VARIANTS and not any((position, gate, scoring)):

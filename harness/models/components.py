@@ -20,64 +20,33 @@ The zoo's own components keep their names (:data:`~harness.models.variants.POSIT
    ``lags``) must be taken.
 
 Every failure (no such module, an import that raises, no such class, the wrong base, a
-constructor that raises) is an :class:`~harness.errors.InputError` with the reason. Importing
-this module imports no torch: the names are checked as plain strings (a config stays picklable
-for Ray); only :func:`resolve_component` and :func:`build_component` load the classes.
+constructor that raises) is an :class:`~harness.errors.InputError` with the reason. The names
+alone are checked without torch, as plain strings (a config stays picklable for Ray), in
+:mod:`harness.models.component_names`; this module loads the classes.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-import re
 import sys
 from collections.abc import Mapping
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 from harness.errors import InputError
-
-#: The entry-point group where installed packages register component names.
-COMPONENT_GROUP = "harness.components"
-#: ``package.module:Class`` (dotted module path, ``:``, a dotted attribute path).
-IMPORT_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-#: The contract (base class) of each slot, as ``module:Class`` of the zoo.
-SLOT_CONTRACTS: dict[str, str] = {
-    "position": "harness.models.positional:PositionalEncoding",
-    "gate": "harness.models.gates:KeyBias",
-    "scoring": "harness.models.scoring:Scoring",
-}
-
-
-def is_import_path(name: Any) -> bool:
-    """Whether ``name`` is written as an import path ``package.module:Class``."""
-    return isinstance(name, str) and IMPORT_PATH.match(name) is not None
-
-
-def registered_components() -> dict[str, str]:
-    """Names that installed packages register in :data:`COMPONENT_GROUP` -> their import paths."""
-    return {ep.name: ep.value for ep in entry_points(group=COMPONENT_GROUP)}
-
-
-def is_user_component(name: Any) -> bool:
-    """Whether ``name`` names a user component: an import path or a registered name (the
-    caller checks the zoo's own names first)."""
-    return is_import_path(name) or (isinstance(name, str) and name in registered_components())
-
-
-def import_path_of(name: str) -> str:
-    """The import path ``name`` stands for: itself, or a registered name's entry point."""
-    if is_import_path(name):
-        return name
-    registered = registered_components()
-    if name not in registered:
-        raise InputError(
-            f"{name!r} is neither a component of the zoo, an import path package.module:Class, nor a name registered "
-            f"in the entry-point group {COMPONENT_GROUP!r}"
-            + (f" (registered: {', '.join(sorted(registered))})" if registered else "")
-        )
-    return registered[name]
+from harness.models.component_names import (
+    COMPONENT_GROUP,
+    SLOT_CONTRACTS,
+    import_path_of,
+    is_import_path,
+    is_user_component,
+    module_source,
+    registered_components,
+)
+from harness.models.gates import KeyBias
+from harness.models.positional import PositionalEncoding
+from harness.models.scoring import Scoring
 
 
 def _missing_module(exc: ModuleNotFoundError, module: str) -> bool:
@@ -115,28 +84,7 @@ def _import(module: str, shown: str, search_dir: str | Path | None) -> Any:
         raise InputError(f"cannot import {shown}: importing {module} raised {type(exc).__name__}: {exc}") from None
 
 
-def module_source(name: str, search_dir: str | Path) -> Path | None:
-    """Where the module of component ``name`` lies in ``search_dir`` (``module.py`` or the
-    package folder of its top-level name), or None when it is not there but on the Python
-    path (an installed package). Found by name, without importing it. InputError when it is
-    in neither place. A job ships what this finds (``harness submit``)."""
-    import importlib.util
-
-    top = import_path_of(name).partition(":")[0].split(".")[0]
-    folder = Path(search_dir).expanduser().resolve()
-    for candidate in (folder / f"{top}.py", folder / top):
-        if candidate.exists():
-            return candidate
-    if importlib.util.find_spec(top) is None:
-        raise InputError(f"cannot find {name}: no module named {top!r} on the Python path or in {folder}")
-    return None
-
-
 def _contracts() -> dict[str, type]:
-    from harness.models.gates import KeyBias
-    from harness.models.positional import PositionalEncoding
-    from harness.models.scoring import Scoring
-
     return {"position": PositionalEncoding, "gate": KeyBias, "scoring": Scoring}
 
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from harness.errors import InputError
-from harness.models.components import is_user_component
+from harness.models.component_names import is_user_component
 
 #: The three slots of the attention a variant fills.
 Slot = Literal["position", "gate", "scoring"]

@@ -40,7 +40,7 @@ from ray.job_submission import JobStatus, JobSubmissionClient
 
 from harness.errors import InputError
 from harness.mlflow_client import TrackingClient, check_tracking_uri, redact_uri, resolve_tracking_uri
-from harness.models.components import module_source
+from harness.models.component_names import module_source
 from harness.studies.cluster.connect import resolve_storage, shared_storage_declared
 from harness.studies.cluster.destinations import (
     RAY_JOB_TAG,

@@ -134,7 +134,7 @@ def train_command(
 
 def _names_user_component(position: str | None, gate: str | None, scoring: str | None) -> bool:
     """Whether a slot names a component the zoo does not have (harness.models.components)."""
-    from harness.models.components import is_user_component
+    from harness.models.component_names import is_user_component
     from harness.models.variants import GATES, POSITIONS, SCORINGS
 
     given = ((position, POSITIONS), (gate, GATES), (scoring, SCORINGS))
