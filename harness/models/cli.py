@@ -157,7 +157,7 @@ def _variant_to_check(name: str, *, position: str | None, gate: str | None, scor
         )
     slot = slot_of(resolve_component(name, search_dir=directory))
     slots = {"position": position or "sinusoidal", "gate": gate or "none", "scoring": scoring or "dot", slot: name}
-    return make_variant(name.rsplit(":", 1)[-1].lower(), **slots)
+    return make_variant(name.rsplit(":", 1)[-1], **slots)
 
 
 def _check_report(result: VariantCheck) -> str:

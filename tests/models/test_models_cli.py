@@ -135,7 +135,7 @@ def test_zoo_check_passes_a_gate_from_the_working_directory_and_refuses_a_leaky_
         "causal            FAIL  reads the future: changing the token at position 2 moved the output at position 1"
         in (out.stdout)
     )
-    assert "error: variant 'leakygate'" in out.stderr and "fails its check before training" in out.stderr
+    assert "error: variant 'LeakyGate'" in out.stderr and "fails its check before training" in out.stderr
 
     out = run_harness("zoo", "check", "no_such_module_here:Gate", cwd=tmp_path, timeout=120)
     assert out.returncode == 2 and "no module named 'no_such_module_here' on the Python path or in" in out.stderr
