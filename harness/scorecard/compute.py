@@ -71,6 +71,7 @@ SCORECARD_SCHEMA: dict[str, pl.DataType] = {
     "statement": pl.String(),
     "parent_run_id": pl.String(),
 }
+#: The scorecard table's columns, in order (the keys of :data:`SCORECARD_SCHEMA`).
 SCORECARD_COLUMNS: tuple[str, ...] = tuple(SCORECARD_SCHEMA)
 
 

@@ -32,8 +32,10 @@ from typing import Literal, get_args
 from harness.analysis.results_types import ConfidenceInterval, format_interval
 
 ClaimKind = Literal["replicated", "smaller", "larger", "reversed", "absent", "inconclusive", "not measured"]
+#: The verdicts a claim can get at one cell (:data:`KIND_MEANINGS` says what each means).
 CLAIM_KINDS: tuple[str, ...] = get_args(ClaimKind)
 TrendKind = Literal["grows", "shrinks", "flat", "inconclusive"]
+#: The verdicts a claim's trend can get along size or context.
 TREND_KINDS: tuple[str, ...] = get_args(TrendKind)
 
 #: What each kind means, in one line (the page's legend and docs/scorecard.md).
