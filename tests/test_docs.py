@@ -6,6 +6,7 @@ stays a landing page that links into it."""
 
 from __future__ import annotations
 
+import html
 import importlib
 import os
 import re
@@ -54,6 +55,41 @@ def test_api_page_documents_every_exported_name(site: Path, face: str) -> None:
     # Sphinx roles become code (docs/hooks/griffe_sphinx_roles.py), never ":func:" shown raw.
     raw_roles = re.findall(r":(?:func|meth|class|mod|data|attr):(?:`|<code>)", page)
     assert not raw_roles, f"{face}: Sphinx roles shown raw: {raw_roles[:3]}"
+
+
+#: Longest line of a signature block that fits the content column at 1280 px without scrolling.
+MAX_SIGNATURE_CHARS = 90
+
+
+def _signature_lines(page: str) -> list[str]:
+    blocks = re.findall(r'<div class="doc-signature[^"]*"[^>]*>(.*?)</div>', page, re.S)
+    return [line for block in blocks for line in html.unescape(re.sub(r"<[^>]+>", "", block)).splitlines()]
+
+
+@pytest.mark.parametrize("face", sorted(FACES))
+def test_api_page_reads_as_a_reference(site: Path, face: str) -> None:
+    """Signatures in their own block, formatted to the column (ruff, from the docs extra);
+    no heading for a dunder or private member; examples (``>>>``) as code, never as text;
+    the page starts with its own introduction (what to read first)."""
+    page = (site / FACES[face] / "index.html").read_text()
+    lines = _signature_lines(page)
+    assert lines, f"{face}: no signature blocks (separate_signature)"
+    too_long = [line for line in lines if len(line) > MAX_SIGNATURE_CHARS]
+    assert not too_long, f"{face}: signature lines over {MAX_SIGNATURE_CHARS} characters: {too_long[:3]}"
+    headings = re.findall(r'<h[2-6][^>]*id="([^"]+)"', page)
+    private = [h for h in headings if re.search(r"\._\w*$", h)]
+    assert not private, f"{face}: headings of dunder or private members: {private[:5]}"
+    prose = re.sub(r"<pre.*?</pre>|<code.*?</code>", "", page, flags=re.S)
+    assert "&gt;&gt;&gt;" not in prose, f"{face}: an example (>>>) shown as text, not as code"
+    intro = (REPO / "docs" / f"{FACES[face]}.md").read_text().split(":::", 1)[0]
+    assert "Read first" in intro, f"docs/{FACES[face]}.md: no introduction before the reference"
+
+
+def test_docs_extra_formats_signatures() -> None:
+    """mkdocstrings formats signatures only with black or ruff installed: the docs extra
+    brings one, so `pip install -e ".[docs]"` alone builds the pages this test suite checks."""
+    (docs,) = re.findall(r"^docs = \[(.*?)^\]", (REPO / "pyproject.toml").read_text(), re.S | re.M)
+    assert re.search(r"\"(ruff|black)\b", docs), docs
 
 
 def test_readme_is_a_landing_page_whose_links_resolve() -> None:

@@ -67,8 +67,11 @@ GateName = Literal[
     "ega-leaky",
 ]
 ScoringName = Literal["dot", "lagged"]
+#: The positional encodings a variant may name (its ``position`` slot).
 POSITIONS: tuple[str, ...] = get_args(PositionName)
+#: The key gates a variant may name (its ``gate`` slot; ``None``: no gate).
 GATES: tuple[str, ...] = get_args(GateName)
+#: The scoring rules a variant may name (its ``scoring`` slot).
 SCORINGS: tuple[str, ...] = get_args(ScoringName)
 #: Gates that read future tokens, with how: a variant using one is a diagnostic, not a model.
 LEAKY_GATES: dict[str, str] = {"ega-leaky": "z-normalises the energy over the whole sequence, future tokens included"}
@@ -187,7 +190,8 @@ def make_variant(
     return Variant(name=name, position=position, gate=gate, scoring=scoring, options=dict(options))
 
 
-# The registry: the two papers' models, their ablations and reference baselines.
+#: The registry, by name: the two papers' models, their ablations and reference baselines
+#: (``harness zoo`` lists them; :func:`make_variant` builds one of your own).
 VARIANTS: dict[str, Variant] = {
     v.name: v
     for v in (

@@ -33,8 +33,8 @@ columns as ``12.5%``, other floats with ``decimals`` decimals (with their sign w
 column is signed), a missing value as ``missing`` says (default ``–``; ``n/a`` for an
 interval). Column labels: :data:`LABELS`, else the name with spaces, plus ``(unit)``.
 
-Example
--------
+Examples
+--------
 >>> import polars as pl
 >>> from harness.report.document import Document, Note, Paragraph, Section, Table
 >>> from harness.report.markdown import render_markdown
