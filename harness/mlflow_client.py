@@ -1,7 +1,7 @@
 """The harness's one MLflow client: every call the harness makes to MLflow goes through here.
 
 ``harness train`` (:mod:`harness.training.tracking`), the study recorder
-(:mod:`harness.studies.tracking`), the record of a study from its storage directory
+(:mod:`harness.studies.record.recorder`), the record of a study from its storage directory
 (:mod:`harness.studies.replay`), the report (:func:`harness.report.study.log_report`), the
 analysis reading a study back (:mod:`harness.analysis.results`) and ``harness submit`` all hold a
 :class:`TrackingClient`, so they share one set of rules:

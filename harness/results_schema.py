@@ -1,6 +1,6 @@
 """The results table: one row per trial, the one definition of its columns and their types.
 
-The study runner writes it (``results.parquet``, :func:`harness.studies.results_table.results_table`),
+The study runner writes it (``results.parquet``, :func:`harness.studies.tune.results_table.results_table`),
 ``harness train`` renders its run as a row of it (:func:`harness.training.run.result_row`), the
 analysis reads it (:mod:`harness.analysis.results`) and the tests check against it; all of them
 import :data:`RESULT_SCHEMA` from here.

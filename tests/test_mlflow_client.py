@@ -26,7 +26,7 @@ from harness.mlflow_client import (
     ensure_experiment,
     http_policy,
 )
-from harness.studies.tracking import StudyRecorder
+from harness.studies.record.recorder import StudyRecorder
 from harness.training.tracking import prepare_tracking
 
 POLICY_VARIABLES = tuple(HTTP_POLICY.environ())

@@ -24,7 +24,7 @@ def _settings(spec_text: str | None):
 
     from harness.analysis.results_types import AnalysisSettings
     from harness.errors import InputError
-    from harness.studies.spec import parse_spec
+    from harness.studies.spec.study_spec import parse_spec
 
     if spec_text is None:
         return AnalysisSettings()
@@ -242,7 +242,7 @@ def _log(uri: str, experiment: str, description: str, files: list[Path], inputs:
     typer.echo(f"MLflow: scorecard run {run_id} (experiment {experiment!r}); linked from {linked} study run(s)")
 
 
-def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+def register(app: typer.Typer) -> None:
     """Add ``harness scorecard``."""
     app.command("scorecard")(scorecard)
 

@@ -1,6 +1,6 @@
 """``harness run`` (a study on Ray Tune), ``harness submit`` (a study as a Ray job),
 ``harness ui`` (MLflow UI), ``harness report`` (recompute a study's analysis and log a fresh
-report), ``harness bench study``.
+report).
 
 Module import stays light: Ray, MLflow, torch, the statistics and matplotlib load inside
 the commands.
@@ -178,19 +178,6 @@ def ui(
         raise typer.Exit(0) from None
 
 
-def bench_study(
-    trials: Annotated[int, typer.Option("--trials", help="Number of short trials.")] = 8,
-    steps: Annotated[int, typer.Option("--steps", help="Training steps per trial.")] = 60,
-    out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path(
-        "benchmarks/results/study_overhead.json"
-    ),
-) -> None:
-    """Overhead of a study: N short trials through `harness run` against the same trainings in a plain loop."""
-    from harness.studies.bench import main
-
-    main(trials=trials, steps=steps, out=out)
-
-
 # --- harness report ------------------------------------------------------------------
 
 
@@ -214,7 +201,7 @@ def _settings_from_spec(text: str, spec: Any):
 def _parsed_spec(text: str | None):
     """``text`` parsed as a study spec; None without a text or for one this version cannot parse."""
     from harness.errors import InputError
-    from harness.studies.spec import parse_spec
+    from harness.studies.spec.study_spec import parse_spec
 
     if text is None:
         return None
@@ -393,7 +380,7 @@ def _sequential_summary(uri: str, parent, from_path: Path | None, parent_spec):
     (or without those files)."""
     import tempfile
 
-    from harness.studies.sequential import DECISIONS_FILE, DecisionLog, SequentialDesign, summary_from_log
+    from harness.studies.tune.sequential import DECISIONS_FILE, DecisionLog, SequentialDesign, summary_from_log
 
     folder = None if from_path is None else (from_path if from_path.is_dir() else from_path.parent)
     if folder is not None and (folder / "spec.yaml").is_file():
@@ -440,30 +427,12 @@ def _windows_and_sigmas(study: str, uri: str, parent, from_path: Path | None, wi
     return window_df, sigma_df
 
 
-def bench_chaos(
-    schedules: Annotated[int, typer.Option("--schedules", help="Number of fault schedules.")] = 10,
-    seed: Annotated[int, typer.Option("--seed", help="Seed the schedules are drawn from.")] = 1,
-    replay: Annotated[
-        list[int] | None, typer.Option("--replay", help="Run exactly this schedule seed (repeatable).")
-    ] = None,
-    out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("benchmarks/results/chaos.json"),
-) -> None:
-    """Fault campaign: the study under seeded kills and outages, compared bit for bit with an unfaulted twin."""
-    from harness.studies.chaos import main
-
-    result = main(schedules=schedules, seed=seed, replay=replay, out=out)
-    raise typer.Exit(1 if result["failing_seeds"] else 0)
-
-
-def register(app: typer.Typer, bench_app: typer.Typer) -> None:
-    """Add ``harness run``, ``harness submit``, ``harness ui``, ``harness report``, ``harness bench study``
-    and ``harness bench chaos``."""
+def register(app: typer.Typer) -> None:
+    """Add ``harness run``, ``harness submit``, ``harness ui`` and ``harness report``."""
     app.command("run")(run)
     app.command("submit")(submit)
     app.command("ui")(ui)
     app.command("report")(report)
-    bench_app.command("study")(bench_study)
-    bench_app.command("chaos")(bench_chaos)
 
 
-__all__ = ["register", "run", "submit", "ui", "report", "bench_study", "bench_chaos"]
+__all__ = ["register", "run", "submit", "ui", "report"]

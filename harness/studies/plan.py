@@ -10,8 +10,8 @@ from typing import Any, Literal
 
 import polars as pl
 
-from harness.studies.grid import Trial
-from harness.studies.spec import StudySpec
+from harness.studies.spec.grid import Trial
+from harness.studies.spec.study_spec import StudySpec
 
 
 @dataclass(frozen=True)

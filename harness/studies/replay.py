@@ -14,7 +14,7 @@ that into MLflow exactly as a study with a healthy server would have:
   parent), else created; its corpus as dataset inputs, every report whose step MLflow
   lacks (gaps too), the final metrics, the final checkpoint's tables, the ``status`` tag,
   the run description (from its row of ``results.parquet``) and the end state
-  (:func:`harness.studies.trial_records.complete_child_run`).
+  (:func:`harness.studies.record.trial_records.complete_child_run`).
 
 Child runs already complete in MLflow (ended, with the status of the results table, no
 step missing) are left alone, so recording is idempotent: running it twice changes nothing, and after a
@@ -35,15 +35,15 @@ import pyarrow.fs
 
 from harness.errors import InputError
 from harness.mlflow_client import check_tracking_uri, harness_git_commit, redact_uri
-from harness.studies.destinations import is_uri
-from harness.studies.grid import Trial, expand_grid
+from harness.studies.cluster.destinations import is_uri
+from harness.studies.record.trial_records import complete_child_run
 from harness.studies.runner import parent_params
-from harness.studies.spec import StudySpec, parse_spec
+from harness.studies.spec.grid import Trial, expand_grid
+from harness.studies.spec.study_spec import StudySpec, parse_spec
 from harness.studies.storage import STUDY_FILE, read_bytes, read_json, read_text, storage_filesystem
-from harness.studies.trial_records import complete_child_run
 
 if TYPE_CHECKING:  # the recorder subclasses Ray Tune's Callback: imported by record_study (see there)
-    from harness.studies.tracking import StudyRecorder
+    from harness.studies.record.recorder import StudyRecorder
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,7 @@ def record_study(
     """
     # The recorder subclasses Ray Tune's Callback: imported here so that `harness report
     # --from results.parquet` does not pay Ray Tune's import (about 3 s).
-    from harness.studies.tracking import StudyRecorder, default_tracking_uri
+    from harness.studies.record.recorder import StudyRecorder, default_tracking_uri
 
     stored = read_study_dir(study_dir, study=study)
     name = stored.name

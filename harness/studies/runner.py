@@ -17,7 +17,7 @@ Order of work, so that bad input starts nothing and leaves nothing behind:
 A study lives in ``<storage>/<name>/<YYYYmmdd-HHMMSS>/`` (Ray Tune's experiment directory
 plus ``harness_study.json``, ``spec.yaml``, ``results.parquet``, ``window_losses.parquet``
 and ``report/``; a sequential study also its decision log, ``sequential_decisions.jsonl``:
-:mod:`harness.studies.sequential`). ``--resume`` continues the most recent one of that name.
+:mod:`harness.studies.tune.sequential`). ``--resume`` continues the most recent one of that name.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import pyarrow.fs
 from harness.datasets import load
 from harness.errors import InputError
 from harness.mlflow_client import check_tracking_uri, harness_git_commit, redact_uri, resolve_tracking_uri
-from harness.studies.cluster import (
+from harness.studies.cluster.connect import (
     RayConnection,
     check_cluster,
     check_local_gpus,
@@ -48,20 +48,13 @@ from harness.studies.cluster import (
     resolve_address,
     resolve_storage,
 )
-from harness.studies.destinations import RAY_JOB_TAG, is_uri, job_driver, refuse_ephemeral_destinations
+from harness.studies.cluster.destinations import RAY_JOB_TAG, is_uri, job_driver, refuse_ephemeral_destinations
 from harness.studies.dry_run import describe_grid, describe_resources, dry_run_text
-from harness.studies.grid import Trial, expand_grid
+from harness.studies.launch import fit_with_progress, launch_tune, open_recorder
 from harness.studies.plan import CollectedOutcomes, StudyLayout, StudyPlan
-from harness.studies.results_table import results_table, trial_status
-from harness.studies.sequential import (
-    DECISIONS_FILE,
-    DecisionLog,
-    SequentialDesign,
-    design_changed,
-    summary_from_log,
-    trials_scheduled,
-)
-from harness.studies.spec import StudySpec, load_spec, read_spec_text
+from harness.studies.record.trial_records import complete_child_run
+from harness.studies.spec.grid import Trial, expand_grid
+from harness.studies.spec.study_spec import StudySpec, load_spec, read_spec_text
 from harness.studies.storage import (
     STUDY_FILE,
     check_storage,
@@ -70,11 +63,18 @@ from harness.studies.storage import (
     storage_filesystem,
     write_bytes,
 )
-from harness.studies.trial_records import complete_child_run
-from harness.studies.tune_launch import fit_with_progress, launch_tune, open_recorder
+from harness.studies.tune.results_table import results_table, trial_status
+from harness.studies.tune.sequential import (
+    DECISIONS_FILE,
+    DecisionLog,
+    SequentialDesign,
+    design_changed,
+    summary_from_log,
+    trials_scheduled,
+)
 
 if TYPE_CHECKING:  # the lazy imports below, for the annotations
-    from harness.studies.tracking import StudyRecorder
+    from harness.studies.record.recorder import StudyRecorder
 
 # Imports that stay inside the phases that use them, for a measured start-up cost: Ray
 # (``ray.tune``: about 3-4 s here), the MLflow recorder and the live progress view (both
@@ -426,7 +426,7 @@ def complete_child_runs(
     recorder: StudyRecorder, plan: StudyPlan, layout: StudyLayout, collected: CollectedOutcomes
 ) -> None:
     """A resumed study: every child run brought in line with what storage holds
-    (:func:`~harness.studies.trial_records.complete_child_run`) before the record ends.
+    (:func:`~harness.studies.record.trial_records.complete_child_run`) before the record ends.
     Reports made while the tracking store was down under a driver that then died lie below
     the steps this driver logged, and a trial that ended under that driver has no end in
     MLflow; the study's storage has both, so the record is completed here, not left to a

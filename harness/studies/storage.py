@@ -20,7 +20,7 @@ import polars as pl
 import pyarrow.fs
 
 from harness.errors import InputError
-from harness.studies.destinations import is_uri
+from harness.studies.cluster.destinations import is_uri
 
 #: The file that makes a folder a study run (name, parent run id, trial ids, design, ...).
 STUDY_FILE = "harness_study.json"

@@ -3,7 +3,7 @@
 A Ray job does not inherit the environment of the shell that submits it, so
 ``ray job submit -- harness run SPEC`` with ``MLFLOW_TRACKING_URI`` exported only in that
 shell writes the study into Ray's temporary working directory (see
-:mod:`harness.studies.destinations`). ``harness submit`` therefore
+:mod:`harness.studies.cluster.destinations`). ``harness submit`` therefore
 
 1. checks everything here first (the spec, the dashboard address, the destinations)
    and submits nothing on bad input;
@@ -35,17 +35,17 @@ from ray.job_submission import JobStatus, JobSubmissionClient
 
 from harness.errors import InputError
 from harness.mlflow_client import TrackingClient, check_tracking_uri, redact_uri, resolve_tracking_uri
-from harness.studies.cluster import resolve_storage, shared_storage_declared
-from harness.studies.destinations import (
+from harness.studies.cluster.connect import resolve_storage, shared_storage_declared
+from harness.studies.cluster.destinations import (
     RAY_JOB_TAG,
     refuse_local_destinations,
     storage_local_path,
     tracking_local_path,
 )
-from harness.studies.ray_auth import enable_token_auth_if_available
-from harness.studies.spec import StudySpec, load_spec
+from harness.studies.cluster.ray_auth import enable_token_auth_if_available
+from harness.studies.record.recorder import run_ui_url
+from harness.studies.spec.study_spec import StudySpec, load_spec
 from harness.studies.storage import check_storage
-from harness.studies.tracking import run_ui_url
 
 #: Settings of the client's shell that the job needs and would not inherit (sent as the
 #: job's ``runtime_env`` ``env_vars``): the shared-storage declaration, the corpus mirror,
@@ -310,7 +310,7 @@ def ask_stop_or_detach(stdin: TextIO | None = None) -> str:
 
 def find_parent_run(tracking_uri: str, experiment: str, job_id: str) -> tuple[str, str] | None:
     """``(experiment id, run id)`` of the study's parent run that Ray job ``job_id`` started
-    or continued (its driver tags it: :data:`~harness.studies.destinations.RAY_JOB_TAG`), or
+    or continued (its driver tags it: :data:`~harness.studies.cluster.destinations.RAY_JOB_TAG`), or
     None when the store cannot tell (not reachable from here, or no such run)."""
     local = tracking_local_path(tracking_uri)
     if local is not None and not local.exists():

@@ -1,4 +1,4 @@
-"""``harness train`` (one run) and ``harness bench train`` (training-step speed per variant).
+"""``harness train``: one run.
 
 Imports stay light (typer only): torch, Lightning and MLflow load inside the commands.
 """
@@ -187,44 +187,6 @@ def _print_summary(result: Any) -> None:
     Console().print(table)
 
 
-def bench_train_command(
-    size: str = typer.Option("paper", "--size", help="Model size preset."),
-    context_length: int = typer.Option(256, "--context-length", help="Context length T."),
-    batch_size: int = typer.Option(8, "--batch-size", help="Batch size."),
-    steps: int = typer.Option(10, "--steps", help="Timed steps per variant (after warm-up)."),
-    warmup: int = typer.Option(2, "--warmup", help="Untimed warm-up steps."),
-    variants: str | None = typer.Option(None, "--variants", help="Comma-separated variants. (default: all of the zoo)"),
-    overhead: bool = typer.Option(
-        True, "--overhead/--no-overhead", help="Also measure the cost of logging and callbacks."
-    ),
-    overhead_steps: int = typer.Option(
-        12, "--overhead-steps", help="Steps of each train() run in the overhead measurement."
-    ),
-    num_threads: int | None = typer.Option(None, "--num-threads", help="Torch threads. (default: the CPUs given)"),
-    rounds: int = typer.Option(3, "--rounds", help="Interleaved timing rounds (the fastest is reported)."),
-    output: Path | None = typer.Option(
-        None, "--output", help="JSON file. (default: benchmarks/results/train_step.json)"
-    ),
-) -> None:
-    """Tokens/s of a training step (forward, backward, AdamW) per variant against baseline."""
-    from harness.training.bench import main
-
-    main(
-        size=size,
-        context_length=context_length,
-        batch_size=batch_size,
-        steps=steps,
-        warmup=warmup,
-        variants=[v.strip() for v in variants.split(",") if v.strip()] if variants else None,
-        overhead=overhead,
-        overhead_steps=overhead_steps,
-        num_threads=num_threads,
-        rounds=rounds,
-        output=output,
-    )
-
-
-def register(app: typer.Typer, bench_app: typer.Typer) -> None:
-    """Add ``harness train`` and ``harness bench train``."""
+def register(app: typer.Typer) -> None:
+    """Add ``harness train``."""
     app.command("train")(train_command)
-    bench_app.command("train")(bench_train_command)

@@ -9,6 +9,7 @@ import sys
 import typer
 from typer.testing import CliRunner
 
+from harness.bench.cli import register as register_bench
 from harness.models import VARIANTS
 from harness.models.cli import register
 
@@ -16,7 +17,8 @@ from harness.models.cli import register
 def _app() -> typer.Typer:
     app, bench = typer.Typer(), typer.Typer()
     app.add_typer(bench, name="bench")
-    register(app, bench)
+    register(app)
+    register_bench(bench)
     return app
 
 

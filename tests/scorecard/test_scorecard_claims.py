@@ -12,7 +12,7 @@ import yaml
 from harness.errors import InputError
 from harness.models.variants import VARIANTS, get_variant
 from harness.scorecard import CORE_IDS, load_claims, parse_claims
-from harness.studies.spec import load_spec
+from harness.studies.spec.study_spec import load_spec
 
 STUDIES = Path(__file__).resolve().parents[2] / "studies"
 CLAIMS = load_claims()

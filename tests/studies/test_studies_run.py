@@ -17,13 +17,13 @@ from harness.analysis.results import normalise
 from harness.models import get_variant
 from harness.report import parent_description
 from harness.results_schema import RESULT_COLUMNS, RESULT_SCHEMA
-from harness.studies.cluster import resolve_address, resolve_storage
-from harness.studies.grid import expand_grid
-from harness.studies.results_table import results_table
+from harness.studies.cluster.connect import resolve_address, resolve_storage
+from harness.studies.record.recorder import default_tracking_uri
 from harness.studies.runner import run_study
-from harness.studies.spec import load_spec, parse_spec
-from harness.studies.tracking import default_tracking_uri
-from harness.studies.tune_state import is_complete
+from harness.studies.spec.grid import expand_grid
+from harness.studies.spec.study_spec import load_spec, parse_spec
+from harness.studies.tune.results_table import results_table
+from harness.studies.tune.state import is_complete
 from harness.training.config import TrainConfig
 from harness.training.description import NOTE_TAG
 from harness.training.run import TrainResult, result_row
@@ -175,7 +175,7 @@ def test_tiny_study_records_one_parent_and_a_child_per_trial(write_spec, study_e
 def test_trial_equals_a_plain_training_run(write_spec, study_env: dict, tmp_path: Path) -> None:
     """The trainable passes the trial's config unchanged: Tune's result is the plain
     ``train(config)`` result (CPU, same seed), a custom shape included."""
-    from harness.studies.grid import expand_grid
+    from harness.studies.spec.grid import expand_grid
     from harness.training import train
 
     w48 = {"name": "w48", "n_layer": 1, "n_head": 2, "d_model": 48}

@@ -35,7 +35,7 @@ from typing import Any
 
 from harness.datasets.corpus import load
 from harness.errors import InputError
-from harness.studies.tune_state import write_manifest
+from harness.studies.tune.state import write_manifest
 from harness.training.config import TrainConfig
 
 # Imports that stay inside the functions that use them, for a measured start-up cost: the
@@ -264,7 +264,7 @@ def run_trial(
 def _checkpoint(directory: Path) -> Any:
     """The Tune checkpoint of ``directory``, its manifest written last: a copy on storage cut
     short by a dying driver is then told from a complete one on resume
-    (:func:`harness.studies.tune_state.is_complete`)."""
+    (:func:`harness.studies.tune.state.is_complete`)."""
     import ray.tune
 
     write_manifest(directory)

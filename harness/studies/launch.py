@@ -15,23 +15,23 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from harness.studies.cluster import quiet_tune
+from harness.studies.cluster.connect import quiet_tune
 from harness.studies.plan import StudyLayout, StudyPlan
-from harness.studies.results_table import trial_status
-from harness.studies.sequential import scheduled_trials
-from harness.studies.trainable import run_trial
-from harness.studies.tune_state import (
+from harness.studies.tune.results_table import trial_status
+from harness.studies.tune.sequential import scheduled_trials
+from harness.studies.tune.state import (
     repair_stale_checkpoints,
     replace_restored_callbacks,
     restore_torn_snapshot,
     tolerate_repeated_actor_failure,
 )
+from harness.studies.tune.trainable import run_trial
 
 if TYPE_CHECKING:  # the lazy imports below, for the annotations
     from ray import tune
 
-    from harness.studies.progress import StudyProgress
-    from harness.studies.tracking import StudyRecorder
+    from harness.studies.record.recorder import StudyRecorder
+    from harness.studies.tune.progress import StudyProgress
 
 
 def _trial_name(trial: Any) -> str:
@@ -131,7 +131,7 @@ def new_tuner(
 
 def open_recorder(plan: StudyPlan) -> StudyRecorder:
     """The study's MLflow recorder (no connection yet), with Tune's own console output off."""
-    from harness.studies.tracking import StudyRecorder  # see the note on imports
+    from harness.studies.record.recorder import StudyRecorder  # see the note on imports
 
     quiet_tune()
     return StudyRecorder(
@@ -158,12 +158,12 @@ def launch_tune(
     study's searcher. Returns the tuner, the progress view and the trials a resumed study
     already finished."""
     # See the note on imports at the top of this module.
-    from harness.studies.progress import StudyProgress
-    from harness.studies.seed_search import searcher_for
-    from harness.studies.snapshot_keeper import KeepLastGoodSnapshot
-    from harness.studies.tracking import MlflowStudyCallback
+    from harness.studies.record.recorder import MlflowStudyCallback
+    from harness.studies.tune.progress import StudyProgress
+    from harness.studies.tune.seed_search import searcher_for
+    from harness.studies.tune.snapshot_keeper import KeepLastGoodSnapshot
 
-    tolerate_repeated_actor_failure()  # one worker death is one failure (harness.studies.tune_state)
+    tolerate_repeated_actor_failure()  # one worker death is one failure (harness.studies.tune.state)
     trainable = make_trainable(plan, layout, fault_nan)
     shown = scheduled_trials(plan.spec, plan.trials, layout.study_dir)  # a sequential study: its batches so far
     progress = StudyProgress(

@@ -82,7 +82,7 @@ def _h200_rate(parameters: float) -> float:
 def estimate(
     trials: Sequence[Any], *, cpus_per_trial: int, gpus_per_trial: float, total_cpus: float | None = None
 ) -> CostEstimate:
-    """Cost of ``trials`` (:class:`~harness.studies.grid.Trial`). ``total_cpus``: the CPUs
+    """Cost of ``trials`` (:class:`~harness.studies.spec.grid.Trial`). ``total_cpus``: the CPUs
     of the Ray cluster, when known (for the wall-time estimate of CPU studies)."""
     train_tokens = eval_tokens = flops = cpu_s = gpu_s = 0.0
     for trial in trials:

@@ -1,7 +1,7 @@
 """The parts of a study spec: the models of its nested blocks (an inline variant, a custom
 size, resources, tracking, the analysis settings, sequential seeds and their stopping
 rule), the ``train:`` overrides built from :class:`~harness.training.config.TrainConfig`,
-and the training fields that the grid and the runner own. :class:`~harness.studies.spec.StudySpec`
+and the training fields that the grid and the runner own. :class:`~harness.studies.spec.study_spec.StudySpec`
 assembles them.
 """
 

@@ -58,7 +58,7 @@ from typing import Any
 
 import yaml
 
-from harness.studies.local_services import (
+from harness.bench.local_services import (
     TINY,
     LocalCluster,
     MlflowServer,

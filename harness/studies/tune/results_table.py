@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from harness.results_schema import RESULT_SCHEMA, TrialStatus, head_taus
-from harness.studies.grid import Trial
+from harness.studies.spec.grid import Trial
 
 
 def _metric(metrics: dict[str, Any], key: str) -> float | None:

@@ -15,7 +15,7 @@ whole seed blocks (every variant and cell of its seeds), so seeds stay paired. B
 the interval is valid simultaneously at every number of seeds, the one the study stops
 at keeps its 95 % whatever the rule did.
 
-The Ray Tune way: :class:`harness.studies.seed_search.SeedBatchSearcher` is a Tune ``Searcher`` that emits one
+The Ray Tune way: :class:`harness.studies.tune.seed_search.SeedBatchSearcher` is a Tune ``Searcher`` that emits one
 config ``{"trial": <trial id>}`` per trial of the scheduled batches (so trial names,
 retries, GPU packing, the MLflow record and the live table work as for a fixed grid),
 waits (``None``) while a batch runs, and returns ``Searcher.FINISHED`` once the rule
@@ -30,7 +30,7 @@ the seeds it scheduled.
 
 This module holds the design, the decisions and their log, and the runner's cheap views
 (a dry run imports neither Ray nor scipy); the searcher is in
-:mod:`harness.studies.seed_search`.
+:mod:`harness.studies.tune.seed_search`.
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harness.studies.grid import Trial
-from harness.studies.spec import StudySpec
-from harness.studies.spec_parts import PrecisionRule
+from harness.studies.spec.grid import Trial
+from harness.studies.spec.parts import PrecisionRule
+from harness.studies.spec.study_spec import StudySpec
 from harness.studies.storage import read_text, storage_filesystem, write_bytes
 
 if TYPE_CHECKING:  # the analysis (scipy) loads with the searcher, not with a dry run

@@ -1,4 +1,4 @@
-"""The Tune ``Searcher`` of a sequential study (see :mod:`harness.studies.sequential`):
+"""The Tune ``Searcher`` of a sequential study (see :mod:`harness.studies.tune.sequential`):
 it hands Tune the trials of one batch of seed blocks at a time, evaluates the stopping
 rule on the primary effect's anytime-valid interval when a batch completes, logs the
 decision, and tells Tune it is finished once the rule holds or ``max`` seeds ran.
@@ -21,10 +21,10 @@ from harness.analysis.contrasts import primary_effect
 from harness.analysis.results_types import AnalysisSettings
 from harness.analysis.sequential import ConfidenceSequenceResult, confidence_sequence
 from harness.errors import InputError
-from harness.studies.grid import Trial
-from harness.studies.results_table import result_row
-from harness.studies.sequential import Decision, DecisionLog, SequentialDesign, decide, scheduled_batches
-from harness.studies.spec import StudySpec
+from harness.studies.spec.grid import Trial
+from harness.studies.spec.study_spec import StudySpec
+from harness.studies.tune.results_table import result_row
+from harness.studies.tune.sequential import Decision, DecisionLog, SequentialDesign, decide, scheduled_batches
 
 
 def primary_interval(

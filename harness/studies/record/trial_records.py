@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.fs
 
 from harness.mlflow_client import ENDED_MLFLOW_STATUSES
-from harness.studies.grid import Trial
+from harness.studies.spec.grid import Trial
 from harness.studies.storage import read_bytes, read_text
-from harness.studies.trainable import FINAL_ARTIFACTS, FINAL_RESULT
+from harness.studies.tune.trainable import FINAL_ARTIFACTS, FINAL_RESULT
 from harness.training.description import DESCRIBED_STATUSES, trial_description
 
 if TYPE_CHECKING:  # the recorder subclasses Ray Tune's Callback: callers import it
-    from harness.studies.tracking import StudyRecorder
+    from harness.studies.record.recorder import StudyRecorder
 
 #: results-table status -> the child run's status tag.
 TAG_OF_STATUS = {"finished": "finished", "diverged": "diverged", "failed": "failed", "incomplete": "interrupted"}

@@ -242,7 +242,7 @@ def _run_probe(variant: str, shape: str, cache: Path, a: argparse.Namespace) -> 
     cmd = [
         sys.executable,
         "-m",
-        "harness.training.compile_bench",
+        "harness.bench.compile_cost",
         "--probe",
         f"--variant={variant}",
         f"--shape={shape}",

@@ -227,7 +227,7 @@ def _memory_in_subprocess(family: str, seq_len: int, shape: dict[str, Any], time
     spec = json.dumps({"family": family, "seq_len": seq_len, **shape})
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}  # freed tensors go back to the system at once
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.models.benchmark", spec],
+        [sys.executable, "-m", "harness.bench.attention", spec],
         capture_output=True,
         text=True,
         timeout=timeout_s,
@@ -390,6 +390,6 @@ def write_json(path: Path, payload: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
-if __name__ == "__main__":  # memory worker: python -m harness.models.benchmark '<json case spec>'
+if __name__ == "__main__":  # memory worker: python -m harness.bench.attention '<json case spec>'
     _spec = json.loads(sys.argv[1])
     print(json.dumps(memory_case(_spec.pop("family"), _spec.pop("seq_len"), **_spec)))

@@ -1,6 +1,6 @@
 """A Tune callback that keeps a complete copy of the experiment snapshot (see
-:mod:`harness.studies.tune_state`, "A torn snapshot"). Imports Ray Tune: loaded with the
-tuner (:mod:`harness.studies.tune_launch`), never with the package."""
+:mod:`harness.studies.tune.state`, "A torn snapshot"). Imports Ray Tune: loaded with the
+tuner (:mod:`harness.studies.launch`), never with the package."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from ray.tune import Callback
 
-from harness.studies.tune_state import keep_last_good_snapshot
+from harness.studies.tune.state import keep_last_good_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ class KeepLastGoodSnapshot(Callback):
     Tune calls every callback's :meth:`get_state` each time it saves the experiment, right
     after writing the snapshot to its staging folder and before uploading it; the copy on
     storage is then the previous upload, whole unless that upload is still running (its
-    background thread) or was cut, and :func:`~harness.studies.tune_state.keep_last_good_snapshot`
+    background thread) or was cut, and :func:`~harness.studies.tune.state.keep_last_good_snapshot`
     copies it only when it parses. So the kept copy is at most two saves old, never cut."""
 
     def __init__(self, study_dir: str) -> None:

@@ -58,9 +58,9 @@ from harness.mlflow_client import (
     redact_uri,
     resolve_tracking_uri,
 )
-from harness.studies.progress import trial_error_summary
-from harness.studies.results_table import results_table
-from harness.studies.trainable import FINAL_ARTIFACTS
+from harness.studies.tune.progress import trial_error_summary
+from harness.studies.tune.results_table import results_table
+from harness.studies.tune.trainable import FINAL_ARTIFACTS
 from harness.training.description import NOTE_TAG, trial_description
 
 if TYPE_CHECKING:  # MLflow's entity, for annotations: MLflow loads with the first client (harness.mlflow_client)
@@ -531,7 +531,7 @@ class MlflowStudyCallback(Callback):
     """Tune driver callback: one child run per trial under the study's parent run.
 
     ``trials`` maps trial ids (the ``trial`` entry of each Tune config) to
-    :class:`~harness.studies.grid.Trial`."""
+    :class:`~harness.studies.spec.grid.Trial`."""
 
     def __init__(self, recorder: StudyRecorder, trials: Mapping[str, Any], *, study: str) -> None:
         self.recorder = recorder

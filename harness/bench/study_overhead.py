@@ -25,8 +25,8 @@ from typing import Any
 
 import yaml
 
-from harness.studies.grid import expand_grid
-from harness.studies.spec import parse_spec
+from harness.studies.spec.grid import expand_grid
+from harness.studies.spec.study_spec import parse_spec
 
 
 def _spec(trials: int, steps: int) -> dict[str, Any]:

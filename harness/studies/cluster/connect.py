@@ -18,10 +18,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from harness.errors import InputError
-from harness.studies.destinations import is_uri
-from harness.studies.ray_auth import enable_token_auth_if_available
+from harness.studies.cluster.destinations import is_uri
+from harness.studies.cluster.ray_auth import enable_token_auth_if_available
 from harness.studies.signals import restore_sigterm, stop_on_sigterm
-from harness.studies.spec import StudySpec
+from harness.studies.spec.study_spec import StudySpec
 
 DEFAULT_STORAGE = "results"
 

@@ -16,7 +16,7 @@ trial, the resources each trial gets, and the settings of the analysis at the en
 
 Sequential seeds (``seeds: {min, max, batch}``) come with a stopping rule on the primary
 effect, ``stop_when: {precision: 0.01}`` or ``stop_when: settled`` (see
-:mod:`harness.studies.sequential`).
+:mod:`harness.studies.tune.sequential`).
 
 Validation happens in two layers, both before anything starts:
 
@@ -56,7 +56,7 @@ from harness.datasets.cards import REGISTRY
 from harness.errors import InputError
 from harness.models.sizes import CUSTOM_MAX_CONTEXT_LENGTH, SIZES, custom_size, shape_name
 from harness.models.variants import DIAGNOSTIC_LABEL, VARIANTS, get_variant, is_diagnostic, make_variant
-from harness.studies.spec_parts import (
+from harness.studies.spec.parts import (
     DEFAULT_FACTORIAL,
     GRID_FIELDS,
     NAME_PATTERN,

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.models.variants import VARIANTS, GateName, PositionName, ScoringName
-from harness.studies.spec import StudySpec
+from harness.studies.spec.study_spec import StudySpec
 from harness.training.config import TrainConfig
 
 
