@@ -168,7 +168,10 @@ class Table:
         column's text, a part in ``<<...>>`` is left out when a column in it is missing;
         the other columns of the pattern are not shown on their own.
     bold_rows : column, optional
-        A boolean column: its true rows in bold (the primary hypothesis).
+        A boolean column: its true rows in bold. Bold means settled in every rendering (the
+        HTML and the markdown set a settled verdict in bold), so only rows whose verdict is
+        settled belong here (the scorecard's replicated claims); a primary hypothesis is
+        marked by a ``*`` in its label, never by bold.
     hidden : columns
         Not shown (they carry what other options read, e.g. ``signed_rows``).
     group_by : columns

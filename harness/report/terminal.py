@@ -5,8 +5,8 @@ A table is a fixed-width table of :func:`harness.report.cells.text_table`'s cell
 right-aligned). When a row does not fit the width, its verdict and its other long text
 cells go under it, indented and wrapped; a verdict is followed by its kind in brackets
 (``[settled]``), the only means plain text has (``colour=True`` also colours it with ANSI
-codes). Paragraphs, captions and notes are wrapped to the width; a figure is named, not
-drawn.
+codes: a settled verdict bold and green, as bold means settled in every rendering).
+Paragraphs, captions and notes are wrapped to the width; a figure is named, not drawn.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from harness.report.document import Document, Figure, Note, Paragraph, Section, 
 WIDTH = 100
 #: A text cell wider than this goes under its row when the row does not fit.
 _LONG_CELL = 24
-_ANSI = {SETTLED: "\x1b[32m", NOT_TESTABLE: "\x1b[2m"}
+_ANSI = {SETTLED: "\x1b[1;32m", NOT_TESTABLE: "\x1b[2m"}
 
 
 def _verdict_text(text: str, kind: str | None, colour: bool) -> str:
