@@ -160,6 +160,31 @@ def make_variant(
 ) -> Variant:
     """Validate and build a :class:`Variant` (a named combination of components).
 
+    Parameters
+    ----------
+    name : str
+        The variant's name, as a spec or ``harness train --variant`` will call it.
+    position : str
+        The positional encoding, one of :data:`POSITIONS`.
+    gate : str
+        The key gate, one of :data:`GATES` (``"none"``: no gate).
+    scoring : str
+        ``"dot"``, or ``"lagged"`` (keys causally convolved over ``lags`` lags).
+    **options
+        ``mope_init`` (a Morlet position's initialisation, one of :data:`MOPE_INITS`),
+        ``lags`` (a positive integer, with ``scoring="lagged"``), ``output_gate`` (bool).
+
+    Returns
+    -------
+    Variant
+        Frozen and hashable; :func:`build_model` takes it as it takes a registry name.
+
+    Raises
+    ------
+    InputError
+        An unknown slot value or option, or an option its slots do not allow; the message
+        names the variant and lists the known values.
+
     Examples
     --------
     >>> make_variant("rope-ega", position="rope", gate="ega").describe()

@@ -267,8 +267,23 @@ def render_html(
     document: Document, *, generated_by: str = "harness.report", sections: Sequence[str] | None = None
 ) -> str:
     """The document as one self-contained HTML page: the title, a line saying when and by
-    what it was generated, each section (``sections``: their keys; all by default), then
-    the document's notes."""
+    what it was generated, each section, then the document's notes.
+
+    Parameters
+    ----------
+    document : Document
+        What to render.
+    generated_by : str
+        Named in the line under the title.
+    sections : sequence of str, optional
+        The keys of the sections to render, in the document's order; all by default.
+
+    Returns
+    -------
+    str
+        The page: CSS inline, figures as ``data:`` URIs, nothing loaded from anywhere
+        (:func:`strip_external_resources`), so that MLflow's sandboxed preview shows it whole.
+    """
     title = html.escape(document.title)
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",

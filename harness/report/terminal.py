@@ -129,9 +129,29 @@ def render_terminal(
     colour: bool = False,
     max_rows: int | None = None,
 ) -> str:
-    """The document's ``sections`` (all by default) as plain text ``width`` columns wide
-    (a table row wider than that puts its verdict under it); ``title`` and ``notes`` add
-    the document's title and its notes."""
+    """The document's sections as plain text that fits a terminal.
+
+    Parameters
+    ----------
+    document : Document
+        What to render.
+    sections : sequence of str, optional
+        The keys of the sections to render; all by default.
+    width : int
+        Columns: a table row wider than that puts its verdict (and its other long text
+        cells) under it, indented and wrapped.
+    title, notes : bool
+        Also the document's title (first) and its notes (last).
+    colour : bool
+        ANSI colours: a settled verdict bold green, an untestable one dim.
+    max_rows : int, optional
+        Rows shown per table; a line says how many more it holds.
+
+    Returns
+    -------
+    str
+        The lines, joined by newlines; each verdict ends with its kind in brackets.
+    """
     lines = [document.title, ""] if title else []
     for k, section in enumerate(document.select(sections)):
         lines += ([""] if k else []) + _section(section, width=width, colour=colour, max_rows=max_rows)
