@@ -143,8 +143,9 @@ def scorecard_of(study: Study, work: Path) -> Path:
 
 
 # ----------------------------------------------------------------------------- writing
-def save_png(data: bytes, name: str) -> Path:
-    """``data`` as docs/figures/NAME, reduced to a 256-colour palette, written whole."""
+def save_png(data: bytes, name: str, out: Path = OUT) -> Path:
+    """``data`` as ``out``/NAME (docs/figures/ by default), reduced to a 256-colour palette,
+    written whole."""
     from PIL import Image
 
     image = Image.open(io.BytesIO(data)).convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
@@ -153,12 +154,12 @@ def save_png(data: bytes, name: str) -> Path:
     size = buffer.tell()
     if size > MAX_PNG_BYTES:
         raise SystemExit(f"{name}: {size:,} bytes, over the manual's {MAX_PNG_BYTES:,}: draw it smaller")
-    OUT.mkdir(parents=True, exist_ok=True)
-    tmp = OUT / f".{name}.tmp"
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / f".{name}.tmp"
     tmp.write_bytes(buffer.getvalue())
-    tmp.replace(OUT / name)
-    print(f"wrote docs/figures/{name} ({size / 1000:.0f} kB)", flush=True)
-    return OUT / name
+    tmp.replace(out / name)
+    print(f"wrote {out / name} ({size / 1000:.0f} kB)", flush=True)
+    return out / name
 
 
 def figure_png(fig) -> bytes:
@@ -411,14 +412,15 @@ def _scorecard_label(row: dict) -> str:
 
 
 # ----------------------------------------------------------------------------- main
-def report_figures(study: Study, work: Path) -> None:
+def report_figures(study: Study, work: Path, out: Path) -> None:
+    """The report's plots and the three screenshots (terminal, report page, MLflow run)."""
     report_dir, terminal_text = recompute_report(study, work)
     for name in ("forest", "interaction", "tau"):
-        save_png((report_dir / f"{name}.png").read_bytes(), f"{name}.png")
+        save_png((report_dir / f"{name}.png").read_bytes(), f"{name}.png", out)
     with browser() as page:
-        save_png(terminal_png(page, terminal_text), "terminal-verdicts.png")
-        save_png(report_page_png(page, report_dir / "report.html"), "report-page.png")
-        save_png(mlflow_parent_png(page, study), "mlflow-parent-run.png")
+        save_png(terminal_png(page, terminal_text), "terminal-verdicts.png", out)
+        save_png(report_page_png(page, report_dir / "report.html"), "report-page.png", out)
+        save_png(mlflow_parent_png(page, study), "mlflow-parent-run.png", out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -428,15 +430,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     add("--scorecard", type=Path, help="scorecard.parquet; default: harness scorecard --from the study")
     add("--attention", type=Path, help="harness bench attention JSON; default: a small sweep")
     add("--calibration", type=Path, default=REPO / "docs" / "calibration.md", help="the calibration page")
+    add("--out", type=Path, default=OUT, help="where the PNGs go (default: docs/figures, what the site serves)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="harness-figures-") as tmp:
         work = Path(tmp)
         study = Study.read(args.study.resolve()) if args.study else run_smoke_study(work)
-        report_figures(study, work)
-        save_png(figure_png(scorecard_figure(args.scorecard or scorecard_of(study, work))), "scorecard.png")
-        save_png(figure_png(calibration_figure(*calibration_rows(args.calibration))), "calibration.png")
-        attention = json.loads((args.attention or attention_sweep(work)).read_text())
-        save_png(figure_png(attention_figure(attention)), "attention-cost.png")
+        report_figures(study, work, args.out)
+        scorecard = scorecard_figure(args.scorecard or scorecard_of(study, work))
+        save_png(figure_png(scorecard), "scorecard.png", args.out)
+        calibration = calibration_figure(*calibration_rows(args.calibration))
+        save_png(figure_png(calibration), "calibration.png", args.out)
+        attention = attention_figure(json.loads((args.attention or attention_sweep(work)).read_text()))
+        save_png(figure_png(attention), "attention-cost.png", args.out)
     return 0
 
 
