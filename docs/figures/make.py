@@ -42,6 +42,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -60,6 +61,8 @@ VIEWPORT_WIDTH = 1280
 #: The attention families drawn, baseline first (``harness bench attention --families``).
 ATTENTION_FAMILIES = ("baseline", "ega", "rope", "alibi", "mope-rel")
 ATTENTION_SEQ_LENS = (256, 1024, 4096)
+#: The scorecard's level claims (drawn on their own axis: a level, not a difference of losses).
+LEVELS = ("tau_mean", "open_fraction", "pc1_cosine")
 #: Verdict kinds of the scorecard, in the colours the report gives settled / undecided / untested.
 SCORECARD_COLOURS = {
     "replicated": "#1b7a3a",
@@ -67,6 +70,7 @@ SCORECARD_COLOURS = {
     "larger": "#7a4fb5",
     "reversed": "#c0392b",
     "absent": "#2f6fb0",
+    "not resolvable": "#a0785a",
     "inconclusive": "#8a8a8a",
 }
 
@@ -358,16 +362,19 @@ def scorecard_figure(parquet: Path):
     level (tau, the open fraction), one row per claim, reading and cell: the interval coloured
     by its verdict, the estimate as a dot, the paper's single-seed value as a diamond.
 
-    Drawn from ``scorecard.parquet`` as ``harness scorecard`` writes it; cells without an
-    interval (not measured) are left out and counted in the title."""
+    Drawn from ``scorecard.parquet`` as ``harness scorecard`` writes it; the rows without an
+    interval (claims not measured, trends, counts) are left out and counted in the title."""
     import polars as pl
     from matplotlib.lines import Line2D
 
-    table = pl.read_parquet(parquet).filter(pl.col("kind") == "cell")
-    shown = table.filter(pl.col("ci_low").is_not_null() & pl.col("ci_high").is_not_null())
+    table = pl.read_parquet(parquet)
+    shown = table.filter((pl.col("kind") == "cell") & pl.col("ci_low").is_not_null() & pl.col("ci_high").is_not_null())
     panels = [
         ("loss effect (nats): gain or gap", shown.filter(pl.col("metric").is_in(["val_loss", "gen_gap"]))),
-        ("level: tau, open fraction", shown.filter(pl.col("metric").is_in(["tau_mean", "open_fraction"]))),
+        (
+            "level: tau, open fraction, |cos| with the first principal component",
+            shown.filter(pl.col("metric").is_in(LEVELS)),
+        ),
     ]
     panels = [(title, rows.head(24)) for title, rows in panels if rows.height]
     heights = [max(rows.height, 2) for _, rows in panels]
@@ -379,12 +386,14 @@ def scorecard_figure(parquet: Path):
     handles = [Line2D([], [], color=SCORECARD_COLOURS[k], lw=3) for k in kinds]
     diamond = Line2D([], [], color="black", marker="D", ls="", ms=5)
     axes[0].legend([*handles, diamond], [*kinds, "paper (1 seed)"], fontsize=7, loc="lower right", ncol=2)
-    studies = sorted(set(table.get_column("study").drop_nulls()))
-    fig.suptitle(
-        f"Scorecard: {table.get_column('claim').n_unique()} claims against {', '.join(studies) or 'no study'} "
-        f"({table.height - shown.height} of {table.height} rows not measured, not drawn)",
-        fontsize=9,
+    # a row not measured names the study that would measure it: the studies read are the others'
+    studies = sorted(set(table.filter(pl.col("kind") != "not measured").get_column("study").drop_nulls()))
+    title = (
+        f"Scorecard: {table.get_column('claim').n_unique()} claims against {', '.join(studies) or 'no study'}; "
+        f"{shown.height} cells with an interval drawn, {table.height - shown.height} other rows (not measured, "
+        "trends, counts) in scorecard.html"
     )
+    fig.suptitle(textwrap.fill(title, 120), fontsize=9)
     return fig
 
 
