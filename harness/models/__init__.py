@@ -10,6 +10,8 @@ position, :class:`Scoring` for the scoring; a variant names a user's component a
 ``package.module:Class`` (:mod:`harness.models.components`), and :func:`check_variant` runs the
 checks every study runs before it trains (``harness zoo check``).
 
+Examples
+--------
 >>> from harness.models import VARIANTS, SIZES, build_model, make_variant
 >>> model = build_model("ega-mope", size="nano", vocab_size=65, block_size=256)
 >>> rope_ega = build_model(make_variant("rope-ega", position="rope", gate="ega"), vocab_size=65, block_size=256)

@@ -14,7 +14,8 @@ Tune event            MLflow
 on_trial_start        child run (``parent_run_id``) named by the trial id: factor tags,
                       ``harness.trial_id``, ``status=running``, params = TrainConfig,
                       its corpus as dataset inputs (:mod:`harness.datasets.mlflow_datasets`)
-on_trial_result       the reported metrics at their ``step`` (in ``log_batch`` calls)
+on_trial_result       each evaluation's metrics at its ``step`` (in ``log_batch`` calls;
+                      the trial's last report adds no point, see on_trial_complete)
 on_trial_complete     final metrics, ``window_losses.parquet`` (and gate/MOPE parameter
                       tables), ``status`` finished|diverged, the run description
                       (``mlflow.note.content``: slots, seed, shape, final numbers), run FINISHED
@@ -57,10 +58,11 @@ from harness.mlflow_client import (
     is_server_uri,
     redact_uri,
     resolve_tracking_uri,
+    run_page_link,
 )
 from harness.studies.tune.progress import trial_error_summary
 from harness.studies.tune.results_table import results_table
-from harness.studies.tune.trainable import FINAL_ARTIFACTS
+from harness.studies.tune.trainable import FINAL_ARTIFACTS, is_final_report
 from harness.training.description import NOTE_TAG, trial_description
 
 if TYPE_CHECKING:  # MLflow's entity, for annotations: MLflow loads with the first client (harness.mlflow_client)
@@ -400,10 +402,15 @@ class StudyRecorder:
         return max(steps, default=-1)
 
     def trial_metrics(self, trial_id: str, metrics: Mapping[str, Any], *, step: int) -> None:
-        """Metrics of one report; a step at or below the last logged one is a replay after a
-        restart from a checkpoint and is skipped (no duplicated points)."""
+        """Metrics of one evaluation report; a step at or below the last logged one is a replay
+        after a restart from a checkpoint and is skipped (no duplicated points). The trial's
+        last report (:func:`~harness.studies.tune.trainable.is_final_report`) adds no curve
+        point: its evaluation metrics are the last evaluation's, and a diverged trial stops
+        off the evaluation steps; its summary is :meth:`end_trial`'s."""
         run_id = self._children.get(trial_id)
         if run_id is None or trial_id in self._ended or step <= self._logged_step.get(trial_id, -1):
+            return
+        if is_final_report(metrics):
             return
         values = {k: float(v) for k, v in metrics.items() if is_metric(k, v) and not is_summary(k)}
         if not values:
@@ -425,7 +432,8 @@ class StudyRecorder:
         then died fall in a gap *below* the steps the resumed driver logs, so only the trial's
         stored reports can fill it. The rule is :meth:`trial_metrics`'s: the first report of a
         step wins (a trial restarted from a checkpoint reports its steps again, with the same
-        values on CPU), a step MLflow holds is left alone, the summary is :meth:`end_trial`'s.
+        values on CPU), a step MLflow holds is left alone, the trial's last report adds no point
+        and its summary is :meth:`end_trial`'s.
         Works on ended runs too (MLflow logs to any run that is not deleted)."""
         run_id = self._children.get(trial_id)
         if run_id is None:
@@ -441,7 +449,7 @@ class StudyRecorder:
             count, top = 0, self._logged_step.get(trial_id, -1)
             for report in reports:
                 step = report.get("step")
-                if not isinstance(step, (int, float)) or isinstance(step, bool):
+                if not isinstance(step, (int, float)) or isinstance(step, bool) or is_final_report(report):
                     continue
                 values = {k: float(v) for k, v in report.items() if is_metric(k, v) and not is_summary(k)}
                 markers = [k for k in _STEP_MARKERS if k in values] or sorted(values)
@@ -515,7 +523,7 @@ def run_ui_url(tracking_uri: str, experiment_id: str, run_id: str, *, host: str 
         base = parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[-1], query="", fragment="").geturl()
     else:
         base = f"http://{host}:{port}"
-    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}?workflowType=machine_learning"
+    return f"{base.rstrip('/')}/{run_page_link(experiment_id, run_id)}"
 
 
 def default_tracking_uri(flag: str | None, spec_uri: str | None) -> str:

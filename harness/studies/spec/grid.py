@@ -102,9 +102,23 @@ def expand_grid(
 ) -> list[Trial]:
     """Every trial of the study, seed-major (see module docstring).
 
-    ``components`` maps variant names to (position, gate, scoring); by default they are
-    looked up in ``harness.models.VARIANTS`` (inline variants carry their own).
-    ``component_dir`` (the spec's folder) goes to the trials of variants naming a user component.
+    Parameters
+    ----------
+    spec : StudySpec
+        A validated spec (:func:`~harness.studies.spec.study_spec.load_spec`).
+    components : mapping variant -> (position, gate, scoring), optional
+        The slots of each variant; by default looked up in ``harness.models.VARIANTS``
+        (inline variants carry their own).
+    component_dir : str, optional
+        The spec's folder: it goes to the trials of the variants naming a user component
+        (where they look for its module after the Python path).
+
+    Returns
+    -------
+    list of Trial
+        One per combination of seed, dataset, size, context length and variant (and initial
+        tau, where a tau sweep crosses the variant), seed-major: each seed's block is
+        complete before the next starts.
     """
     components = components if components is not None else resolve_components(spec)
     inline = {v.name: v for v in spec.variants if not isinstance(v, str)}

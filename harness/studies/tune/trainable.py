@@ -30,6 +30,7 @@ import shutil
 import signal
 import socket
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,7 @@ FINAL_METRICS = {
     "val_bpc": "final/val_bpc",
     "tau_mean": "final/tau_mean",
     "open_fraction": "final/open_fraction",
+    "pc1_cosine": "final/pc1_cosine",
     "tokens_per_s": "final/tokens_per_s",
     "num_parameters": "num_parameters",
 }
@@ -184,6 +186,14 @@ def final_report(result: Any) -> dict[str, Any]:
         step=int(result.steps), steps=int(result.steps), status=result.status, wall_time_s=float(result.wall_time_s)
     )
     return metrics
+
+
+def is_final_report(report: Mapping[str, Any]) -> bool:
+    """Whether ``report`` is a trial's last (:func:`final_report`: it names how the trial
+    ended), not an evaluation. Its curve metrics repeat the last evaluation's at the step the
+    trial stopped, which for a diverged trial is no evaluation step: the curves read the
+    evaluations only."""
+    return report.get("status") in ("finished", "diverged")
 
 
 def _write_final(directory: Path, result: Any, module: Any) -> None:
