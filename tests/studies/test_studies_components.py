@@ -138,12 +138,6 @@ def test_a_study_trains_a_gate_from_its_specs_folder_and_records_its_import_path
     assert f"fox = none + {module}:ForgetGate + dot" in report
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="harness/scorecard/claims.py (main, after issue 33) still refuses a claims file whose measures name "
-    "variants outside the zoo and that lacks the papers' six core ids; a user's own claims file is the "
-    "scorecard's part of issue 32, being done there",
-)
 def test_scorecard_gives_the_users_own_claims_their_rows(fox_study: dict, tmp_path: Path) -> None:
     outcome = fox_study["outcome"]
     out = run_harness(
