@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from harness.mlflow_client import TrackingClient, ensure_experiment, harness_git_commit
+from harness.mlflow_client import TrackingClient, ensure_experiment, harness_git_commit, run_page_link
 
 NOTE_TAG = "mlflow.note.content"
 LINK_PREFIX = "**Scorecard:**"
@@ -29,9 +29,8 @@ RUN_NAME_MAX_CHARS = 120
 
 
 def run_link(experiment_id: str, run_id: str) -> str:
-    """The MLflow UI's link to a run, relative to the UI's root, in MLflow 3's model-training
-    view (``workflowType=machine_learning``; without it the UI opens its GenAI view)."""
-    return f"#/experiments/{experiment_id}/runs/{run_id}?workflowType=machine_learning"
+    """The MLflow UI's link to a run, relative to the UI's root, in the model-training view."""
+    return run_page_link(experiment_id, run_id)
 
 
 def run_name(studies: Sequence[str], when: float | None = None) -> str:

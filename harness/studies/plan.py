@@ -24,6 +24,9 @@ class StudyPlan:
     tracking_uri: str
     storage: str
     address: str | None  # None: an embedded local Ray
+    # The spec's folder (absolute, resolved on the driver): where a trial looks for a user
+    # component's module after the Python path; None for a spec given as an object.
+    component_dir: str | None = None
 
     @property
     def by_id(self) -> dict[str, Trial]:

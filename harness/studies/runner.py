@@ -8,7 +8,9 @@ Order of work, so that bad input starts nothing and leaves nothing behind:
    ``sqlite:///mlflow.db`` in the working directory), storage (``--storage-path``,
    ``storage_path``, ``$HARNESS_STORAGE_PATH``, ``./results``), Ray (``--address``,
    ``$RAY_ADDRESS``, else an embedded local Ray);
-3. ``--dry-run`` stops here: the grid, the resources and a cost estimate;
+3. every variant naming a user's component is imported, constructed and checked (causal,
+   finite: :mod:`harness.studies.spec.components`); ``--dry-run`` stops here: the grid, the
+   resources and a cost estimate;
 4. connect to Ray and check the request against the cluster (GPUs, CPUs per node,
    shared storage on a multi-node cluster) -- on failure Ray is released again;
 5. check the tracking store (an experiment may be created, never a run);
@@ -55,8 +57,9 @@ from harness.studies.dry_run import describe_grid, describe_resources, dry_run_t
 from harness.studies.launch import fit_with_progress, launch_tune, open_recorder
 from harness.studies.plan import CollectedOutcomes, StudyLayout, StudyPlan
 from harness.studies.record.trial_records import complete_child_run
+from harness.studies.spec.components import check_user_components
 from harness.studies.spec.grid import Trial, expand_grid
-from harness.studies.spec.study_spec import StudySpec, load_spec, read_spec_text
+from harness.studies.spec.study_spec import StudySpec, load_spec, read_spec_text, spec_folder
 from harness.studies.storage import (
     STUDY_FILE,
     check_storage,
@@ -262,12 +265,13 @@ def resolve_study(
 ) -> StudyPlan:
     """Resolve and validate: parse and check the spec, expand the grid, resolve the
     tracking URI, the storage path and the Ray address (flag > spec > environment > default)."""
-    spec_text = None
+    spec_text, component_dir = None, None
     if not isinstance(spec, StudySpec):
         spec_text = read_spec_text(spec) if Path(spec).is_file() else None
+        component_dir = spec_folder(spec)
         spec = load_spec(spec)
     spec_text = spec_text or spec.canonical_yaml()
-    trials = expand_grid(spec)
+    trials = expand_grid(spec, component_dir=component_dir)
     return StudyPlan(
         spec=spec,
         spec_text=spec_text,
@@ -275,6 +279,7 @@ def resolve_study(
         tracking_uri=resolve_tracking_uri(tracking_uri or spec.tracking.uri),
         storage=resolve_storage(storage_path, spec),
         address=resolve_address(address),
+        component_dir=component_dir,
     )
 
 
@@ -364,7 +369,12 @@ def start_parent_run(
         spec_text=plan.spec_text,
         spec_sha256=plan.spec.sha256(),
         params=parent_params(plan.spec, plan.trials),
-        tags={"harness.git_commit": git_commit, "harness.study_dir": layout.study_dir, "ray": ray_conn.description},
+        tags={
+            "harness.git_commit": git_commit,
+            "harness.study_dir": layout.study_dir,
+            "ray": ray_conn.description,
+            **({"harness.component_dir": plan.component_dir} if _names_user_components(plan) else {}),
+        },
         previous_run_id=(previous[1].get("parent_run_id") if previous else None),
         datasets=plan.spec.datasets,
         data_dir=plan.spec.train_overrides().get("data_dir"),
@@ -594,6 +604,7 @@ def run_study(
 
     plan = resolve_study(spec, tracking_uri=tracking_uri, storage_path=storage_path, address=address)
     spec = plan.spec
+    check_user_components(spec, plan.component_dir, say)  # imported, constructed, causal: or nothing starts
     if dry_run:
         say(dry_run_text(spec, plan.trials, storage=plan.storage, tracking_uri=plan.tracking_uri, address=plan.address))
         return StudyOutcome(study=spec.name, status="dry_run", trials=len(plan.trials), tracking_uri=plan.tracking_uri)
@@ -654,6 +665,10 @@ def run_study(
         ui_url=ui_url,
         wall_time_s=wall,
     )
+
+
+def _names_user_components(plan: StudyPlan) -> bool:
+    return plan.component_dir is not None and any(t.config.component_dir for t in plan.trials)
 
 
 def _fresh_run_name(storage: str, name: str) -> str:

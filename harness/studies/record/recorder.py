@@ -58,6 +58,7 @@ from harness.mlflow_client import (
     is_server_uri,
     redact_uri,
     resolve_tracking_uri,
+    run_page_link,
 )
 from harness.studies.tune.progress import trial_error_summary
 from harness.studies.tune.results_table import results_table
@@ -522,7 +523,7 @@ def run_ui_url(tracking_uri: str, experiment_id: str, run_id: str, *, host: str 
         base = parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[-1], query="", fragment="").geturl()
     else:
         base = f"http://{host}:{port}"
-    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}?workflowType=machine_learning"
+    return f"{base.rstrip('/')}/{run_page_link(experiment_id, run_id)}"
 
 
 def default_tracking_uri(flag: str | None, spec_uri: str | None) -> str:
