@@ -52,6 +52,12 @@ def train_command(
     ),
     experiment: str | None = typer.Option(None, "--experiment", help="MLflow experiment name. (default: harness)"),
     accelerator: str | None = typer.Option(None, "--accelerator", help="auto, cpu or gpu. (default: auto)"),
+    precision: str | None = typer.Option(
+        None,
+        "--precision",
+        help="auto, 32-true, bf16-mixed or 16-mixed; bf16-mixed on CPU runs the GPU's training plan "
+        "(fused AdamW, clipping by the module, padded output layer). (default: auto: fp32 on CPU, bf16 on GPU)",
+    ),
     compile_model: bool | None = typer.Option(
         None,
         "--compile/--no-compile",
@@ -90,6 +96,7 @@ def train_command(
         "tracking_uri": tracking_uri,
         "experiment": experiment,
         "accelerator": accelerator,
+        "precision": precision,
         "compile": compile_model,
         "position": position,
         "gate": gate,
@@ -172,6 +179,7 @@ def _print_summary(result: Any) -> None:
         ("throughput", f"{_fmt(result.tokens_per_s, ',.0f')} tokens/s"),
         ("parameters", f"{result.num_parameters:,}"),
         ("wall time", f"{result.wall_time_s:.1f} s"),
+        ("device plan", result.device_plan or "-"),
         ("compile", result.compile_reason or "-"),
         ("checkpoint", result.checkpoint_path or "-"),
     ]
