@@ -1,0 +1,99 @@
+"""A compile per run that stays compiled: ten variants and two shapes in one process (as a
+reused Ray worker runs one trial after another), each one static graph, none falling back to
+eager.
+
+The backend: :class:`GraphRecorder` runs each captured FX graph as it is, generating no code.
+That is the cheapest way through ``torch.compile`` and proves the point, because what failed
+is Dynamo's, not Inductor's: Dynamo keeps at most ``recompile_limit`` (8) compiled versions of
+a code object (the model's ``forward``, shared by every model) and runs it eager beyond them,
+with a warning; Dynamo makes a graph dynamic when it meets a second shape. Both happen before
+any backend sees a graph, so a backend that records the graphs it is given, and counts the
+calls of what it returns, sees exactly what Inductor would: a fallback shows as a graph never
+given (and a call that never reaches it), a graph break as two graphs, a dynamic shape as a
+symbolic size among the inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from harness.models import build_model
+from harness.training.compile import CompiledForward, begin_compiled_run
+
+#: Ten variants across the families: positions (sinusoidal, learned, RoPE, ALiBi, MOPE, relative
+#: MOPE with its chunked lag fold), gates (EGA, phase, the pairwise ega-qnorm), lagged scoring.
+TEN_VARIANTS = (
+    "baseline",
+    "learned-pe",
+    "rope",
+    "alibi",
+    "ega",
+    "ega-mope",
+    "mope-rel",
+    "ega-mope-rel",
+    "ega-qnorm",
+    "ega-mope-lagged",
+)
+#: Two shapes (batch, context), as two studies' trials would have.
+SHAPES = ((3, 80), (2, 48))
+TINY = {"n_layer": 1, "n_head": 2, "d_model": 32}
+
+
+class GraphRecorder:
+    """A ``torch.compile`` backend: records each graph and the shapes it was traced with, and
+    runs it as it is, counting the calls (module docstring)."""
+
+    def __init__(self) -> None:
+        self.graphs: list[list[Any]] = []  # per graph: its example inputs' shapes (or SymInts)
+        self.calls = 0
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        self.graphs.append([tuple(t.shape) if isinstance(t, torch.Tensor) else t for t in example_inputs])
+
+        def run(*args: Any) -> Any:
+            self.calls += 1
+            return gm.forward(*args)
+
+        return run
+
+    @property
+    def static(self) -> bool:
+        """No symbolic size among the inputs of any graph."""
+        sizes = [d for graph in self.graphs for item in graph for d in (item if isinstance(item, tuple) else (item,))]
+        return all(isinstance(d, int) for d in sizes)
+
+
+def _two_steps(variant: str, batch: int, T: int, *, reset: bool) -> GraphRecorder:
+    """A run's compiled training forward: two steps (forward and backward) of a new model."""
+    if reset:
+        begin_compiled_run(threads=1)
+    torch.manual_seed(0)
+    model = build_model(variant, size="nano", vocab_size=23, block_size=T, dropout=0.1, **TINY).train()
+    recorder = GraphRecorder()
+    forward = CompiledForward(model, backend=recorder)
+    for step in range(2):
+        x = torch.randint(23, (batch, T), generator=torch.Generator().manual_seed(step))
+        forward(x).square().mean().backward()
+    return recorder
+
+
+def test_ten_variants_and_two_shapes_in_one_process_stay_compiled() -> None:
+    for batch, T in SHAPES:
+        for variant in TEN_VARIANTS:
+            recorder = _two_steps(variant, batch, T, reset=True)
+            where = f"{variant} at batch {batch}, T = {T}"
+            assert len(recorder.graphs) == 1, f"{where}: {len(recorder.graphs)} graphs (a graph break or a fallback)"
+            assert recorder.calls == 2, f"{where}: the compiled graph ran {recorder.calls} of 2 steps"
+            assert recorder.static, f"{where}: dynamic shapes {recorder.graphs}"
+
+
+def test_without_the_reset_the_ninth_model_runs_eager() -> None:
+    """The failure the reset prevents, seen by the same recorder: a ninth model compiled in one
+    process without :func:`begin_compiled_run` gets no graph, and its steps run eager."""
+    begin_compiled_run(threads=1)
+    recorders = [_two_steps("baseline", 2, 16, reset=False) for _ in range(9)]
+    assert all(len(r.graphs) == 1 and r.calls == 2 for r in recorders[:8])
+    assert recorders[8].graphs == [] and recorders[8].calls == 0
+    assert _two_steps("baseline", 2, 16, reset=True).calls == 2  # and the reset cures it
