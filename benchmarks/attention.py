@@ -4,7 +4,7 @@
     python benchmarks/attention.py -T 256,1024 --repeats 1 --no-train-step   # quick look
 
 Prints a table and writes ``benchmarks/results/attention.json``. See
-:mod:`harness.models.benchmark` for what is measured.
+:mod:`harness.bench.attention` for what is measured.
 """
 
 from __future__ import annotations

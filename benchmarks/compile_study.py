@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from harness.studies.bench import run_study_cli
+from harness.bench.study_overhead import run_study_cli
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"

@@ -228,9 +228,9 @@ def train_speed(settings: Settings, phase: Phase) -> None:
 
 def compiled_graphs(settings: Settings, phase: Phase) -> None:
     """Graph breaks and recompiles of the compiled training step, per variant
-    (:func:`harness.training.compile_bench.check_graph`: a training step, an eager
+    (:func:`harness.bench.compile_cost.check_graph`: a training step, an eager
     evaluation, more training steps); the documented breaks are counted apart."""
-    from harness.training.compile_bench import check_graph
+    from harness.bench.compile_cost import check_graph
     from harness.training.config import TrainConfig
 
     for variant in settings.graph_variants:
@@ -263,7 +263,7 @@ def compiled_graphs(settings: Settings, phase: Phase) -> None:
 def _attention_layer(gated: bool, settings: Settings) -> tuple[Any, Any]:
     """The plain (``baseline``) or gated (``ega``) attention layer of ``harness bench attention``,
     seed 0, on the device, with its position component (none)."""
-    from harness.models.benchmark import build_attention
+    from harness.bench.attention import build_attention
 
     d, H = settings.attention_heads * settings.attention_head_dim, settings.attention_heads
     torch.manual_seed(0)
@@ -369,7 +369,7 @@ def _run_study(settings: Settings, trials: int, workdir: Path) -> dict[str, Any]
     """``harness run`` of the study in a subprocess; its results table and wall time."""
     import polars as pl
 
-    from harness.studies.bench import run_study_cli
+    from harness.bench.study_overhead import run_study_cli
 
     spec_path = workdir / f"study-{trials}.yaml"
     spec_path.write_text(yaml.safe_dump(_study_spec(settings, trials)))
@@ -415,7 +415,7 @@ PHASES: tuple[tuple[str, Callable[[Settings, Phase], None]], ...] = (
 
 
 def _environment(settings: Settings) -> dict[str, Any]:
-    from harness.models.benchmark import machine_info
+    from harness.bench.attention import machine_info
 
     gpu = {"gpu": torch.cuda.get_device_name(), "cuda": torch.version.cuda} if settings.device == "cuda" else {}
     return machine_info() | gpu
@@ -448,7 +448,7 @@ def print_report(phases: list[Phase], total_s: float, settings: Settings) -> Non
 
 def run_check(settings: Settings, output: Path) -> bool:
     """Every phase (a failing one does not stop the others), the table, the JSON; True when all passed."""
-    from harness.models.benchmark import write_json
+    from harness.bench.attention import write_json
 
     started = time.perf_counter()
     if settings.device == "cuda":

@@ -23,7 +23,7 @@ from pathlib import Path
 import polars as pl
 
 from harness.analysis.contrasts import main_effect
-from harness.models.benchmark import machine_info, write_json
+from harness.bench.attention import machine_info, write_json
 from harness.training import TrainConfig, train
 
 RESULTS = Path(__file__).resolve().parent / "results" / "leak.json"

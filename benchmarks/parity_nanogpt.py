@@ -320,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reuse", action="store_true", help="take finished runs from the .jsonl instead of rerunning")
     parser.add_argument("--output", type=Path, default=RESULTS / "parity_nanogpt.json")
     args = parser.parse_args(argv)
-    from harness.models.benchmark import write_json
+    from harness.bench.attention import write_json
 
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     unknown = [a for a in arms if a not in ARMS]

@@ -1,5 +1,5 @@
 """Overhead of `harness run` (Ray Tune + MLflow + report) against a plain loop of the same
-trainings; see harness/studies/bench.py. Same as `harness bench study`.
+trainings; see harness/bench/study_overhead.py. Same as `harness bench study`.
 
     python benchmarks/study_overhead.py [--trials 8] [--steps 60]
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.studies.bench import main
+from harness.bench.study_overhead import main
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

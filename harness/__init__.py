@@ -9,7 +9,8 @@ imports no heavy library. The parts live in sub-packages found by folder name:
 - :mod:`harness.analysis`  results tables, contrasts with confidence intervals, tau analysis
 - :mod:`harness.report`    the document model, its renderers and the study report
 - :mod:`harness.scorecard` the papers' claims as data and the scorecard
-- :mod:`harness.studies`   study specs, grid expansion, the Ray Tune runner, MLflow logging
+- :mod:`harness.studies`   study specs, the run on Ray Tune, the MLflow record, clusters
+- :mod:`harness.bench`     benchmarks and the fault campaign (``harness bench``, ``benchmarks/``)
 
 Layers, low to high. A module imports from its own layer or from a lower one, never from a
 higher one (not even inside a function or under ``TYPE_CHECKING``); packages that share a
@@ -24,7 +25,8 @@ tests/test_layers.py reads this list and checks all three.
 5. ``harness.report``
 6. ``harness.scorecard``
 7. ``harness.studies``
-8. the command line: every module named ``cli`` (``harness.cli``, ``harness.<area>.cli``), which
+8. ``harness.bench``
+9. the command line: every module named ``cli`` (``harness.cli``, ``harness.<area>.cli``), which
    may import anything
 """
 

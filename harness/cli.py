@@ -1,7 +1,8 @@
 """The ``harness`` command.
 
 Each area registers its own commands from ``harness/<area>/cli.py`` (a ``register``
-function), so this file only assembles them and maps bad input to exit code 2:
+function; the benchmarks from ``harness/bench/cli.py``), so this file only assembles them
+and maps bad input to exit code 2:
 
     harness zoo | data ... | train | run | submit | report | scorecard | ui | bench ...
 """
@@ -25,7 +26,8 @@ app = typer.Typer(
 bench_app = typer.Typer(help="Speed and memory benchmarks (print a table, write JSON).", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 
-# Areas that contribute commands; each module defines ``register(app, bench_app)``.
+# Areas that contribute commands; each module defines ``register(app)``; ``harness bench ...``
+# comes from the benchmark package alone (``register(bench_app)``).
 _COMMAND_MODULES = (
     "harness.models.cli",
     "harness.datasets.cli",
@@ -35,7 +37,8 @@ _COMMAND_MODULES = (
 )
 
 for _module_name in _COMMAND_MODULES:
-    importlib.import_module(_module_name).register(app, bench_app)
+    importlib.import_module(_module_name).register(app)
+importlib.import_module("harness.bench.cli").register(bench_app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,15 +1,17 @@
 """The results table: one row per trial, the one definition of its columns and their types.
 
-The study runner writes it (``results.parquet``, :func:`harness.studies.results_table.results_table`),
+The study runner writes it (``results.parquet``, :func:`harness.studies.tune.results_table.results_table`),
 ``harness train`` renders its run as a row of it (:func:`harness.training.run.result_row`), the
 analysis reads it (:mod:`harness.analysis.results`) and the tests check against it; all of them
 import :data:`RESULT_SCHEMA` from here.
 
 Columns (docs/contracts.md), in order: ``study, trial_id, dataset, size, params, context_length,
 variant, position, gate, scoring, seed, tau_init, val_loss, test_loss, train_loss,
-best_val_loss, gen_gap, tau_mean, tau_heads, open_fraction, tokens_per_s, steps, status``.
+best_val_loss, gen_gap, tau_mean, tau_heads, open_fraction, pc1_cosine, tokens_per_s, steps, status``.
 ``tau_heads`` is a list column: the run's learned tau of every head, layer by layer
-(``gate/tau/l0h0, l0h1, ...``; null for variants without a gate). ``status`` is a
+(``gate/tau/l0h0, l0h1, ...``; null for variants without a gate). ``pc1_cosine`` is the final
+|cos| between the gate's energy projection and the first principal component of its input
+(``final/pc1_cosine``; null for gates the probe does not read). ``status`` is a
 :data:`TrialStatus`.
 """
 
@@ -26,6 +28,10 @@ import polars as pl
 #: (``incomplete``: ``--resume`` continues it).
 TrialStatus = Literal["finished", "diverged", "failed", "incomplete"]
 TRIAL_STATUSES: tuple[str, ...] = get_args(TrialStatus)
+#: The ``status`` tag of a trial's MLflow child run for each :data:`TrialStatus`: the same
+#: word, but for a trial the study stopped before it ended, whose run is ``interrupted``
+#: (:data:`harness.mlflow_client.RunStatus`). A table rebuilt from MLflow reads it back.
+RUN_TAG_OF_TRIAL_STATUS: dict[str, str] = {s: "interrupted" if s == "incomplete" else s for s in TRIAL_STATUSES}
 
 #: The columns of the results table and their polars types, in order.
 RESULT_SCHEMA: dict[str, pl.DataType] = {
@@ -49,10 +55,12 @@ RESULT_SCHEMA: dict[str, pl.DataType] = {
     "tau_mean": pl.Float64(),
     "tau_heads": pl.List(pl.Float64()),
     "open_fraction": pl.Float64(),
+    "pc1_cosine": pl.Float64(),
     "tokens_per_s": pl.Float64(),
     "steps": pl.Int64(),
     "status": pl.String(),
 }
+#: The results table's columns, in order (the keys of :data:`RESULT_SCHEMA`).
 RESULT_COLUMNS: tuple[str, ...] = tuple(RESULT_SCHEMA)
 
 #: The curves table (``curves.parquet`` beside ``results.parquet``): one row per trial and
@@ -74,6 +82,8 @@ CURVE_SCHEMA: dict[str, pl.DataType] = {
     "status": pl.String(),
 }
 CURVE_COLUMNS: tuple[str, ...] = tuple(CURVE_SCHEMA)
+#: The curves table's file in a study's folder (and in a report's).
+CURVES_FILE = "curves.parquet"
 #: Curve column -> the evaluation metric it is read from (MLflow, Tune reports).
 CURVE_METRICS: dict[str, str] = {
     "val_loss": "val/loss",

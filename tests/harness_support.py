@@ -1,6 +1,6 @@
 """Helpers shared by the tests (importable as ``harness_support``: pytest puts ``tests/`` on
 the path for its conftest): the tiny study, Tune's record of trial states, MLflow runs, a
-flaky tracking server; and, from :mod:`harness.studies.local_services` (shared with the
+flaky tracking server; and, from :mod:`harness.bench.local_services` (shared with the
 fault benchmark), the harness CLI in a subprocess, a real MLflow server and Ray cluster on
 127.0.0.1, and exact process clean-up."""
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from harness.studies.local_services import (  # noqa: F401 - re-exported for the tests
+from harness.bench.local_services import (  # noqa: F401 - re-exported for the tests
     REPO,
     TINY,
     LocalCluster,

@@ -180,8 +180,10 @@ def test_the_layer_list_is_read_from_the_package_docstring() -> None:
     assert layers[0][:2] == ["harness.errors", "harness.lazy_exports"]
     assert ["harness.models", "harness.datasets"] in layers
     assert layers[-1] == ["harness.cli"]
-    order = [layers.index([name]) for name in ("harness.training", "harness.analysis", "harness.studies")]
-    assert order == [2, 3, len(layers) - 2]
+    order = [
+        layers.index([name]) for name in ("harness.training", "harness.analysis", "harness.studies", "harness.bench")
+    ]
+    assert order == [2, 3, len(layers) - 3, len(layers) - 2]
 
 
 def test_every_module_has_a_layer() -> None:
@@ -193,6 +195,34 @@ def test_every_module_has_a_layer() -> None:
 def test_no_import_runs_up_a_layer() -> None:
     found = upward_imports(import_graph(), layer_list())
     assert not found, "imports that run up a layer (move the code down, or the caller up):\n" + "\n".join(found)
+
+
+#: The phases of a study (harness/studies/__init__.py), low to high: what to run, where it runs,
+#: where it is kept, the run on Tune, its record in MLflow, then the modules that put them together.
+STUDY_PHASES = [
+    ["harness.studies.spec", "harness.studies.signals"],
+    ["harness.studies.cluster"],
+    ["harness.studies.storage", "harness.studies.plan"],
+    ["harness.studies.tune"],
+    ["harness.studies.record"],
+    ["harness.studies.launch", "harness.studies.dry_run"],
+    ["harness.studies.runner", "harness.studies.submit"],
+    ["harness.studies.replay"],
+    ["harness.studies.cli"],
+]
+
+
+def test_the_phases_of_a_study_import_one_way() -> None:
+    """Inside ``harness.studies`` the phase folders import down their list, never up or across."""
+    graph = {
+        module: {t: line for t, line in edges.items() if t.startswith("harness.studies.")}
+        for module, edges in import_graph().items()
+        if module.startswith("harness.studies.")
+    }
+    for module in graph:
+        layer_of(module, STUDY_PHASES)  # every module of the package is in a phase
+    found = upward_imports(graph, STUDY_PHASES) + cross_imports(graph, [[], *STUDY_PHASES, []])
+    assert not found, "imports against the phases of a study:\n" + "\n".join(found)
 
 
 def test_packages_of_one_layer_do_not_import_each_other() -> None:

@@ -1,4 +1,4 @@
-"""``harness data list | fetch NAME | verify [NAME] | stats NAME`` and ``harness bench data-load``.
+"""``harness data list | fetch NAME | verify [NAME] | stats NAME``.
 
 Imports stay light (typer only); numpy and the datasets modules load inside the commands.
 Bad input (unknown name, missing files offline, a checksum mismatch) raises
@@ -8,8 +8,6 @@ Bad input (unknown name, missing files offline, a checksum mismatch) raises
 from __future__ import annotations
 
 import json
-import time
-from pathlib import Path
 
 import typer
 
@@ -61,7 +59,8 @@ def _row(card, data_dir: str | None) -> tuple[str, str, str, str]:
     return card.name, _human(found.size), where, found.status
 
 
-def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
+def text_table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
+    """Rows under a header, columns padded to their widest cell, a dashed rule between."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths, strict=False)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
@@ -77,7 +76,7 @@ def list_command(
     from harness.datasets.cards import REGISTRY
 
     rows = [_row(card, data_dir) for card in REGISTRY.values()]
-    typer.echo(_table(rows, ("name", "size", "where found", "verified")))
+    typer.echo(text_table(rows, ("name", "size", "where found", "verified")))
 
 
 @data_app.command("info")
@@ -153,7 +152,7 @@ def verify_command(
 
     cards = [get_card(name)] if name else list(REGISTRY.values())
     rows = [_row(card, data_dir) for card in cards]
-    typer.echo(_table(rows, ("name", "size", "where found", "verified")))
+    typer.echo(text_table(rows, ("name", "size", "where found", "verified")))
     bad = [r[0] for r in rows if r[3] == "MISMATCH" or r[3].startswith("error")]
     if bad:
         raise InputError(
@@ -186,57 +185,6 @@ def stats_command(
     typer.echo(stats.format())
 
 
-def bench_data_load(
-    names: str = typer.Option("tinyshakespeare,ptb-char", "--names", help="Comma-separated corpus names."),
-    repeats: int = typer.Option(5, "--repeats", min=1, help="Warm loads to time (best and mean reported)."),
-    out: Path = typer.Option(Path("benchmarks/results/data_load.json"), "--out", help="JSON results file."),
-) -> None:
-    """Time a cold load (encode + write the token cache, in a fresh temporary cache) and
-    warm loads (hash sources + memory-map the cache) of each corpus."""
-    import tempfile
-
-    from harness.datasets.corpus import load
-
-    results = []
-    with tempfile.TemporaryDirectory(prefix="harness-bench-cache-") as cache:
-        for name in [n.strip() for n in names.split(",") if n.strip()]:
-            t0 = time.perf_counter()
-            corpus = load(name, cache_dir=cache, progress=False)
-            cold = time.perf_counter() - t0
-            warm = []
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                load(name, cache_dir=cache, progress=False)
-                warm.append(time.perf_counter() - t0)
-            results.append(
-                {
-                    "dataset": name,
-                    "tokens": int(sum(len(v) for v in corpus.splits.values())),
-                    "first_load_s": cold,
-                    "second_load_s": warm[0],
-                    "warm_best_s": min(warm),
-                    "warm_mean_s": sum(warm) / len(warm),
-                    "memory_mapped": bool(all(hasattr(v, "filename") for v in corpus.splits.values())),
-                }
-            )
-    rows = [
-        (
-            r["dataset"],
-            f"{r['tokens']:,}",
-            f"{r['first_load_s'] * 1e3:.1f}",
-            f"{r['second_load_s'] * 1e3:.1f}",
-            f"{r['warm_best_s'] * 1e3:.1f}",
-            str(r["memory_mapped"]),
-        )
-        for r in results
-    ]
-    typer.echo(_table(rows, ("dataset", "tokens", "first load ms", "second load ms", "warm best ms", "memmap")))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"benchmark": "data_load", "results": results}, indent=2) + "\n")
-    typer.echo(f"wrote {out}")
-
-
-def register(app: typer.Typer, bench_app: typer.Typer) -> None:
-    """Add ``harness data ...`` and ``harness bench data-load``."""
+def register(app: typer.Typer) -> None:
+    """Add ``harness data ...``."""
     app.add_typer(data_app, name="data")
-    bench_app.command("data-load")(bench_data_load)

@@ -1,4 +1,5 @@
-"""Commands of the model zoo: ``harness zoo`` and ``harness bench attention``.
+"""Commands of the model zoo: ``harness zoo`` (the zoo's table) and ``harness zoo check``
+(one component or variant through the checks every study runs before it trains).
 
 Imports stay light at module level (typer only); torch is imported inside the commands.
 """
@@ -6,25 +7,34 @@ Imports stay light at module level (typer only); torch is imported inside the co
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
-
-from harness.errors import InputError
 
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from harness.models.checks import VariantCheck
     from harness.models.zoo import ReadingRow, ZooRow
 
+zoo_app = typer.Typer(
+    help="The model zoo: every variant with its parameter count (harness zoo), or one component checked "
+    "(harness zoo check package.module:Class).",
+    invoke_without_command=True,
+)
 
+
+@zoo_app.callback()
 def zoo(
+    ctx: typer.Context,
     size: str = typer.Option("paper", "--size", "-s", help="Size preset: nano, paper, small, medium, large."),
     vocab_size: int = typer.Option(65, help="Vocabulary size used for the parameter counts (TinyShakespeare: 65)."),
     block_size: int = typer.Option(256, help="Context length (matters for learned-pe only)."),
 ) -> None:
     """Print every variant with its slots, parameter count and overhead against baseline;
     the diagnostics (not models) apart; and each reading of the papers' vague points."""
+    if ctx.invoked_subcommand is not None:
+        return
     from rich.console import Console
 
     from harness.models.sizes import get_size
@@ -97,165 +107,73 @@ def _readings_table(rows: list[ReadingRow]) -> Table:
     return table
 
 
-def _parse_ints(text: str, what: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise InputError(f"{what} must be comma-separated integers, got {text!r}") from None
-    if not values:
-        raise InputError(f"{what} is empty")
-    return values
-
-
-def _mib(value: float | None) -> str:
-    return f"{value:.1f}" if value is not None else "-"
-
-
-def _benchmark_progress(console: Any) -> Any:
-    """A progress callback printing one line per measured case."""
-    from harness.models import benchmark as bm
-
-    def show(result: Any) -> None:
-        if isinstance(result, bm.CaseResult):
-            detail = (
-                f"{result.time_ms:9.1f} ms   tensors {_mib(result.peak_tensor_mb):>7} MiB   rss "
-                f"{_mib(result.peak_rss_mb):>7} MiB"
-                if result.status == "ok"
-                else result.status
-            )
-            console.print(f"  T={result.seq_len:<5} {result.family:<13} {detail}")
-        else:
-            console.print(
-                f"  train step {result.variant:<20} dropout={result.dropout:g} {result.time_ms:8.1f} ms  "
-                f"x{result.ratio:.2f}"
-            )
-
-    return show
-
-
-def _attention_table(results: Any, lens: Any) -> Any:
-    """Families x T: time ratio / peak tensor memory ratio against baseline (baseline: ms / MiB)."""
-    from rich.table import Table
-
-    table = Table(
-        title="attention forward+backward against baseline: time ratio / peak tensor memory ratio "
-        "(baseline row: ms / MiB)"
-    )
-    table.add_column("family")
-    for t in lens:
-        table.add_column(f"T={t}", justify="right")
-    by_case = {(r.family, r.seq_len): r for r in results}
-    for family in dict.fromkeys(r.family for r in results):
-        cells = []
-        for t in lens:
-            r = by_case[(family, t)]
-            if r.status != "ok":
-                cells.append(r.status.split(":")[0])
-            elif family == "baseline":
-                cells.append(f"{r.time_ms:.1f} ms / {_mib(r.peak_tensor_mb)} MiB")
-            else:
-                mem = f"x{r.tensor_ratio:.2f}" if r.tensor_ratio is not None else "-"
-                cells.append(f"x{r.time_ratio:.2f} / {mem}")
-        table.add_row(family, *cells)
-    return table
-
-
-def _train_step_table(train_results: Any) -> Any:
-    """One row per variant and dropout: ms per training step and the ratio to baseline."""
-    from rich.table import Table
-
-    step_table = Table(title="full training step (paper size, T=256) against baseline")
-    for column in ("variant", "dropout", "ms / step", "ratio"):
-        step_table.add_column(column, justify="left" if column == "variant" else "right")
-    for r in train_results:
-        step_table.add_row(r.variant, f"{r.dropout:g}", f"{r.time_ms:.1f}", f"x{r.ratio:.2f}")
-    return step_table
-
-
-def bench_attention(
-    seq_lens: str = typer.Option("256,1024,4096,8192", "--seq-lens", "-T", help="Comma-separated sequence lengths."),
-    families: str = typer.Option(
-        "all", help="Comma-separated attention families (baseline is always included), or 'all'."
+@zoo_app.command("check")
+def check(
+    name: str = typer.Argument(
+        ...,
+        help="A user component (package.module:Class, or a name registered in the entry-point group "
+        "harness.components), or a variant of the zoo (e.g. ega-leaky).",
     ),
-    repeats: int = typer.Option(3, help="Timed forward+backward passes per case (after one warm-up)."),
-    batch: int = typer.Option(4, help="Batch size B."),
-    heads: int = typer.Option(8, help="Heads H."),
-    head_dim: int = typer.Option(32, help="Head dimension."),
-    threads: int = typer.Option(0, help="torch threads (0: torch's default)."),
-    memory: bool = typer.Option(True, help="Measure peak memory (one subprocess per case)."),
-    train_step: bool = typer.Option(True, help="Also time a full training step of every variant (paper size, T=256)."),
-    train_batch: int = typer.Option(16, help="Batch size of the training-step benchmark."),
-    output: Path = typer.Option(Path("benchmarks/results/attention.json"), help="JSON output path."),
+    position: str | None = typer.Option(None, "--position", help="Position to combine it with (default sinusoidal)."),
+    gate: str | None = typer.Option(None, "--gate", help="Gate to combine it with (default none)."),
+    scoring: str | None = typer.Option(None, "--scoring", help="Scoring to combine it with (default dot)."),
+    size: str = typer.Option("nano", "--size", "-s", help="Size preset the checks build."),
+    length: int = typer.Option(64, "--length", help="Tokens of the probe's sequence (every position is changed)."),
+    directory: Path = typer.Option(
+        Path("."), "--dir", help="Folder searched for the component's module after the Python path."
+    ),
+    graphs: bool = typer.Option(True, "--graphs/--no-graphs", help="Trace the model with torch.compile (seconds)."),
 ) -> None:
-    """Forward+backward time and peak memory of each attention family against baseline."""
-    from dataclasses import asdict
+    """Check one component (in the baseline's other slots, or those given) or one variant: the
+    causality probe (no output before position t moves when the token at t changes), finite
+    outputs and gradients, the parameter count against baseline, and whether torch.compile
+    traces it as one graph. Exit 2 when it reads the future or is not finite, or when it
+    cannot be imported or constructed."""
+    from harness.errors import InputError
+    from harness.models.checks import check_variant
 
-    from rich.console import Console
+    variant = _variant_to_check(name, position=position, gate=gate, scoring=scoring, directory=directory)
+    result = check_variant(variant, size=size, length=length, component_dir=directory, graphs=graphs)
+    typer.echo(_check_report(result))
+    if not result.ok:
+        raise InputError(result.refusal())
 
-    from harness.models import benchmark as bm
 
-    lens = _parse_ints(seq_lens, "--seq-lens")
-    fams = bm.FAMILIES if families.strip() == "all" else tuple(f.strip() for f in families.split(",") if f.strip())
-    for name, value in (
-        ("--repeats", repeats),
-        ("--batch", batch),
-        ("--heads", heads),
-        ("--head-dim", head_dim),
-        ("--train-batch", train_batch),
-    ):
-        if value < 1:
-            raise InputError(f"{name} must be a positive integer, got {value}")
-    console = Console(width=160)
-    show = _benchmark_progress(console)
-    console.print(
-        f"attention forward+backward: B={batch} H={heads} head_dim={head_dim} fp32 CPU, T in {lens}, "
-        f"median of {repeats}"
-    )
-    results = bm.run_attention_benchmark(
-        families=fams,
-        seq_lens=lens,
-        batch=batch,
-        n_head=heads,
-        head_dim=head_dim,
-        repeats=repeats,
-        threads=threads or None,
-        measure_memory=memory,
-        progress=show,
-    )
-    console.print(_attention_table(results, lens))
+def _variant_to_check(name: str, *, position: str | None, gate: str | None, scoring: str | None, directory: Path):
+    """The registry variant ``name``, or the baseline with the component ``name`` in its slot
+    (read from its class) and the slots given."""
+    from harness.errors import InputError
+    from harness.models.component_names import is_user_component
+    from harness.models.components import resolve_component, slot_of
+    from harness.models.variants import VARIANTS, make_variant
 
-    train_results = []
-    if train_step:
-        console.print(f"training step: paper size, T=256, batch {train_batch}, AdamW; dropout 0 and 0.2")
-        train_results = bm.run_train_step_benchmark(
-            batch=train_batch, repeats=max(repeats, 3), threads=threads or None, dropouts=(0.0, 0.2), progress=show
+    if name in VARIANTS and not any((position, gate, scoring)):
+        return VARIANTS[name]
+    if not is_user_component(name):
+        raise InputError(
+            f"{name!r} is neither a variant of the zoo nor a user component; name a class as package.module:Class "
+            "(found on the Python path or in --dir), a name registered in the entry-point group harness.components, "
+            f"or a variant ({', '.join(VARIANTS)})"
         )
-        console.print(_train_step_table(train_results))
-
-    payload = {
-        "settings": {
-            "batch": batch,
-            "heads": heads,
-            "head_dim": head_dim,
-            "dtype": "float32",
-            "device": "cpu",
-            "seq_lens": list(lens),
-            "repeats": repeats,
-            "train_batch": train_batch,
-            "time_ms": "median wall time of forward+backward after one warm-up, in one process",
-            "peak_tensor_mb": "peak live tensor bytes during one forward+backward (torch profiler memory events)",
-            "peak_rss_mb": "peak RSS increase (VmHWM reset, minus VmRSS before) during a forward+backward after one "
-            "warm-up pass, in a fresh process with MALLOC_MMAP_THRESHOLD_=65536",
-        },
-        "machine": bm.machine_info(),
-        "attention": [asdict(r) for r in results],
-        "train_step": [asdict(r) for r in train_results],
-    }
-    bm.write_json(output, payload)
-    console.print(f"wrote {output}")
+    slot = slot_of(resolve_component(name, search_dir=directory))
+    slots = {"position": position or "sinusoidal", "gate": gate or "none", "scoring": scoring or "dot", slot: name}
+    return make_variant(name.rsplit(":", 1)[-1], **slots)
 
 
-def register(app: typer.Typer, bench_app: typer.Typer) -> None:
-    """Add ``harness zoo`` and ``harness bench attention``."""
-    app.command("zoo")(zoo)
-    bench_app.command("attention")(bench_attention)
+def _check_report(result: VariantCheck) -> str:
+    """The checks as lines: the variant, where its components come from, one line per check."""
+    v, s = result.variant, result.size
+    head = [
+        f"Checking {v.describe()} at size {s.name} ({s.n_layer} layers, {s.n_head} heads, width {s.d_model}), "
+        f"{result.causality.length} tokens"
+    ]
+    head += [f"  {slot}: {where}" for slot, where in result.components.items()]
+    marks = {True: "pass", False: "FAIL", None: "note"}
+    body = [f"  {line.check:<17} {marks[line.passed]:<5} {line.detail}" for line in result.lines()]
+    verdict = "passes" if result.ok else "is refused"
+    return "\n".join([*head, *body, f"{v.name} {verdict}: a study runs it only when it passes."])
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``harness zoo`` and ``harness zoo check``."""
+    app.add_typer(zoo_app, name="zoo")

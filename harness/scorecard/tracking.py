@@ -1,8 +1,8 @@
 """The scorecard in MLflow: its own run, and a link to it on each study it read.
 
-The run (experiment ``scorecard`` by default; tag ``harness.role=scorecard``) holds the
-markdown summary as its description (``mlflow.note.content``; claims in bold where they
-replicated at the paper's setting), the files of the output directory as artifacts
+The run (experiment ``scorecard`` by default; tag ``harness.role=scorecard``) holds a short
+markdown summary as its description (``mlflow.note.content``:
+:func:`~harness.scorecard.document.description_document`), the files of the output directory as artifacts
 (``scorecard.html``, ``scorecard.parquet``, ``scorecard.md``) and, as tags, the studies it read
 and their parent run ids (``harness.read.<study>``). Each study's parent run gets the tag
 ``harness.scorecard_run`` and a last line in its description linking to that run (a line
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from harness.mlflow_client import TrackingClient, ensure_experiment, harness_git_commit
+from harness.mlflow_client import TrackingClient, ensure_experiment, harness_git_commit, run_page_link
 
 NOTE_TAG = "mlflow.note.content"
 LINK_PREFIX = "**Scorecard:**"
@@ -23,8 +23,8 @@ DESCRIPTION_MAX_CHARS = 8000
 
 
 def run_link(experiment_id: str, run_id: str) -> str:
-    """The MLflow UI's link to a run, relative to the UI's root."""
-    return f"#/experiments/{experiment_id}/runs/{run_id}"
+    """The MLflow UI's link to a run, relative to the UI's root, in the model-training view."""
+    return run_page_link(experiment_id, run_id)
 
 
 def log_scorecard(

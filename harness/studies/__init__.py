@@ -1,20 +1,23 @@
 """Studies: a YAML spec -> a grid of trials -> Ray Tune -> MLflow -> results and report.
 
-- :mod:`~harness.studies.spec`       ``StudySpec`` (pydantic) and ``load_spec`` (errors name the file and field)
-- :mod:`~harness.studies.spec_parts` the models of the spec's nested blocks and the ``train:`` overrides
-- :mod:`~harness.studies.grid`       ``expand_grid``: one ``Trial`` (a ``TrainConfig``) per combination
-- :mod:`~harness.studies.trainable`  the Ray Tune function trainable around ``harness.training.train``
-- :mod:`~harness.studies.tracking`   the MLflow record, written from the Tune driver only
-- :mod:`~harness.studies.progress`   the live table of trials
-- :mod:`~harness.studies.runner`     ``run_study`` (``harness run``), its phases in order
-- :mod:`~harness.studies.plan`       what the phases hand each other (the plan, the run's layout, the outcomes)
-- :mod:`~harness.studies.cluster`    storage path and Ray address, the Ray session, resources against the cluster
-- :mod:`~harness.studies.dry_run`    the grid, the resources and the cost estimate in words (``--dry-run``)
-- :mod:`~harness.studies.tune_launch` the trainable, the driver's callbacks and Tune's experiment, new or restored
-- :mod:`~harness.studies.results_table` one row per trial, from its final report
-- :mod:`~harness.studies.submit`     ``submit_study`` (``harness submit``: a study as a Ray job)
-- :mod:`~harness.studies.destinations` no study record inside a Ray job's temporary directories
-- :mod:`~harness.studies.cost`       the dry run's cost estimate
+The folders are the phases of a study:
+
+- :mod:`harness.studies.spec`      what to run: ``StudySpec`` and ``load_spec``, the grid, the cost estimate
+- :mod:`harness.studies.tune`      the run on Ray Tune: the trainable, the results table, the live view,
+  sequential seeds, repairs of Tune's snapshot
+- :mod:`harness.studies.record`    the record in MLflow, written from the Tune driver only
+- :mod:`harness.studies.cluster`   where it runs: a local Ray or a cluster, and where its record may go
+
+and the modules beside them put the phases together:
+
+- :mod:`~harness.studies.runner`   ``run_study`` (``harness run``): check -> plan -> launch -> collect -> package
+- :mod:`~harness.studies.plan`     what the phases hand each other (the plan, the run's layout, the outcomes)
+- :mod:`~harness.studies.dry_run`  the grid, the resources and the cost estimate in words (``--dry-run``)
+- :mod:`~harness.studies.launch`   the trainable, the driver's callbacks and Tune's experiment, new or restored
+- :mod:`~harness.studies.submit`   ``submit_study`` (``harness submit``: a study as a Ray job)
+- :mod:`~harness.studies.replay`   a study's MLflow record rebuilt from its storage (``harness report --from``)
+- :mod:`~harness.studies.storage`  where a study lives and what it keeps there
+- :mod:`~harness.studies.signals`  SIGTERM stops a study as Ctrl-C does
 
 Importing this package imports neither Ray, MLflow nor torch; the names below load
 their module on first use (:mod:`harness.lazy_exports`).
@@ -29,13 +32,13 @@ from harness.lazy_exports import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
-        "spec": ["StudySpec", "load_spec", "parse_spec"],
-        "grid": ["Trial", "expand_grid", "trial_id"],
+        "spec.study_spec": ["StudySpec", "load_spec", "parse_spec"],
+        "spec.grid": ["Trial", "expand_grid", "trial_id"],
         "runner": ["run_study", "StudyOutcome"],
     },
 )
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from harness.studies.grid import Trial, expand_grid, trial_id
     from harness.studies.runner import StudyOutcome, run_study
-    from harness.studies.spec import StudySpec, load_spec, parse_spec
+    from harness.studies.spec.grid import Trial, expand_grid, trial_id
+    from harness.studies.spec.study_spec import StudySpec, load_spec, parse_spec

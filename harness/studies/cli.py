@@ -1,6 +1,6 @@
 """``harness run`` (a study on Ray Tune), ``harness submit`` (a study as a Ray job),
 ``harness ui`` (MLflow UI), ``harness report`` (recompute a study's analysis and log a fresh
-report), ``harness bench study``.
+report).
 
 Module import stays light: Ray, MLflow, torch, the statistics and matplotlib load inside
 the commands.
@@ -139,7 +139,7 @@ def ui(
 ) -> None:
     """Start the MLflow UI on the study's tracking store (bound to 127.0.0.1 unless told otherwise)."""
     from harness.errors import InputError
-    from harness.mlflow_client import check_tracking_uri, resolve_tracking_uri, sqlite_path
+    from harness.mlflow_client import check_tracking_uri, resolve_tracking_uri, sqlite_path, ui_link
 
     uri = resolve_tracking_uri(tracking_uri)
     if uri.startswith(("http://", "https://")):
@@ -169,26 +169,54 @@ def ui(
         "1",
     ]
     # The experiments in MLflow 3's "Model training" view (its default view is GenAI's).
-    typer.echo(
-        f"MLflow UI for {uri}: http://{host}:{port}/#/experiments?workflowType=machine_learning  (Ctrl-C stops it)"
-    )
+    typer.echo(f"MLflow UI for {uri}: http://{host}:{port}/{ui_link('experiments')}  (Ctrl-C stops it)")
+    raise typer.Exit(serve_until_stopped(cmd, env=env))
+
+
+#: Seconds the UI's server gets to stop after SIGTERM before its process group is killed.
+UI_STOP_GRACE_S = 10.0
+
+
+def serve_until_stopped(cmd: list[str], *, env: dict[str, str]) -> int:
+    """Run the server ``cmd`` in a process group of its own until it exits, or until this process
+    gets Ctrl-C, SIGTERM or SIGHUP; then stop the whole group (the MLflow server's gunicorn or
+    uvicorn workers with it): SIGTERM, and SIGKILL after :data:`UI_STOP_GRACE_S`. Returns the
+    server's exit code (0 when stopped by a signal)."""
+    import signal
+
+    server = subprocess.Popen(cmd, env=env, start_new_session=True)
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        raise typer.Exit(subprocess.call(cmd, env=env))
+        return server.wait()
     except KeyboardInterrupt:
-        raise typer.Exit(0) from None
+        return 0
+    finally:
+        _stop_group(server, grace_s=UI_STOP_GRACE_S)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
-def bench_study(
-    trials: Annotated[int, typer.Option("--trials", help="Number of short trials.")] = 8,
-    steps: Annotated[int, typer.Option("--steps", help="Training steps per trial.")] = 60,
-    out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path(
-        "benchmarks/results/study_overhead.json"
-    ),
-) -> None:
-    """Overhead of a study: N short trials through `harness run` against the same trainings in a plain loop."""
-    from harness.studies.bench import main
+def _stop_group(process: subprocess.Popen, *, grace_s: float) -> None:
+    """SIGTERM to ``process``'s group, SIGKILL to what is left after ``grace_s`` seconds."""
+    import signal
 
-    main(trials=trials, steps=steps, out=out)
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return  # the group is gone
+        try:
+            process.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            continue
+        try:  # the leader stopped; its workers may linger in the group
+            os.killpg(process.pid, 0)
+        except ProcessLookupError:
+            return
 
 
 # --- harness report ------------------------------------------------------------------
@@ -214,7 +242,7 @@ def _settings_from_spec(text: str, spec: Any):
 def _parsed_spec(text: str | None):
     """``text`` parsed as a study spec; None without a text or for one this version cannot parse."""
     from harness.errors import InputError
-    from harness.studies.spec import parse_spec
+    from harness.studies.spec.study_spec import parse_spec
 
     if text is None:
         return None
@@ -257,9 +285,9 @@ def report(
     ] = True,
 ) -> None:
     """Recompute a study's statistics (from MLflow, or --from a results table), write the
-    report (HTML with embedded plots, PNGs, markdown, parquet tables) and log it to the
-    study's parent run; rewrite each trial run's description from the recomputed table.
-    Prints the verdicts."""
+    report (HTML with embedded plots, PNGs, markdown, parquet tables, the curves table) and
+    log it to the study's parent run; rewrite each trial run's description from the
+    recomputed table. Prints the verdicts."""
     from harness.analysis.corpus import corpus_info_for
     from harness.mlflow_client import resolve_tracking_uri
     from harness.report.study import build_report, log_report
@@ -271,11 +299,13 @@ def report(
     settings = _parent_settings(spec_text, spec)
     sequential = _sequential_summary(uri, parent, from_path, spec)
     window_df, sigma_df = _windows_and_sigmas(study, uri, parent, from_path, windows)
+    curves = _curves(study, uri, parent, from_path)
     datasets = df.get_column("dataset").drop_nulls().unique().to_list() if "dataset" in df.columns else []
+    out_dir = out or Path("reports") / study
     rep = build_report(
         df,
         settings=settings,
-        out_dir=out or Path("reports") / study,
+        out_dir=out_dir,
         window_losses=window_df,
         mope_sigmas=sigma_df,
         corpus_info=corpus_info_for(datasets),
@@ -286,6 +316,13 @@ def report(
     for note in rep.notes:
         typer.echo(f"note: {note}")
     typer.echo(f"Report: {rep.html_path}")
+    if curves is not None:
+        from harness.results_schema import CURVES_FILE
+
+        curves.write_parquet(out_dir / CURVES_FILE)
+        typer.echo(
+            f"Curves: {out_dir / CURVES_FILE} ({curves.height} evaluations of {curves['trial_id'].n_unique()} trials)"
+        )
     if parent is None:
         typer.echo(f"(no MLflow parent run of study {study!r} at {uri}: the report was not logged)")
     elif log:
@@ -393,7 +430,7 @@ def _sequential_summary(uri: str, parent, from_path: Path | None, parent_spec):
     (or without those files)."""
     import tempfile
 
-    from harness.studies.sequential import DECISIONS_FILE, DecisionLog, SequentialDesign, summary_from_log
+    from harness.studies.tune.sequential import DECISIONS_FILE, DecisionLog, SequentialDesign, summary_from_log
 
     folder = None if from_path is None else (from_path if from_path.is_dir() else from_path.parent)
     if folder is not None and (folder / "spec.yaml").is_file():
@@ -419,6 +456,29 @@ def _sequential_summary(uri: str, parent, from_path: Path | None, parent_spec):
     return summary_from_log(design, DecisionLog.parse_decisions(log_text))
 
 
+def _curves(study: str, uri: str, parent, from_path: Path | None):
+    """The curves table (one row per trial and evaluation): from MLflow; rebuilt from a study
+    directory's reports and refreshed there (``curves.parquet``); or the ``curves.parquet``
+    beside a results table given with --from (None without one)."""
+    from harness.results_schema import CURVES_FILE
+
+    if from_path is None:
+        from harness.analysis.results import curves_frame
+
+        return curves_frame(uri, study) if parent is not None else None
+    from harness.studies.replay import find_study_dir, refresh_curves
+
+    study_dir = find_study_dir(from_path)
+    if study_dir is not None:
+        return refresh_curves(study_dir, study=study)
+    beside = (from_path if from_path.is_dir() else from_path.parent) / CURVES_FILE
+    if not beside.is_file():
+        return None
+    import polars as pl
+
+    return pl.read_parquet(beside)
+
+
 def _windows_and_sigmas(study: str, uri: str, parent, from_path: Path | None, windows: bool):
     """Per-window losses (multi-bootstrap) and learned MOPE widths: from MLflow, or the
     window losses a study directory keeps beside its results."""
@@ -440,30 +500,12 @@ def _windows_and_sigmas(study: str, uri: str, parent, from_path: Path | None, wi
     return window_df, sigma_df
 
 
-def bench_chaos(
-    schedules: Annotated[int, typer.Option("--schedules", help="Number of fault schedules.")] = 10,
-    seed: Annotated[int, typer.Option("--seed", help="Seed the schedules are drawn from.")] = 1,
-    replay: Annotated[
-        list[int] | None, typer.Option("--replay", help="Run exactly this schedule seed (repeatable).")
-    ] = None,
-    out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("benchmarks/results/chaos.json"),
-) -> None:
-    """Fault campaign: the study under seeded kills and outages, compared bit for bit with an unfaulted twin."""
-    from harness.studies.chaos import main
-
-    result = main(schedules=schedules, seed=seed, replay=replay, out=out)
-    raise typer.Exit(1 if result["failing_seeds"] else 0)
-
-
-def register(app: typer.Typer, bench_app: typer.Typer) -> None:
-    """Add ``harness run``, ``harness submit``, ``harness ui``, ``harness report``, ``harness bench study``
-    and ``harness bench chaos``."""
+def register(app: typer.Typer) -> None:
+    """Add ``harness run``, ``harness submit``, ``harness ui`` and ``harness report``."""
     app.command("run")(run)
     app.command("submit")(submit)
     app.command("ui")(ui)
     app.command("report")(report)
-    bench_app.command("study")(bench_study)
-    bench_app.command("chaos")(bench_chaos)
 
 
-__all__ = ["register", "run", "submit", "ui", "report", "bench_study", "bench_chaos"]
+__all__ = ["register", "run", "submit", "ui", "report"]

@@ -7,14 +7,14 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from harness.studies.cost import CostEstimate, estimate
-from harness.studies.grid import Trial
-from harness.studies.sequential import (
+from harness.studies.spec.cost import CostEstimate, estimate
+from harness.studies.spec.grid import Trial
+from harness.studies.spec.study_spec import StudySpec
+from harness.studies.tune.sequential import (
     SequentialDesign,
     describe_seeds,
     trial_range,
 )
-from harness.studies.spec import StudySpec
 
 
 def describe_grid(spec: StudySpec, trials: Sequence[Trial]) -> str:

@@ -10,8 +10,8 @@ from typing import Any, Literal
 
 import polars as pl
 
-from harness.studies.grid import Trial
-from harness.studies.spec import StudySpec
+from harness.studies.spec.grid import Trial
+from harness.studies.spec.study_spec import StudySpec
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,9 @@ class StudyPlan:
     tracking_uri: str
     storage: str
     address: str | None  # None: an embedded local Ray
+    # The spec's folder (absolute, resolved on the driver): where a trial looks for a user
+    # component's module after the Python path; None for a spec given as an object.
+    component_dir: str | None = None
 
     @property
     def by_id(self) -> dict[str, Trial]:
@@ -44,10 +47,12 @@ class StudyLayout:
 
 @dataclass(frozen=True)
 class CollectedOutcomes:
-    """What the trials ended with: the results table, counts by status, the study's status."""
+    """What the trials ended with: the results table, counts by status, the study's status,
+    the curves table."""
 
     table: pl.DataFrame  # one row per trial
     counts: dict[str, int]
     status: Literal["finished", "interrupted"]
     windows: Any  # per-window losses of the finished trials (polars) or None
     sigmas: Any  # MOPE scales of the finished trials (polars) or None
+    curves: pl.DataFrame | None = None  # one row per trial and evaluation (CURVE_SCHEMA)

@@ -8,16 +8,19 @@ Order of work, so that bad input starts nothing and leaves nothing behind:
    ``sqlite:///mlflow.db`` in the working directory), storage (``--storage-path``,
    ``storage_path``, ``$HARNESS_STORAGE_PATH``, ``./results``), Ray (``--address``,
    ``$RAY_ADDRESS``, else an embedded local Ray);
-3. ``--dry-run`` stops here: the grid, the resources and a cost estimate;
+3. every variant naming a user's component is imported, constructed and checked (causal,
+   finite: :mod:`harness.studies.spec.components`); ``--dry-run`` stops here: the grid, the
+   resources and a cost estimate;
 4. connect to Ray and check the request against the cluster (GPUs, CPUs per node,
    shared storage on a multi-node cluster) -- on failure Ray is released again;
 5. check the tracking store (an experiment may be created, never a run);
 6. only now: the parent run, the Tune experiment directory, the trials.
 
 A study lives in ``<storage>/<name>/<YYYYmmdd-HHMMSS>/`` (Ray Tune's experiment directory
-plus ``harness_study.json``, ``spec.yaml``, ``results.parquet``, ``window_losses.parquet``
-and ``report/``; a sequential study also its decision log, ``sequential_decisions.jsonl``:
-:mod:`harness.studies.sequential`). ``--resume`` continues the most recent one of that name.
+plus ``harness_study.json``, ``spec.yaml``, ``results.parquet``, ``curves.parquet``,
+``window_losses.parquet`` and ``report/``; a sequential study also its decision log,
+``sequential_decisions.jsonl``: :mod:`harness.studies.tune.sequential`). ``--resume``
+continues the most recent one of that name.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ import pyarrow.fs
 from harness.datasets import load
 from harness.errors import InputError
 from harness.mlflow_client import check_tracking_uri, harness_git_commit, redact_uri, resolve_tracking_uri
-from harness.studies.cluster import (
+from harness.results_schema import CURVES_FILE, RUN_TAG_OF_TRIAL_STATUS
+from harness.studies.cluster.connect import (
     RayConnection,
     check_cluster,
     check_local_gpus,
@@ -48,12 +52,26 @@ from harness.studies.cluster import (
     resolve_address,
     resolve_storage,
 )
-from harness.studies.destinations import RAY_JOB_TAG, is_uri, job_driver, refuse_ephemeral_destinations
+from harness.studies.cluster.destinations import RAY_JOB_TAG, is_uri, job_driver, refuse_ephemeral_destinations
 from harness.studies.dry_run import describe_grid, describe_resources, dry_run_text
-from harness.studies.grid import Trial, expand_grid
+from harness.studies.launch import fit_with_progress, launch_tune, open_recorder
 from harness.studies.plan import CollectedOutcomes, StudyLayout, StudyPlan
-from harness.studies.results_table import results_table, trial_status
-from harness.studies.sequential import (
+from harness.studies.record.trial_records import complete_child_run
+from harness.studies.spec.components import check_user_components
+from harness.studies.spec.grid import Trial, expand_grid
+from harness.studies.spec.study_spec import StudySpec, load_spec, read_spec_text, spec_folder
+from harness.studies.storage import (
+    STUDY_FILE,
+    check_storage,
+    latest_study_dir,
+    parquet_bytes,
+    storage_filesystem,
+    trial_dir,
+    write_bytes,
+)
+from harness.studies.tune.curves_table import study_curves
+from harness.studies.tune.results_table import results_table, trial_status
+from harness.studies.tune.sequential import (
     DECISIONS_FILE,
     DecisionLog,
     SequentialDesign,
@@ -61,20 +79,9 @@ from harness.studies.sequential import (
     summary_from_log,
     trials_scheduled,
 )
-from harness.studies.spec import StudySpec, load_spec, read_spec_text
-from harness.studies.storage import (
-    STUDY_FILE,
-    check_storage,
-    latest_study_dir,
-    parquet_bytes,
-    storage_filesystem,
-    write_bytes,
-)
-from harness.studies.trial_records import complete_child_run
-from harness.studies.tune_launch import fit_with_progress, launch_tune, open_recorder
 
 if TYPE_CHECKING:  # the lazy imports below, for the annotations
-    from harness.studies.tracking import StudyRecorder
+    from harness.studies.record.recorder import StudyRecorder
 
 # Imports that stay inside the phases that use them, for a measured start-up cost: Ray
 # (``ray.tune``: about 3-4 s here), the MLflow recorder and the live progress view (both
@@ -101,6 +108,7 @@ class StudyOutcome:
     parent_run_id: str | None = None
     counts: dict[str, int] | None = None
     results: Any = None  # polars.DataFrame (one row per trial)
+    curves: Any = None  # polars.DataFrame (one row per trial and evaluation)
     report: Any = None  # harness.report.Report, when the analysis ran
     ui_url: str | None = None
     wall_time_s: float = 0.0
@@ -257,12 +265,13 @@ def resolve_study(
 ) -> StudyPlan:
     """Resolve and validate: parse and check the spec, expand the grid, resolve the
     tracking URI, the storage path and the Ray address (flag > spec > environment > default)."""
-    spec_text = None
+    spec_text, component_dir = None, None
     if not isinstance(spec, StudySpec):
         spec_text = read_spec_text(spec) if Path(spec).is_file() else None
+        component_dir = spec_folder(spec)
         spec = load_spec(spec)
     spec_text = spec_text or spec.canonical_yaml()
-    trials = expand_grid(spec)
+    trials = expand_grid(spec, component_dir=component_dir)
     return StudyPlan(
         spec=spec,
         spec_text=spec_text,
@@ -270,6 +279,7 @@ def resolve_study(
         tracking_uri=resolve_tracking_uri(tracking_uri or spec.tracking.uri),
         storage=resolve_storage(storage_path, spec),
         address=resolve_address(address),
+        component_dir=component_dir,
     )
 
 
@@ -359,7 +369,12 @@ def start_parent_run(
         spec_text=plan.spec_text,
         spec_sha256=plan.spec.sha256(),
         params=parent_params(plan.spec, plan.trials),
-        tags={"harness.git_commit": git_commit, "harness.study_dir": layout.study_dir, "ray": ray_conn.description},
+        tags={
+            "harness.git_commit": git_commit,
+            "harness.study_dir": layout.study_dir,
+            "ray": ray_conn.description,
+            **({"harness.component_dir": plan.component_dir} if _names_user_components(plan) else {}),
+        },
         previous_run_id=(previous[1].get("parent_run_id") if previous else None),
         datasets=plan.spec.datasets,
         data_dir=plan.spec.train_overrides().get("data_dir"),
@@ -398,8 +413,10 @@ def write_study_files(
 
 
 def collect_outcomes(plan: StudyPlan, layout: StudyLayout, grid: Any) -> CollectedOutcomes:
-    """Collect the outcomes: Tune's results -> the results table (``results.parquet``) and the per-window
-    losses of the finished trials (``window_losses.parquet``), both in the study's folder."""
+    """Collect the outcomes: Tune's results -> the results table (``results.parquet``), every
+    evaluation of every trial (``curves.parquet``, from each trial's reports on storage:
+    :func:`~harness.studies.tune.curves_table.study_curves`) and the per-window losses of the
+    finished trials (``window_losses.parquet``), all in the study's folder."""
     outcomes: dict[str, tuple[dict[str, Any] | None, Any]] = {}
     checkpoints: dict[str, Any] = {}
     for result in grid:
@@ -414,11 +431,18 @@ def collect_outcomes(plan: StudyPlan, layout: StudyLayout, grid: Any) -> Collect
     status = "interrupted" if counts["incomplete"] else "finished"
 
     write_bytes(layout.fs, f"{layout.study_root}/results.parquet", parquet_bytes(table))
+    curves = study_curves(layout.fs, layout.study_root, table, plan.trials)
+    write_bytes(layout.fs, f"{layout.study_root}/{CURVES_FILE}", parquet_bytes(curves))
     windows = _window_losses(plan.trials, checkpoints)
     if windows is not None:
         write_bytes(layout.fs, f"{layout.study_root}/window_losses.parquet", parquet_bytes(windows))
     return CollectedOutcomes(
-        table=table, counts=counts, status=status, windows=windows, sigmas=_mope_sigmas(plan.trials, outcomes)
+        table=table,
+        counts=counts,
+        status=status,
+        windows=windows,
+        sigmas=_mope_sigmas(plan.trials, outcomes),
+        curves=curves,
     )
 
 
@@ -426,7 +450,7 @@ def complete_child_runs(
     recorder: StudyRecorder, plan: StudyPlan, layout: StudyLayout, collected: CollectedOutcomes
 ) -> None:
     """A resumed study: every child run brought in line with what storage holds
-    (:func:`~harness.studies.trial_records.complete_child_run`) before the record ends.
+    (:func:`~harness.studies.record.trial_records.complete_child_run`) before the record ends.
     Reports made while the tracking store was down under a driver that then died lie below
     the steps this driver logged, and a trial that ended under that driver has no end in
     MLflow; the study's storage has both, so the record is completed here, not left to a
@@ -441,7 +465,7 @@ def complete_child_runs(
             trial=trial,
             row=rows.get(trial.trial_id),
             fs=layout.fs,
-            trial_dir=f"{layout.study_root}/{trial.trial_id}",
+            trial_dir=trial_dir(layout.study_root, trial.trial_id),
         )
 
 
@@ -455,7 +479,7 @@ def record_outcome(
     table, counts = collected.table, collected.counts
     if collected.status == "interrupted":
         for tid in table.filter(table.get_column("status") == "incomplete").get_column("trial_id"):
-            recorder.end_trial(tid, "interrupted")
+            recorder.end_trial(tid, RUN_TAG_OF_TRIAL_STATUS["incomplete"])
     metrics = {
         "trials/finished": counts["finished"],
         "trials/diverged": counts["diverged"],
@@ -580,6 +604,7 @@ def run_study(
 
     plan = resolve_study(spec, tracking_uri=tracking_uri, storage_path=storage_path, address=address)
     spec = plan.spec
+    check_user_components(spec, plan.component_dir, say)  # imported, constructed, causal: or nothing starts
     if dry_run:
         say(dry_run_text(spec, plan.trials, storage=plan.storage, tracking_uri=plan.tracking_uri, address=plan.address))
         return StudyOutcome(study=spec.name, status="dry_run", trials=len(plan.trials), tracking_uri=plan.tracking_uri)
@@ -634,10 +659,15 @@ def run_study(
         parent_run_id=recorder.parent_run_id,
         counts=collected.counts,
         results=collected.table,
+        curves=collected.curves,
         report=rep,
         ui_url=ui_url,
         wall_time_s=wall,
     )
+
+
+def _names_user_components(plan: StudyPlan) -> bool:
+    return plan.component_dir is not None and any(t.config.component_dir for t in plan.trials)
 
 
 def _fresh_run_name(storage: str, name: str) -> str:

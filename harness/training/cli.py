@@ -1,4 +1,4 @@
-"""``harness train`` (one run) and ``harness bench train`` (training-step speed per variant).
+"""``harness train``: one run.
 
 Imports stay light (typer only): torch, Lightning and MLflow load inside the commands.
 """
@@ -68,9 +68,15 @@ def train_command(
         "--resume",
         help="Checkpoint (.ckpt or a run's checkpoint folder) to continue; other options default to its config.",
     ),
-    position: str | None = typer.Option(None, "--position", help="Inline variant: positional encoding."),
-    gate: str | None = typer.Option(None, "--gate", help="Inline variant: key gate ('none' for no gate)."),
-    scoring: str | None = typer.Option(None, "--scoring", help="Inline variant: scoring (dot, lagged)."),
+    position: str | None = typer.Option(
+        None, "--position", help="Inline variant: positional encoding (a zoo name or package.module:Class)."
+    ),
+    gate: str | None = typer.Option(
+        None, "--gate", help="Inline variant: key gate ('none' for no gate; a zoo name or package.module:Class)."
+    ),
+    scoring: str | None = typer.Option(
+        None, "--scoring", help="Inline variant: scoring (dot, lagged, or package.module:Class)."
+    ),
     tau_init: float | None = typer.Option(None, "--tau-init", help="Initial gate threshold tau (gated variants)."),
     checkpoint_dir: Path | None = typer.Option(
         None, "--checkpoint-dir", help="Checkpoint folder. (default: ./checkpoints/<run>)"
@@ -104,6 +110,8 @@ def train_command(
         "tau_init": tau_init,
         "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir else None,
         "num_threads": num_threads,
+        # A user's component (package.module:Class) is found on the Python path, else here.
+        "component_dir": str(Path.cwd()) if _names_user_component(position, gate, scoring) else None,
     }
     from harness.training.run import (
         as_train_config,
@@ -129,6 +137,15 @@ def train_command(
     # the harness (harness.mlflow_client.QUIET_CALLS); the summary below names the run.
     result = train(config, resume_from=resume, progress_bar=True)
     _print_summary(result)
+
+
+def _names_user_component(position: str | None, gate: str | None, scoring: str | None) -> bool:
+    """Whether a slot names a component the zoo does not have (harness.models.components)."""
+    from harness.models.component_names import is_user_component
+    from harness.models.variants import GATES, POSITIONS, SCORINGS
+
+    given = ((position, POSITIONS), (gate, GATES), (scoring, SCORINGS))
+    return any(name is not None and name not in zoo and is_user_component(name) for name, zoo in given)
 
 
 def _shape_fields(base: Any, *, n_layer: int | None, n_head: int | None, d_model: int | None) -> dict[str, Any]:
@@ -195,44 +212,6 @@ def _print_summary(result: Any) -> None:
     Console().print(table)
 
 
-def bench_train_command(
-    size: str = typer.Option("paper", "--size", help="Model size preset."),
-    context_length: int = typer.Option(256, "--context-length", help="Context length T."),
-    batch_size: int = typer.Option(8, "--batch-size", help="Batch size."),
-    steps: int = typer.Option(10, "--steps", help="Timed steps per variant (after warm-up)."),
-    warmup: int = typer.Option(2, "--warmup", help="Untimed warm-up steps."),
-    variants: str | None = typer.Option(None, "--variants", help="Comma-separated variants. (default: all of the zoo)"),
-    overhead: bool = typer.Option(
-        True, "--overhead/--no-overhead", help="Also measure the cost of logging and callbacks."
-    ),
-    overhead_steps: int = typer.Option(
-        12, "--overhead-steps", help="Steps of each train() run in the overhead measurement."
-    ),
-    num_threads: int | None = typer.Option(None, "--num-threads", help="Torch threads. (default: the CPUs given)"),
-    rounds: int = typer.Option(3, "--rounds", help="Interleaved timing rounds (the fastest is reported)."),
-    output: Path | None = typer.Option(
-        None, "--output", help="JSON file. (default: benchmarks/results/train_step.json)"
-    ),
-) -> None:
-    """Tokens/s of a training step (forward, backward, AdamW) per variant against baseline."""
-    from harness.training.bench import main
-
-    main(
-        size=size,
-        context_length=context_length,
-        batch_size=batch_size,
-        steps=steps,
-        warmup=warmup,
-        variants=[v.strip() for v in variants.split(",") if v.strip()] if variants else None,
-        overhead=overhead,
-        overhead_steps=overhead_steps,
-        num_threads=num_threads,
-        rounds=rounds,
-        output=output,
-    )
-
-
-def register(app: typer.Typer, bench_app: typer.Typer) -> None:
-    """Add ``harness train`` and ``harness bench train``."""
+def register(app: typer.Typer) -> None:
+    """Add ``harness train``."""
     app.command("train")(train_command)
-    bench_app.command("train")(bench_train_command)

@@ -107,6 +107,7 @@ def build_char_model(config: TrainConfig, vocab_size: int) -> CharTransformer:
         block_size=config.context_length,
         dropout=config.dropout,
         attention_dropout=config.attention_dropout,
+        component_dir=config.component_dir,
         **overrides,
     )
 
@@ -166,7 +167,9 @@ class CharLMModule(LightningModule):
             bf16 = cuda and torch.cuda.is_bf16_supported()
             device_plan = choose_device_plan(config, cuda_available=cuda, bf16_supported=bf16, cpus=1)
         self.device_plan = device_plan
-        self.has_gate = bool(getattr(model.variant, "has_key_gate", False))
+        # Gate readings (open fraction, content precision, energy direction) exist for sigmoid key
+        # gates only (harness.models.KeyGate); a user's plain per-key bias has none.
+        self.has_gate = bool(model.key_gates()) if hasattr(model, "key_gates") else False
         self.best_val_loss = math.inf
         self.mlflow_run_id: str | None = None
         self.eval_metrics: dict[str, float] = {}

@@ -168,12 +168,12 @@ def test_the_verdict_kind_is_read_off_the_same_anytime_interval_as_its_words() -
 
 
 def test_the_report_summarises_a_sequential_study_without_loading_ray() -> None:
-    """``harness report`` builds the sequential summary from harness.studies.sequential, which
+    """``harness report`` builds the sequential summary from harness.studies.tune.sequential, which
     does not import Ray (the searcher's module does)."""
     code = (
         "import sys\n"
         "import harness.studies.cli\n"
-        "from harness.studies.sequential import Decision, DecisionLog, SequentialDesign, summary_from_log\n"
+        "from harness.studies.tune.sequential import Decision, DecisionLog, SequentialDesign, summary_from_log\n"
         "design = SequentialDesign(3, 20, 2, 'precision', 0.01, None, 0.95)\n"
         "stop = Decision(0, 3, 3, 0.1, 0.09, 0.11, 'stop', 'precision', 'precision reached')\n"
         "text = '{\"design\": {}}\\n' + __import__('json').dumps(__import__('dataclasses').asdict(stop))\n"

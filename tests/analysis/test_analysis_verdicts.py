@@ -186,7 +186,7 @@ def test_a_claim_that_does_not_survive_holm_says_so() -> None:
 
 def test_spec_primary_and_smallest_effect_are_validated_naming_the_field(tmp_path: Path) -> None:
     from harness.cli import main
-    from harness.studies.spec import parse_spec
+    from harness.studies.spec.study_spec import parse_spec
 
     base = {
         "name": "t",

@@ -60,7 +60,7 @@ def test_compiled_graph_phase_on_cpu() -> None:
 
 def test_compiled_graph_phase_fails_on_an_undocumented_break(monkeypatch: pytest.MonkeyPatch) -> None:
     """mope-rel's break, no longer documented, is a failure of the phase."""
-    import harness.training.compile_bench as compile_bench
+    import harness.bench.compile_cost as compile_bench
 
     gpu_check = _load_gpu_check()
     monkeypatch.setattr(compile_bench, "DOCUMENTED_GRAPH_BREAKS", {})

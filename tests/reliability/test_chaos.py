@@ -1,4 +1,4 @@
-"""The fault campaign (harness/studies/chaos.py, benchmarks/chaos.py): its schedules are a
+"""The fault campaign (harness/bench/chaos.py, benchmarks/chaos.py): its schedules are a
 function of their seed alone (a failing one replays exactly), any 8 consecutive schedules
 inject every kind of fault, the comparison with the twin catches each kind of difference it
 is meant to, and (slow) a short campaign of a few faults ends equal to its twin."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.studies.chaos import KINDS, REPORT_PHASE, StudyRecord, compare, draw_schedule, main, schedule_seeds
+from harness.bench.chaos import KINDS, REPORT_PHASE, StudyRecord, compare, draw_schedule, main, schedule_seeds
 
 
 def test_a_schedule_is_a_function_of_its_seed() -> None:

@@ -1,4 +1,4 @@
-"""What the fault campaign (harness/studies/chaos.py) found, replayed deterministically.
+"""What the fault campaign (harness/bench/chaos.py) found, replayed deterministically.
 
 Schedule 144272504 (``python benchmarks/chaos.py --replay 144272504``: a trial's process
 killed, the driver stopped by SIGTERM and resumed, the tracking server stopped during the
@@ -29,7 +29,7 @@ import pytest
 from harness_support import TINY, all_runs, end_session, run_harness, start_driver, wait_until, write_spec
 from mlflow import MlflowClient
 
-from harness.studies.tracking import StudyRecorder
+from harness.studies.record.recorder import StudyRecorder
 
 PARAMS = {"grid_size": 1, "max_steps": 10}
 #: The last evaluation's report (float32-rounded through Lightning) and the trial's final
@@ -110,7 +110,7 @@ def test_a_summary_logged_before_the_driver_died_is_not_logged_again(sqlite_trac
 # SIGKILLed. The resumed driver continued the child run and logged from the trial's
 # checkpoint on (25, 30): steps 15 and 20 were in Tune's result.json only, and nothing asked
 # for `harness report --from`. A resumed study now completes every child run from storage
-# (harness.studies.trial_records.complete_child_run) before it ends its record.
+# (harness.studies.record.trial_records.complete_child_run) before it ends its record.
 
 STEPS = (5, 10, 15, 20, 25, 30)
 
@@ -132,8 +132,8 @@ def stored_trial(tmp_path: Path):
     import pyarrow.fs
     import yaml
 
-    from harness.studies.grid import expand_grid
-    from harness.studies.spec import parse_spec
+    from harness.studies.spec.grid import expand_grid
+    from harness.studies.spec.study_spec import parse_spec
 
     trial = expand_grid(parse_spec(yaml.safe_dump(TINY), source="tiny.yaml"))[0]
     trial_dir = tmp_path / trial.trial_id
@@ -161,7 +161,7 @@ def _steps(uri: str, run_id: str, key: str = "val/loss") -> list[int]:
 def test_a_resumed_study_fills_the_gap_an_outage_left_under_a_killed_driver(
     sqlite_tracking_uri: str, stored_trial
 ) -> None:
-    from harness.studies.trial_records import complete_child_run
+    from harness.studies.record.trial_records import complete_child_run
 
     trial, row, fs, trial_dir = stored_trial
     tid = trial.trial_id
@@ -197,7 +197,7 @@ def test_a_resumed_study_ends_the_run_of_a_trial_that_finished_during_an_outage(
 ) -> None:
     """The trial finished while the server was down; its driver was killed; the resumed
     driver's Tune knows the trial ended and never reports it again."""
-    from harness.studies.trial_records import complete_child_run
+    from harness.studies.record.trial_records import complete_child_run
 
     trial, row, fs, trial_dir = stored_trial
     tid = trial.trial_id

@@ -85,9 +85,9 @@ def test_diverged_trial_is_recorded_and_excluded_from_contrasts(
 def test_nan_fault_setting_is_checked_against_the_grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The test-only setting names trials of the study (a typo would silently inject nothing)."""
     from harness.errors import InputError
-    from harness.studies.grid import expand_grid
     from harness.studies.runner import fault_nan_trials
-    from harness.studies.spec import load_spec
+    from harness.studies.spec.grid import expand_grid
+    from harness.studies.spec.study_spec import load_spec
 
     trials = expand_grid(load_spec(write_spec(tmp_path / "spec.yaml")))
     monkeypatch.delenv("HARNESS_FAULT_NAN_TRIALS", raising=False)

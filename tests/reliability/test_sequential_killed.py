@@ -24,7 +24,7 @@ from harness_support import (
     write_spec,
 )
 
-from harness.studies.sequential import DECISIONS_FILE, DecisionLog
+from harness.studies.tune.sequential import DECISIONS_FILE, DecisionLog
 
 
 def _decisions(storage: Path) -> list[dict]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ray import tune
 
-from harness.studies.tune_state import write_manifest
+from harness.studies.tune.state import write_manifest
 
 STEPS = 8
 

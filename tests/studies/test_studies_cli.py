@@ -150,6 +150,63 @@ def test_ui_serves_the_store_on_loopback(tmp_path: Path, write_spec) -> None:
     assert f"http://127.0.0.1:{port}/#/experiments?workflowType=machine_learning" in printed, printed
 
 
+def _wait_for_port(port: int, proc: subprocess.Popen, timeout_s: float = 120) -> bool:
+    import socket
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.5)
+    return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_ui_stops_its_server_when_stopped(tmp_path: Path, signame: str) -> None:
+    """SIGTERM, SIGHUP or Ctrl-C sent to `harness ui` alone (not its process group, as `kill PID`,
+    a closed terminal or a service manager would) stops the MLflow server it started, workers and
+    all: the port stops answering and no process of the server is left."""
+    import signal
+    import socket
+    import time
+
+    from mlflow import MlflowClient
+
+    def group_members(pgid: int) -> list[str]:
+        ps = subprocess.run(["ps", "-e", "-o", "pgid=,pid=,args="], capture_output=True, text=True).stdout
+        return [line for line in ps.splitlines() if line.split()[0] == str(pgid)]
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    MlflowClient(uri).create_experiment("ui-stops")
+    port = free_port()
+    proc = subprocess.Popen(
+        harness_cmd("ui", "--tracking-uri", uri, "--port", str(port)),
+        cwd=tmp_path,
+        env=cli_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # only to clean up after a failure: the signal goes to proc alone
+    )
+    try:
+        assert _wait_for_port(port, proc), "the UI never listened"
+        children = subprocess.run(["ps", "-o", "pid=", "--ppid", str(proc.pid)], capture_output=True, text=True)
+        server = int(children.stdout.split()[0])  # the server leads a process group of its own
+        assert len(group_members(server)) >= 2, group_members(server)  # the server and its workers
+        proc.send_signal(getattr(signal, signame))
+        assert proc.wait(timeout=60) == 0
+        deadline = time.monotonic() + 30
+        while group_members(server) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not group_members(server), group_members(server)
+        with socket.socket() as sock:
+            assert sock.connect_ex(("127.0.0.1", port)) != 0, "the port still answers"
+    finally:
+        stop_session(proc, grace=5)
+
+
 def test_corrupt_corpus_exits_2_before_anything_starts(tmp_path: Path, write_spec) -> None:
     spec = write_spec()
     data = tmp_path / "data" / "tinyshakespeare"

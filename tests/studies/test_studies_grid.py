@@ -7,8 +7,8 @@ import itertools
 
 import yaml
 
-from harness.studies.grid import expand_grid, trial_id
-from harness.studies.spec import grid_size, parse_spec
+from harness.studies.spec.grid import expand_grid, trial_id
+from harness.studies.spec.study_spec import grid_size, parse_spec
 
 
 def _parse(tiny: dict, **overrides):

@@ -12,8 +12,8 @@ from pathlib import Path
 import torch
 from ray import cloudpickle, tune
 
-from harness.studies.cluster import local_gpus
-from harness.studies.tune_state import replace_restored_callbacks
+from harness.studies.cluster.connect import local_gpus
+from harness.studies.tune.state import replace_restored_callbacks
 
 # Ray's workers cannot import this test module: ship the trainable by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mlflow import MlflowClient
 
-from harness.studies.tracking import StudyRecorder
+from harness.studies.record.recorder import StudyRecorder
 
 
 def test_a_continued_run_gets_the_params_it_lacks(sqlite_tracking_uri: str) -> None:

@@ -88,8 +88,8 @@ def test_killed_trial_is_retried_from_its_checkpoint(
 ) -> None:
     """A trial process killed at step 7 (after the step-5 checkpoint) is restarted by Tune
     from that checkpoint and ends exactly where an uninterrupted run ends."""
-    from harness.studies.grid import expand_grid
-    from harness.studies.spec import load_spec
+    from harness.studies.spec.grid import expand_grid
+    from harness.studies.spec.study_spec import load_spec
     from harness.training import train
 
     spec = write_spec(variants=["ega-mope"], seeds=[3], retries=1)

@@ -21,11 +21,12 @@ from typer.testing import CliRunner
 from harness.analysis.sequential import confidence_sequence, sequential_verdict_kind
 from harness.cli import app
 from harness.errors import InputError
-from harness.studies.grid import expand_grid
-from harness.studies.results_table import results_table
 from harness.studies.runner import run_study
-from harness.studies.seed_search import SeedBatchSearcher
-from harness.studies.sequential import (
+from harness.studies.spec.grid import expand_grid
+from harness.studies.spec.study_spec import parse_spec
+from harness.studies.tune.results_table import results_table
+from harness.studies.tune.seed_search import SeedBatchSearcher
+from harness.studies.tune.sequential import (
     DECISIONS_FILE,
     Decision,
     DecisionLog,
@@ -33,7 +34,6 @@ from harness.studies.sequential import (
     decide,
     design_changed,
 )
-from harness.studies.spec import parse_spec
 
 PAIR = {"primary": {"treatment": "ega", "control": "baseline"}}
 

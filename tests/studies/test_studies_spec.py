@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from harness.errors import InputError
-from harness.studies.spec import StudySpec, check_registries, grid_size, load_spec, parse_spec
+from harness.studies.spec.study_spec import StudySpec, check_registries, grid_size, load_spec, parse_spec
 
 REPO = Path(__file__).resolve().parents[2]
 READY = sorted((REPO / "studies").glob("*.yaml"))

@@ -15,7 +15,7 @@ import pytest
 from harness_support import free_port, run_harness, write_spec
 
 from harness.errors import InputError
-from harness.studies.destinations import (
+from harness.studies.cluster.destinations import (
     JobDriver,
     is_local_address,
     job_driver,

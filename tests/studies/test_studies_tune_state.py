@@ -17,7 +17,7 @@ from harness_support import cli_env, end_session
 from ray import cloudpickle, tune
 
 from harness.errors import InputError
-from harness.studies.tune_state import (
+from harness.studies.tune.state import (
     LAST_GOOD,
     MANIFEST,
     is_complete,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.studies.tracking import StudyRecorder
+from harness.studies.record.recorder import StudyRecorder
 
 
 @pytest.mark.parametrize(

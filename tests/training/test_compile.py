@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.bench.compile_cost import DOCUMENTED_GRAPH_BREAKS, check_graph, step_breakdown
 from harness.errors import InputError
 from harness.models.variants import VARIANTS
 from harness.training import compile as tc
-from harness.training.compile_bench import DOCUMENTED_GRAPH_BREAKS, check_graph, step_breakdown
 from harness.training.config import TrainConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -66,7 +66,7 @@ def test_compile_setting_is_auto_true_or_false() -> None:
 
 
 def test_study_spec_takes_train_compile() -> None:
-    from harness.studies.spec import parse_spec
+    from harness.studies.spec.study_spec import parse_spec
 
     base = "name: c\ndatasets: [tinyshakespeare]\nvariants: [baseline]\nseeds: 1\nsizes: [nano]\n"
     base += "context_lengths: [64]\n"

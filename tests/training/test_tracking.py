@@ -10,7 +10,7 @@ from mlflow import MlflowClient
 
 from harness.errors import InputError
 from harness.mlflow_client import EXPERIMENT_TAGS
-from harness.studies.tracking import StudyRecorder
+from harness.studies.record.recorder import StudyRecorder
 from harness.training.tracking import prepare_tracking
 
 

@@ -1,0 +1,290 @@
+"""The Ray Tune function trainable: one trial = one call of ``harness.training.train``.
+
+Each trial
+
+1. looks its :class:`~harness.training.config.TrainConfig` up by trial id (the configs
+   travel once through Ray's object store with ``tune.with_parameters``) and makes sure its
+   corpus is on this node (:func:`ensure_corpus`: found, or fetched checksum-verified, or
+   the trial fails naming the corpus and the node);
+2. sets torch's threads to the CPUs Tune gave it (Ray's workers start with one thread);
+3. resumes from ``ray.tune.get_checkpoint()`` when Tune restarts it (a retry after a
+   failure, or a resumed study): the harness checkpoint makes the resumed run end
+   exactly where an uninterrupted one would;
+4. trains with MLflow off (the driver records everything: one writer) and a Lightning
+   callback that, at every evaluation, reports the metrics and the latest checkpoint to
+   Tune (``ray.tune.report``);
+5. reports the final :class:`~harness.training.run.TrainResult` once more with a small
+   "final" checkpoint holding the per-window losses and the gate/MOPE parameter tables,
+   which the driver turns into the child run's artifacts and the study's tables.
+
+A trial restarted from its final checkpoint (the driver died between the final report
+and the end of the trial) does not train again: it reports the stored result.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from harness.datasets.corpus import load
+from harness.errors import InputError
+from harness.studies.tune.state import write_manifest
+from harness.training.config import TrainConfig
+
+# Imports that stay inside the functions that use them, for a measured start-up cost: the
+# study driver imports this module (``harness run``, ``--dry-run`` and a bad spec included),
+# while only the Ray worker that runs a trial needs Ray Tune and the training run (torch,
+# Lightning, MLflow: ``python -X importtime -c "import harness.training.run"`` 19-23 s on the
+# shared 2-CPU machine under load, against 0.2-0.7 s for this module without them).
+
+#: Files of the final checkpoint.
+FINAL_RESULT = "train_result.json"
+#: Files of a trial's final checkpoint (beside :data:`FINAL_RESULT`) that become artifacts of
+#: its child run (:func:`harness.training.run.write_run_tables` writes them).
+FINAL_ARTIFACTS = ("window_losses.parquet", "gate_parameters.parquet", "mope_parameters.parquet")
+LAST_CHECKPOINT = "last.ckpt"
+
+#: TrainResult fields -> the metric names every layer shares (docs/contracts.md).
+FINAL_METRICS = {
+    "final_val_loss": "final/val_loss",
+    "final_test_loss": "final/test_loss",
+    "best_val_loss": "best/val_loss",
+    "final_train_loss": "final/train_loss",
+    "gen_gap": "final/gen_gap",
+    "val_bpc": "final/val_bpc",
+    "tau_mean": "final/tau_mean",
+    "open_fraction": "final/open_fraction",
+    "pc1_cosine": "final/pc1_cosine",
+    "tokens_per_s": "final/tokens_per_s",
+    "num_parameters": "num_parameters",
+}
+
+
+class CorpusUnavailable(InputError):
+    """A trial's corpus is neither on its node nor can be fetched there."""
+
+
+def this_node() -> str:
+    """``host (ip, Ray node <id>)`` of the calling process: which machine of a cluster it is."""
+    import ray
+
+    where = [socket.gethostname()]
+    try:
+        where.append(ray.util.get_node_ip_address())
+        where.append(f"Ray node {ray.get_runtime_context().get_node_id()}")
+    except Exception:  # noqa: BLE001 - outside Ray: the host name says enough
+        pass
+    return f"{where[0]} ({', '.join(where[1:])})" if len(where) > 1 else where[0]
+
+
+def ensure_corpus(dataset: str, data_dir: str | None) -> None:
+    """The trial's corpus on this node, before anything trains: found (``data_dir``,
+    ``$HARNESS_DATA_DIR``, this node's cache) or fetched into this node's cache (the
+    mirrors of ``$HARNESS_DATA_MIRROR``, then the card's addresses), checksum-verified and
+    renamed into place only when complete, so that no trial trains on a partial file.
+    Otherwise :class:`CorpusUnavailable` naming the corpus and the node: the trial fails
+    (Tune may retry it on another node)."""
+
+    try:
+        load(dataset, data_dir=data_dir, progress=False)
+    except InputError as exc:
+        raise CorpusUnavailable(f"corpus {dataset!r} is not available on node {this_node()}: {exc}") from None
+
+
+def trial_cpus(context: Any) -> int:
+    """CPUs of the trial's resource bundle (at least one thread)."""
+    try:
+        bundle = context.get_trial_resources().required_resources
+        return max(1, int(math.floor(float(bundle.get("CPU", 1)))))
+    except Exception:  # noqa: BLE001 - outside Tune: one thread
+        return 1
+
+
+def _scalars(metrics: Any) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key, value in dict(metrics).items():
+        try:
+            number = float(value.item() if hasattr(value, "item") else value)
+        except (TypeError, ValueError, RuntimeError):
+            continue  # non-scalar tensors or strings
+        out[str(key)] = number
+    return out
+
+
+def _report_callback(
+    checkpoint_dir: Path,
+    fault_kill_at_step: int | None,
+    fault_marker: Path | None,
+    fault_nan_at_step: int | None = None,
+) -> Any:
+    """A Lightning callback reporting every evaluation to Tune (built here so that
+    Lightning is imported only inside the trial process)."""
+    import ray.tune
+    from lightning.pytorch import Callback
+    from lightning.pytorch.trainer.states import TrainerFn
+
+    class TuneReport(Callback):
+        """``ray.tune.report(metrics, checkpoint=...)`` at each validation end."""
+
+        def __init__(self) -> None:
+            self.module: Any = None
+
+        def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+            if trainer.sanity_checking:
+                return
+            self.module = pl_module
+            metrics = _scalars(trainer.callback_metrics)
+            metrics["step"] = int(trainer.global_step)
+            last = checkpoint_dir / LAST_CHECKPOINT
+            if trainer.state.fn == TrainerFn.FITTING and last.is_file():
+                # The harness's RollingCheckpoint (earlier in the callback list) has just written
+                # last.ckpt for this step; Tune copies the folder to the study's storage now.
+                ray.tune.report(metrics, checkpoint=_checkpoint(checkpoint_dir))
+            else:
+                ray.tune.report(metrics)
+
+        def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+            # Test-only fault injection (HARNESS_FAULT_NAN_TRIALS): from the given step on, the
+            # weights hold NaN, so the training loss is NaN, as in a real divergence; the
+            # training loop's own divergence check must end the run as "diverged".
+            if fault_nan_at_step is not None and trainer.global_step >= fault_nan_at_step:
+                import torch
+
+                with torch.no_grad():
+                    next(pl_module.parameters()).fill_(float("nan"))
+
+        def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+            # Test-only fault injection (HARNESS_FAULT_KILL_AT_STEP): the trial process dies
+            # once, as a preempted worker would; the marker makes it happen only once.
+            if fault_kill_at_step is None or fault_marker is None or trainer.global_step < fault_kill_at_step:
+                return
+            if fault_marker.exists():
+                return
+            fault_marker.parent.mkdir(parents=True, exist_ok=True)
+            fault_marker.write_text(str(trainer.global_step))
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return TuneReport()
+
+
+def final_report(result: Any) -> dict[str, Any]:
+    """The last report of a trial: the TrainResult under the shared metric names."""
+    metrics: dict[str, Any] = {k: v for k, v in _scalars(result.metrics).items()}
+    for field, name in FINAL_METRICS.items():
+        value = getattr(result, field)
+        if value is not None:
+            metrics[name] = float(value)
+    metrics.update(
+        step=int(result.steps), steps=int(result.steps), status=result.status, wall_time_s=float(result.wall_time_s)
+    )
+    return metrics
+
+
+def is_final_report(report: Mapping[str, Any]) -> bool:
+    """Whether ``report`` is a trial's last (:func:`final_report`: it names how the trial
+    ended), not an evaluation. Its curve metrics repeat the last evaluation's at the step the
+    trial stopped, which for a diverged trial is no evaluation step: the curves read the
+    evaluations only."""
+    return report.get("status") in ("finished", "diverged")
+
+
+def _write_final(directory: Path, result: Any, module: Any) -> None:
+    """Final checkpoint: the result summary and the tables ``harness train`` logs as
+    artifacts (same files and columns, :func:`harness.training.run.write_run_tables`)."""
+    from harness.training.run import write_run_tables  # torch and Lightning: see the note on imports
+
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / FINAL_RESULT).write_text(json.dumps(final_report(result), allow_nan=True))
+    write_run_tables(directory, model=getattr(module, "model", None), window_losses=result.window_losses)
+
+
+def run_trial(
+    config: dict[str, Any],
+    *,
+    trials: dict[str, dict[str, Any]],
+    fault_kill_at_step: int | None = None,
+    fault_dir: str | None = None,
+    fault_nan: dict[str, int] | None = None,
+) -> None:
+    """Tune function trainable (wrap with ``tune.with_parameters(run_trial, trials=...)``).
+
+    ``fault_kill_at_step``/``fault_dir`` and ``fault_nan`` (trial id -> step) are test-only
+    fault injections (``HARNESS_FAULT_KILL_AT_STEP``, ``HARNESS_FAULT_NAN_TRIALS``)."""
+    import ray.tune
+    import torch
+
+    from harness.models.numerics import flush_denormals
+    from harness.training.compile import runs_sharing_graph
+    from harness.training.run import train  # torch and Lightning: see the note on imports
+
+    trial_id = str(config["trial"])
+    context = ray.tune.get_context()
+    cpus = trial_cpus(context)
+    flush_denormals()  # first: the threads torch starts for this trial inherit it (harness.models.numerics)
+    torch.set_num_threads(cpus)
+
+    work = Path(tempfile.mkdtemp(prefix=f"harness-trial-{trial_id}-"))
+    try:
+        checkpoint_dir = work / "checkpoint"
+        checkpoint_dir.mkdir()
+        cfg = TrainConfig(**{**trials[trial_id], "num_threads": cpus, "checkpoint_dir": str(checkpoint_dir)})
+        resume_from = None
+        checkpoint = ray.tune.get_checkpoint()
+        if checkpoint is not None:
+            restored = Path(checkpoint.to_directory(str(work / "restored")))
+            if (restored / FINAL_RESULT).is_file():
+                # Finished already; only its end was not recorded: report it again, train nothing.
+                metrics = json.loads((restored / FINAL_RESULT).read_text())
+                ray.tune.report(metrics, checkpoint=_checkpoint(restored))
+                return
+            if (restored / LAST_CHECKPOINT).is_file():
+                shutil.copy2(restored / LAST_CHECKPOINT, checkpoint_dir / LAST_CHECKPOINT)
+                resume_from = checkpoint_dir / LAST_CHECKPOINT
+        ensure_corpus(cfg.dataset, cfg.data_dir)
+        marker = Path(fault_dir) / f"{trial_id}.killed" if fault_dir else None
+        reporter = _report_callback(checkpoint_dir, fault_kill_at_step, marker, (fault_nan or {}).get(trial_id))
+        # The study's trials with this trial's graph share one cold compile (compile: auto).
+        sharing = runs_sharing_graph(cfg, (TrainConfig(**t) for t in trials.values()))
+        result = train(
+            cfg,
+            callbacks=[reporter],
+            mlflow_logging=False,
+            resume_from=resume_from,
+            progress_bar=False,
+            compile_sharing=sharing,
+        )
+        final_dir = work / "final"
+        _write_final(final_dir, result, reporter.module)
+        metrics = final_report(result)
+        if resume_from is not None:
+            metrics["resumed_from_step"] = _checkpoint_step(resume_from)
+        ray.tune.report(metrics, checkpoint=_checkpoint(final_dir))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _checkpoint(directory: Path) -> Any:
+    """The Tune checkpoint of ``directory``, its manifest written last: a copy on storage cut
+    short by a dying driver is then told from a complete one on resume
+    (:func:`harness.studies.tune.state.is_complete`)."""
+    import ray.tune
+
+    write_manifest(directory)
+    return ray.tune.Checkpoint.from_directory(str(directory))
+
+
+def _checkpoint_step(path: Path) -> int:
+    from harness.training.run import load_checkpoint_meta  # torch and Lightning: see the note on imports
+
+    try:
+        return int(load_checkpoint_meta(path)[2])
+    except Exception:  # noqa: BLE001 - bookkeeping only
+        return -1
