@@ -12,6 +12,12 @@ import typer
 
 from harness.errors import InputError
 
+#: Help of --precision (a constant, so that train_command stays within a screen).
+PRECISION_HELP = (
+    "auto, 32-true, bf16-mixed or 16-mixed; bf16-mixed on CPU runs the GPU's training plan (fused AdamW, "
+    "clipping by the module, padded output layer). (default: auto: fp32 on CPU, bf16 on GPU)"
+)
+
 
 def train_command(
     variant: str | None = typer.Option(
@@ -52,12 +58,7 @@ def train_command(
     ),
     experiment: str | None = typer.Option(None, "--experiment", help="MLflow experiment name. (default: harness)"),
     accelerator: str | None = typer.Option(None, "--accelerator", help="auto, cpu or gpu. (default: auto)"),
-    precision: str | None = typer.Option(
-        None,
-        "--precision",
-        help="auto, 32-true, bf16-mixed or 16-mixed; bf16-mixed on CPU runs the GPU's training plan "
-        "(fused AdamW, clipping by the module, padded output layer). (default: auto: fp32 on CPU, bf16 on GPU)",
-    ),
+    precision: str | None = typer.Option(None, "--precision", help=PRECISION_HELP),
     compile_model: bool | None = typer.Option(
         None,
         "--compile/--no-compile",

@@ -15,39 +15,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.overrides import TorchFunctionMode
 
+from harness.bench.host_syncs import HostReadRefused, HostReads
 from harness.models import VARIANTS, build_model
 
-#: Reads of a tensor's values on the host (each waits for the device), by the name torch gives them.
-HOST_READS = {"tolist", "item", "cpu", "numpy", "__bool__", "__float__", "__int__", "__index__"}
-#: Ops whose output shape depends on the values (the host waits to size the output).
-DATA_DEPENDENT = {"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive"}
-#: Tensors built from Python data (a copy from host memory on a GPU).
-FROM_PYTHON_DATA = {"tensor", "as_tensor", "from_numpy", "asarray"}
 
-
-class HostReadRefused(AssertionError):
-    pass
-
-
-class RefuseHostReads(TorchFunctionMode):
-    """Raise on any host read, data-dependent shape or tensor from Python data (see the lists)."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", str(func))
-        if name in HOST_READS | DATA_DEPENDENT | FROM_PYTHON_DATA:
-            raise HostReadRefused(f"{name} in a forward pass")
-        if name == "__getitem__" and _python_or_mask_index(args[1]):
-            raise HostReadRefused(f"indexing with {args[1]!r}: an index tensor from Python data or a mask")
-        return func(*args, **(kwargs or {}))
-
-
-def _python_or_mask_index(index) -> bool:
-    parts = index if isinstance(index, tuple) else (index,)
-    return any(
-        isinstance(p, list) or (isinstance(p, torch.Tensor) and p.dtype == torch.bool and p.dim() > 0) for p in parts
-    )
+def refuse_host_reads() -> HostReads:
+    """The mode of harness.bench.host_syncs that raises on every host read."""
+    return HostReads(refuse=True)
 
 
 def test_the_detector_refuses_what_it_should():
@@ -62,9 +37,9 @@ def test_the_detector_refuses_what_it_should():
         lambda: t[t > 1],
         lambda: t.nonzero(),
     ):
-        with RefuseHostReads(), pytest.raises(HostReadRefused):
+        with refuse_host_reads(), pytest.raises(HostReadRefused):
             read()
-    with RefuseHostReads():  # shapes, slices, device-side creation and arithmetic are fine
+    with refuse_host_reads():  # shapes, slices, device-side creation and arithmetic are fine
         assert t[1:3].shape == (2,) and (torch.arange(3) + t[:3]).numel() == 3
 
 
@@ -75,7 +50,7 @@ def _check(variant: str, T: int, *, bf16: bool, n_layer: int = 1, n_head: int = 
     model = build_model(variant, size="nano", vocab_size=17, block_size=T, dropout=0.1, **shape)
     x = torch.randint(17, (1, T))
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        with RefuseHostReads():
+        with refuse_host_reads():
             logits = model(x)
             logits.float().square().mean().backward()  # the backward pass recomputes checkpointed forwards
             model.eval()

@@ -2,7 +2,8 @@
 reused Ray worker runs one trial after another), each one static graph, none falling back to
 eager.
 
-The backend: :class:`GraphRecorder` runs each captured FX graph as it is, generating no code.
+The backend: :class:`~harness.bench.gpu_phases.GraphRecorder` (shared with ``gpu_check.py``'s
+"compile per run" phase, which runs the same check on a GPU) runs each captured FX graph as it is, generating no code.
 That is the cheapest way through ``torch.compile`` and proves the point, because what failed
 is Dynamo's, not Inductor's: Dynamo keeps at most ``recompile_limit`` (8) compiled versions of
 a code object (the model's ``forward``, shared by every model) and runs it eager beyond them,
@@ -15,54 +16,15 @@ symbolic size among the inputs.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
+from harness.bench.gpu_phases import TEN_VARIANTS, GraphRecorder
 from harness.models import build_model
 from harness.training.compile import CompiledForward, begin_compiled_run
 
-#: Ten variants across the families: positions (sinusoidal, learned, RoPE, ALiBi, MOPE, relative
-#: MOPE with its chunked lag fold), gates (EGA, phase, the pairwise ega-qnorm), lagged scoring.
-TEN_VARIANTS = (
-    "baseline",
-    "learned-pe",
-    "rope",
-    "alibi",
-    "ega",
-    "ega-mope",
-    "mope-rel",
-    "ega-mope-rel",
-    "ega-qnorm",
-    "ega-mope-lagged",
-)
 #: Two shapes (batch, context), as two studies' trials would have.
 SHAPES = ((3, 80), (2, 48))
 TINY = {"n_layer": 1, "n_head": 2, "d_model": 32}
-
-
-class GraphRecorder:
-    """A ``torch.compile`` backend: records each graph and the shapes it was traced with, and
-    runs it as it is, counting the calls (module docstring)."""
-
-    def __init__(self) -> None:
-        self.graphs: list[list[Any]] = []  # per graph: its example inputs' shapes (or SymInts)
-        self.calls = 0
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        self.graphs.append([tuple(t.shape) if isinstance(t, torch.Tensor) else t for t in example_inputs])
-
-        def run(*args: Any) -> Any:
-            self.calls += 1
-            return gm.forward(*args)
-
-        return run
-
-    @property
-    def static(self) -> bool:
-        """No symbolic size among the inputs of any graph."""
-        sizes = [d for graph in self.graphs for item in graph for d in (item if isinstance(item, tuple) else (item,))]
-        return all(isinstance(d, int) for d in sizes)
 
 
 def _two_steps(variant: str, batch: int, T: int, *, reset: bool) -> GraphRecorder:
