@@ -11,7 +11,8 @@ from typing import Any
 #: Variants whose steady training step must not wait for the device even once.
 SYNC_FREE = ("baseline", "ega", "mope", "ega-mope", "alibi", "mope-rel", "ega-qnorm", "mope-bias")
 #: Attention families whose folded call is eligible for the flash kernel (equal q/k/v width, causal,
-#: no mask): the check fails if one runs another kernel. Relative MOPE's chunks carry a boolean mask
+#: no mask): the check fails if one runs another kernel than flash (or cuDNN's, which torch may
+#: prefer on Hopper GPUs). Relative MOPE's chunks carry a boolean mask
 #: and the pairwise readings a float one: those run the memory-efficient or math kernel, recorded.
 FLASH_FAMILIES = ("baseline", "ega", "rope", "alibi")
 KERNEL_FAMILIES = (*FLASH_FAMILIES, "mope-rel", "ega-qnorm", "mope-bias")

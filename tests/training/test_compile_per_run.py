@@ -59,3 +59,16 @@ def test_without_the_reset_the_ninth_model_runs_eager() -> None:
     assert all(len(r.graphs) == 1 and r.calls == 2 for r in recorders[:8])
     assert recorders[8].graphs == [] and recorders[8].calls == 0
     assert _two_steps("baseline", 2, 16, reset=True).calls == 2  # and the reset cures it
+
+
+def test_the_compile_pool_gets_the_runs_cpus(monkeypatch) -> None:
+    """Inductor's pool is sized to the run's CPUs, not the node's; $TORCHINDUCTOR_COMPILE_THREADS wins."""
+    import torch._inductor.config as inductor_config
+
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    monkeypatch.setattr(inductor_config, "compile_threads", inductor_config.compile_threads)  # restored after
+    begin_compiled_run(threads=3)
+    assert inductor_config.compile_threads == 3
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "2")
+    begin_compiled_run(threads=3)
+    assert inductor_config.compile_threads == 2
