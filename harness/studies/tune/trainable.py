@@ -137,7 +137,7 @@ def _report_callback(
 
         def __init__(self) -> None:
             self.module: Any = None
-            self._reported: tuple[int, int] | None = None  # (mtime_ns, size) of the last.ckpt reported
+            self._reported: tuple[int, int, int] | None = None  # (inode, mtime_ns, size) of the last.ckpt reported
 
         def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
             if trainer.sanity_checking:
@@ -146,7 +146,8 @@ def _report_callback(
             metrics = _scalars(trainer.callback_metrics)
             metrics["step"] = int(trainer.global_step)
             last = checkpoint_dir / LAST_CHECKPOINT
-            written = (last.stat().st_mtime_ns, last.stat().st_size) if last.is_file() else None
+            stat = last.stat() if last.is_file() else None  # each save is a new file (written, then renamed)
+            written = (stat.st_ino, stat.st_mtime_ns, stat.st_size) if stat is not None else None
             if trainer.state.fn == TrainerFn.FITTING and written is not None and written != self._reported:
                 # The harness's RollingCheckpoint (earlier in the callback list) has written last.ckpt
                 # since the previous report (every evaluation on CPU, a few times a run on a GPU:
