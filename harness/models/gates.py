@@ -130,9 +130,9 @@ class KeyBias(nn.Module):
       included, is re-initialised by the model's shared recipe, N(0, 0.02^2) with zero bias
       (:mod:`harness.models.transformer`); parameters made with ``nn.Parameter`` keep the
       component's own values;
-    - range: the fold carries b_j sqrt(hd) in the attention's dtype: fp32 on CPU, bf16 under a
-      GPU's autocast, which resolves about 3 significant digits (a bias of 1000 in steps of 8):
-      keep the differences that matter between neighbouring keys well above that;
+    - range: the fold carries b_j sqrt(hd) to fp32's precision, under a GPU's bf16 autocast too
+      (three bf16 pieces, :mod:`harness.models.fold`): about 7 significant digits, so a bias of
+      1000 still resolves differences of 1e-4;
     - readings: only :class:`KeyGate` layers report gate readings (tau, alpha, the open
       fraction); a plain ``KeyBias`` has none.
 

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from harness.errors import InputError
+from harness.models.heads import select_heads
 from harness.models.variants import MOPE_INITS
 
 
@@ -393,7 +394,7 @@ class MorletRelativePositionalEncoding(MorletScales):
     def rotate_heads(self, q: Tensor, k: Tensor, heads: list[int]) -> tuple[Tensor, Tensor]:
         T = q.size(-2)
         b = torch.arange(T, device=q.device, dtype=torch.float32)
-        omega = self.omega.float() if len(heads) == self.omega.numel() else self.omega.float()[heads]
+        omega = select_heads(self.omega.float(), heads, dim=0)  # (h,): slices, no index tensor
         angle = (omega[:, None] * b[None, :]).unsqueeze(-1)  # (h, T, 1): every pair of head h
         cos, sin = torch.cos(angle).to(q.dtype), torch.sin(angle).to(q.dtype)
         return _rotate_pairs(q, cos, sin), _rotate_pairs(k, cos, sin)

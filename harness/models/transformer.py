@@ -188,7 +188,7 @@ class CharTransformer(nn.Module):
         return x
 
     # -- forward ---------------------------------------------------------------------
-    def _run(self, idx: Tensor, collect_gates: bool) -> tuple[Tensor, list[Tensor]]:
+    def _run(self, idx: Tensor, collect_gates: bool, vocab_multiple: int = 1) -> tuple[Tensor, list[Tensor]]:
         B, T = idx.shape
         if T > self.block_size:
             raise InputError(f"input length {T} exceeds the model's block_size {self.block_size}")
@@ -200,11 +200,26 @@ class CharTransformer(nn.Module):
             if collect_gates and log_g is not None and isinstance(block.attn.gate, KeyGate):
                 gates.append(torch.exp(log_g))
         x = self.ln_f(x)
-        return F.linear(x, self.wte.weight), gates  # tied embeddings: (B, T, vocab)
+        return self._output(x, vocab_multiple), gates
 
-    def forward(self, idx: Tensor) -> Tensor:
-        """Token ids (B, T) -> logits (B, T, vocab_size)."""
-        return self._run(idx, collect_gates=False)[0]
+    def _output(self, x: Tensor, vocab_multiple: int) -> Tensor:
+        """Tied output layer: x (B, T, d) -> logits x E^T (B, T, V). With ``vocab_multiple`` > 1 the
+        table gets zero rows up to a multiple of it, whose logits are -inf (a bias of -inf): the
+        matmul is aligned for the tensor cores, and a softmax or cross-entropy over (B, T, V')
+        equals the one over (B, T, V) (exp(-inf) = 0, and so is the padding's gradient)."""
+        V = self.vocab_size
+        padding = -V % vocab_multiple
+        if not padding:
+            return F.linear(x, self.wte.weight)  # (B, T, V)
+        weight = F.pad(self.wte.weight, (0, 0, 0, padding))  # (V', d)
+        mask = F.pad(x.new_zeros(V, dtype=torch.float32), (0, padding), value=float("-inf"))  # (V',)
+        return F.linear(x, weight, mask)  # (B, T, V')
+
+    def forward(self, idx: Tensor, vocab_multiple: int = 1) -> Tensor:
+        """Token ids (B, T) -> logits (B, T, vocab_size); with ``vocab_multiple`` > 1, (B, T, V')
+        with V' the vocabulary rounded up to a multiple of it and the padding's logits -inf
+        (:meth:`_output`; the mixed-precision training plan's output layer)."""
+        return self._run(idx, collect_gates=False, vocab_multiple=vocab_multiple)[0]
 
     def forward_with_gates(self, idx: Tensor) -> tuple[Tensor, Tensor | None]:
         """Logits and the key-gate values g_j in (0, 1), (L, B, H, T); None without a sigmoid key gate

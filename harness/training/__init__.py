@@ -4,6 +4,8 @@
   :class:`TrainResult` (MLflow run, checkpoints, final evaluation on fixed windows).
 - :class:`CharLMModule` (``module``), :class:`CharDataModule` (``data``), callbacks
   (``callbacks``), MLflow bookkeeping (``tracking``), the CLI (``cli``).
+- :class:`DevicePlan` (``device_plan``): how a run computes on its device (precision, the
+  fused optimizer, clipping, checkpoint cadence), chosen by :func:`choose_device_plan`.
 
 Importing this package imports neither torch, Lightning, MLflow nor pydantic (the
 ``harness`` CLI imports it for ``--help``); the names below load their module on first use
@@ -23,11 +25,13 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "run": ["train", "TrainResult", "config_from_checkpoint", "load_checkpoint_meta"],
         "module": ["CharLMModule", "learning_rate"],
         "data": ["CharDataModule"],
+        "device_plan": ["DevicePlan", "choose_device_plan"],
     },
 )
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from harness.training.config import TrainConfig
     from harness.training.data import CharDataModule
+    from harness.training.device_plan import DevicePlan, choose_device_plan
     from harness.training.module import CharLMModule, learning_rate
     from harness.training.run import TrainResult, config_from_checkpoint, load_checkpoint_meta, train

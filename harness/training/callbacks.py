@@ -1,8 +1,10 @@
 """Lightning callbacks of a training run: throughput, divergence, MLflow, checkpoints.
 
-Every per-step hook here costs a few microseconds (a clock read, a device-side add);
-anything that talks to the outside (MLflow, the disk) runs at evaluation or checkpoint
-time only, so the training loop pays almost nothing for telemetry.
+Every per-step hook here costs a few microseconds and launches at most one small fp32 kernel
+(a clock read, a reference to the loss kept, one copy of the gate gradients); the sums over
+steps are taken at evaluation time, and anything that talks to the outside (MLflow, the
+disk) runs at evaluation or checkpoint time only, so the training loop pays almost nothing
+for telemetry and waits for the device only where a plan says so.
 """
 
 from __future__ import annotations
@@ -83,53 +85,55 @@ class TokenThroughput(Callback):
 class BatchLossMonitor(Callback):
     """Stops the run when the training loss is not finite and records the mean batch loss.
 
-    The loss of every step is added on the device (no host sync); every ``check_every``
-    steps the sum is tested: NaN and inf propagate through the sum, so no bad step is
-    missed, it is only seen up to ``check_every - 1`` steps late. Raises
-    :class:`TrainingDiverged`. At each evaluation records ``train/batch_loss``, the mean
-    loss of the training batches since the previous evaluation (with dropout, unlike
-    ``train/loss`` on the fixed windows).
+    Each step's loss is kept as it is (a reference to the 0-dim tensor: no kernel, no host
+    sync); every ``check_every`` steps the losses not yet tested are tested together (one
+    kernel and one wait for the device), so no bad step is missed, it is only seen up to
+    ``check_every - 1`` steps late. Raises :class:`TrainingDiverged`. At each evaluation
+    records ``train/batch_loss``, the mean loss of the training batches since the previous
+    evaluation (with dropout, unlike ``train/loss`` on the fixed windows), summed in float64
+    on the host in step order.
     """
 
     def __init__(self, check_every: int = 1) -> None:
         self.check_every = check_every
-        self._sum: torch.Tensor | None = None
-        self._steps = 0
-        self._unchecked = 0
+        self._losses: list[torch.Tensor] = []
+        self._checked = 0
 
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-        loss = loss.detach()
-        self._sum = loss.double() if self._sum is None else self._sum + loss
-        self._steps += 1
-        self._unchecked += 1
-        if self._unchecked >= self.check_every:
+        self._losses.append(loss.detach())
+        if len(self._losses) - self._checked >= self.check_every:
             self.check(trainer)
 
     def check(self, trainer: Trainer) -> None:
         """Test the losses not yet tested now (before a checkpoint is written, say)."""
-        self._unchecked = 0
-        if self._sum is not None and not bool(torch.isfinite(self._sum)):
-            raise TrainingDiverged(trainer.global_step, float(self._sum))
+        pending = self._losses[self._checked :]
+        self._checked = len(self._losses)
+        if pending and not bool(torch.isfinite(torch.stack(pending)).all()):
+            raise TrainingDiverged(trainer.global_step, math.fsum(torch.stack(pending).float().tolist()))
 
     def on_validation_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        if self._sum is None:
+        if not self._losses:
             return
-        mean = float(self._sum) / self._steps
+        total = 0.0
+        for value in torch.stack(self._losses).float().tolist():  # float64 in step order: one host copy
+            total += value
+        mean = total / len(self._losses)
         if not math.isfinite(mean):
             raise TrainingDiverged(trainer.global_step, mean)
         pl_module.record_metrics({"train/batch_loss": mean})
-        self._sum, self._steps, self._unchecked = None, 0, 0
+        self._losses, self._checked = [], 0
 
 
 class GateGradientNorms(Callback):
     """How hard the loss pulls on the key gates' tau and alpha: their gradient norms at each evaluation.
 
     After every backward pass (before gradient clipping: the loss's own gradient) the
-    gradients of tau and alpha (L layers x H heads) are added up on the device (no host
-    sync). At each evaluation, over the K training steps since the previous one:
+    gradients of tau and alpha (L layers x H heads) are copied into one fp32 tensor on the
+    device (one kernel, no host sync). At each evaluation, over the K training steps since the
+    previous one, in float64:
 
         gate/tau_grad_norm       = sqrt(mean_k ||grad_k tau||^2)     RMS over steps, norm over layers and heads
         gate/tau_grad_norm/l<i>  = the same for layer i
@@ -145,37 +149,30 @@ class GateGradientNorms(Callback):
     PARAMETERS = ("tau", "alpha")
 
     def __init__(self) -> None:
-        self._sum_sq: dict[str, torch.Tensor] = {}  # name -> (L,) sum over steps of per-layer squared norms
-        self._sum: dict[str, torch.Tensor] = {}  # name -> (L, H) sum over steps of the gradient
-        self._steps = 0
+        self._steps: list[torch.Tensor] = []  # per step: (P, L, H) gradients of PARAMETERS, fp32
 
     def on_before_optimizer_step(self, trainer: Trainer, pl_module: LightningModule, optimizer: Any) -> None:
         gates = pl_module.model.key_gates()
-        if not gates:
+        grads = [getattr(g, name).grad for name in self.PARAMETERS for g in gates]  # P x L of (H,)
+        if not gates or any(grad is None for grad in grads):
             return
-        for name in self.PARAMETERS:
-            grads = [getattr(g, name).grad for g in gates]
-            if any(grad is None for grad in grads):
-                return
-            grad = torch.stack(grads).detach().double()  # (L, H)
-            sq = (grad * grad).sum(dim=1)  # (L,)
-            self._sum_sq[name] = sq if name not in self._sum_sq else self._sum_sq[name] + sq
-            self._sum[name] = grad if name not in self._sum else self._sum[name] + grad
-        self._steps += 1
+        self._steps.append(torch.stack(grads).detach().float().view(len(self.PARAMETERS), len(gates), -1))
 
     def on_validation_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if not self._steps:
             return
+        grads = torch.stack(self._steps).double().cpu()  # (K, P, L, H)
+        mean_sq = (grads * grads).sum(dim=-1).mean(dim=0)  # (P, L): mean over steps of per-layer squared norms
+        mean = grads.mean(dim=0)  # (P, L, H)
         metrics: dict[str, float] = {}
-        for name in self.PARAMETERS:
-            per_layer = (self._sum_sq[name] / self._steps).cpu()  # (L,): mean squared norm per layer
-            metrics[f"gate/{name}_grad_norm"] = math.sqrt(float(per_layer.sum()))
-            metrics[f"gate/{name}_grad_mean_norm"] = float((self._sum[name] / self._steps).norm())
+        for i, name in enumerate(self.PARAMETERS):
+            metrics[f"gate/{name}_grad_norm"] = math.sqrt(float(mean_sq[i].sum()))
+            metrics[f"gate/{name}_grad_mean_norm"] = float(mean[i].norm())
             if name == "tau":
-                for layer, value in enumerate(per_layer.tolist()):
+                for layer, value in enumerate(mean_sq[i].tolist()):
                     metrics[f"gate/tau_grad_norm/l{layer}"] = math.sqrt(value)
         pl_module.record_metrics(metrics)
-        self._sum_sq, self._sum, self._steps = {}, {}, 0
+        self._steps = []
 
 
 class MlflowMetrics(Callback):

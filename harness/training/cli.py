@@ -12,6 +12,12 @@ import typer
 
 from harness.errors import InputError
 
+#: Help of --precision (a constant, so that train_command stays within a screen).
+PRECISION_HELP = (
+    "auto, 32-true, bf16-mixed or 16-mixed; bf16-mixed on CPU runs the GPU's training plan (fused AdamW, "
+    "clipping by the module, padded output layer). (default: auto: fp32 on CPU, bf16 on GPU)"
+)
+
 
 def train_command(
     variant: str | None = typer.Option(
@@ -52,6 +58,7 @@ def train_command(
     ),
     experiment: str | None = typer.Option(None, "--experiment", help="MLflow experiment name. (default: harness)"),
     accelerator: str | None = typer.Option(None, "--accelerator", help="auto, cpu or gpu. (default: auto)"),
+    precision: str | None = typer.Option(None, "--precision", help=PRECISION_HELP),
     compile_model: bool | None = typer.Option(
         None,
         "--compile/--no-compile",
@@ -96,6 +103,7 @@ def train_command(
         "tracking_uri": tracking_uri,
         "experiment": experiment,
         "accelerator": accelerator,
+        "precision": precision,
         "compile": compile_model,
         "position": position,
         "gate": gate,
@@ -189,6 +197,7 @@ def _print_summary(result: Any) -> None:
         ("throughput", f"{_fmt(result.tokens_per_s, ',.0f')} tokens/s"),
         ("parameters", f"{result.num_parameters:,}"),
         ("wall time", f"{result.wall_time_s:.1f} s"),
+        ("device plan", result.device_plan or "-"),
         ("compile", result.compile_reason or "-"),
         ("checkpoint", result.checkpoint_path or "-"),
     ]

@@ -24,6 +24,17 @@ runs with dropout eager and compiles the others only when long (``nano``, T = 12
 no dropout: from about 46,000 steps on a cold cache, 6,200 on a warm one). On GPU ``auto``
 compiles: the CPU constants do not apply there and GPU ones are not measured yet.
 
+**One compile per run, and it stays compiled.** A Ray worker runs one trial after another in
+one process, each compiling a new model. Dynamo's caches would carry the earlier trials'
+graphs: the same forward code object compiled for a ninth model or shape reaches torch's
+limit of 8 versions and runs eager from then on, with only a warning, and a second shape
+turns the graph dynamic. :func:`begin_compiled_run` therefore resets the compiler's state at
+the start of every compiled run (``torch._dynamo.reset``) and sizes Inductor's compile pool
+to the run's CPUs (not the node's: four cold trials on a 16-CPU node would start 64
+compiler processes); :class:`CompiledForward` compiles with static shapes (``dynamic=False``:
+a run's training batches all have one shape). ``tests/training/test_compile.py`` compiles ten
+variants and two shapes in one process and checks that each stays one compiled graph.
+
 **Caches.** Every run of a node uses one Inductor cache directory, :func:`cache_dir`:
 ``$HARNESS_COMPILE_CACHE``, else ``<harness cache>/inductor`` (``$HARNESS_CACHE_DIR``, else
 ``~/.cache/harness``), with the FX graph and AOTAutograd caches on. The trials of a study on
@@ -157,6 +168,7 @@ def graph_key(config: TrainConfig, *, device: str) -> str:
         "batch": [config.batch_size, config.context_length],
         "dropout": [config.dropout, config.attention_dropout],
         "device": device,
+        "precision": config.precision,  # with the device, the device plan: autocast, the padded output layer
         "options": sorted(INDUCTOR_OPTIONS.items()),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
@@ -249,23 +261,44 @@ def break_even_steps(config: TrainConfig, *, threads: int, warm: bool, sharing: 
     return math.floor(cost / sharing / per_step) + 1 if per_step > 0 else math.inf
 
 
+def begin_compiled_run(threads: int) -> None:
+    """Fresh compiler state for a run that compiles, in a process that may have compiled other
+    runs before (a reused Ray worker): Dynamo's caches and recompile counts reset, Inductor's
+    compile pool sized to ``threads`` (the run's CPUs; ``$TORCHINDUCTOR_COMPILE_THREADS``, when
+    set, wins). A pool an earlier run started with another size is shut down first."""
+    import torch._dynamo
+    import torch._inductor.async_compile as async_compile
+    import torch._inductor.config as inductor_config
+
+    torch._dynamo.reset()
+    wanted = int(os.environ.get("TORCHINDUCTOR_COMPILE_THREADS") or max(1, threads))
+    if inductor_config.compile_threads != wanted:
+        async_compile.shutdown_compile_workers()
+        inductor_config.compile_threads = wanted
+
+
 class CompiledForward:
     """``torch.compile(model)`` for the training step (the module itself stays eager for
-    evaluation; parameters are shared). The first step compiles (the backward graph at its
-    first backward pass); when the second step starts, the first one's duration is recorded
-    in the node's marker for ``key``: the graph is in the cache."""
+    evaluation; parameters are shared), with static shapes (``dynamic=False``). The first step
+    compiles (the backward graph at its first backward pass); when the second step starts, the
+    first one's duration is recorded in the node's marker for ``key``: the graph is in the
+    cache. ``backend``: Inductor (with :data:`INDUCTOR_OPTIONS`) unless a test asks for a
+    cheaper one; ``kwargs`` of a call (e.g. ``vocab_multiple``) are constants of the graph."""
 
-    def __init__(self, model: Any, key: str | None = None, directory: Path | None = None) -> None:
+    def __init__(
+        self, model: Any, key: str | None = None, directory: Path | None = None, *, backend: Any = "inductor"
+    ) -> None:
         import torch
 
-        self.compiled: Callable[..., Any] = torch.compile(model, options=dict(INDUCTOR_OPTIONS))
+        options = dict(INDUCTOR_OPTIONS) if backend == "inductor" else None
+        self.compiled: Callable[..., Any] = torch.compile(model, backend=backend, options=options, dynamic=False)
         self.key = key
         self.directory = directory
         self.calls = 0
         self.first_step_s: float | None = None
         self._started = 0.0
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
         if self.calls == 1:
             self._started = time.perf_counter()
@@ -273,4 +306,4 @@ class CompiledForward:
             self.first_step_s = time.perf_counter() - self._started
             if self.key is not None:
                 mark_warm(self.key, self.first_step_s, self.directory)
-        return self.compiled(*args)
+        return self.compiled(*args, **kwargs)

@@ -87,6 +87,10 @@ class TrainConfig(BaseModel):
 
     # -- hardware -------------------------------------------------------------------
     accelerator: Annotated[Literal["auto", "cpu", "gpu"], MAY_CHANGE_ON_RESUME] = "auto"
+    # "auto": fp32 on CPU, bf16-mixed on a GPU (16-mixed without bf16). bf16-mixed on CPU runs the
+    # GPU's training plan there (harness.training.device_plan). Not in the resume contract: like the
+    # accelerator, it says how a step computes, not what (a CPU checkpoint may resume on a GPU).
+    precision: Annotated[Literal["auto", "32-true", "bf16-mixed", "16-mixed"], MAY_CHANGE_ON_RESUME] = "auto"
     # torch.compile the training step: "auto" when the run's steps repay the compile
     # (harness.training.compile, measured by benchmarks/compile_cost.py). Not in the resume
     # contract: a compiled step computes the same function as the eager one (same dropout
@@ -96,7 +100,9 @@ class TrainConfig(BaseModel):
     num_threads: Annotated[PositiveInt | None, MAY_CHANGE_ON_RESUME] = None
 
     # -- bookkeeping -----------------------------------------------------------------
-    checkpoint_every: Annotated[PositiveInt | None, MAY_CHANGE_ON_RESUME] = None  # steps; None: every evaluation
+    # Steps between checkpoints; None: the device plan's default (every evaluation on CPU, a few per
+    # run on a GPU: harness.training.device_plan).
+    checkpoint_every: Annotated[PositiveInt | None, MAY_CHANGE_ON_RESUME] = None
     checkpoint_dir: Annotated[str | None, MAY_CHANGE_ON_RESUME] = None
     # None: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db
     tracking_uri: Annotated[str | None, MAY_CHANGE_ON_RESUME] = None

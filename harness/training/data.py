@@ -80,7 +80,12 @@ def make_eval_windows(
 
 
 class TrainBatchStream(IterableDataset):
-    """Endless training batches ``(x, y)`` (int64 ``[B, T]``), batch k = f(seed, start_step + k)."""
+    """Endless training batches ``(x, y)`` (int64 ``[B, T]``, contiguous), batch k = f(seed, start_step + k).
+
+    x and y are cut from one (B, T + 1) array, so as views they would have a row stride of
+    T + 1; they are made contiguous here (a copy of a few kB), so that a GPU run pins them
+    and copies them to the device without waiting (a strided source goes through an unpinned
+    temporary, which serialises every step)."""
 
     def __init__(self, tokens: np.ndarray, *, block_size: int, batch_size: int, seed: int, start_step: int = 0) -> None:
         super().__init__()
@@ -97,7 +102,10 @@ class TrainBatchStream(IterableDataset):
             x, y = sample_train_batch(
                 self.tokens, block_size=self.block_size, batch_size=self.batch_size, seed=self.seed, step=step
             )
-            yield torch.from_numpy(np.asarray(x, dtype=np.int64)), torch.from_numpy(np.asarray(y, dtype=np.int64))
+            yield (
+                torch.from_numpy(np.ascontiguousarray(x, dtype=np.int64)),
+                torch.from_numpy(np.ascontiguousarray(y, dtype=np.int64)),
+            )
             step += 1
 
 

@@ -4,6 +4,10 @@ Training: next-character cross-entropy, AdamW (betas 0.9/0.99, weight decay on e
 parameter with ``dim >= 2`` as nanoGPT does: linear and embedding matrices, the EGA
 projection; none on biases, norms, gate tau/alpha, MOPE omega/sigma, lag weights),
 linear warmup then cosine decay to ``min_lr`` at ``max_steps`` (:func:`learning_rate`).
+How a step computes (precision, the fused optimizer, clipping, the padded output layer) is
+the run's :class:`~harness.training.device_plan.DevicePlan`; the module clips the gradients
+itself (:meth:`CharLMModule.configure_gradient_clipping`), so that clipping works with the
+fused optimizer of the mixed-precision plan.
 
 Determinism: the dropout masks of step k come from generators seeded with
 ``step_seed(seed, k)`` at the start of the step (:func:`reseed_dropout`), and batch k is
@@ -41,6 +45,7 @@ from harness.mlflow_client import redact_uri
 from harness.models.transformer import CharTransformer, build_model
 from harness.models.variants import Variant
 from harness.training.config import TrainConfig
+from harness.training.device_plan import DevicePlan, choose_device_plan
 from harness.training.energy_probe import EnergyDirectionProbe
 
 #: Format of the ``harness`` entry of a checkpoint (bump on incompatible changes).
@@ -146,13 +151,22 @@ class CharLMModule(LightningModule):
         Size of the corpus vocabulary.
     model
         The :class:`harness.models.CharTransformer` (built by :func:`build_char_model`).
+    device_plan
+        How a step computes (default: the plan ``config`` gets on this machine).
     """
 
-    def __init__(self, config: TrainConfig, *, vocab_size: int, model: torch.nn.Module) -> None:
+    def __init__(
+        self, config: TrainConfig, *, vocab_size: int, model: torch.nn.Module, device_plan: DevicePlan | None = None
+    ) -> None:
         super().__init__()
         self.config = config
         self.vocab_size = vocab_size
         self.model = model
+        if device_plan is None:
+            cuda = torch.cuda.is_available()
+            bf16 = cuda and torch.cuda.is_bf16_supported()
+            device_plan = choose_device_plan(config, cuda_available=cuda, bf16_supported=bf16, cpus=1)
+        self.device_plan = device_plan
         # Gate readings (open fraction, content precision, energy direction) exist for sigmoid key
         # gates only (harness.models.KeyGate); a user's plain per-key bias has none.
         self.has_gate = bool(model.key_gates()) if hasattr(model, "key_gates") else False
@@ -177,12 +191,13 @@ class CharLMModule(LightningModule):
         x, y = batch
         reseed_dropout(self.config.seed, self.global_step, x.device)  # dropout masks = f(seed, step)
         forward = self.model if self.compiled_forward is None else self.compiled_forward
-        logits = forward(x)  # (B, T, V)
+        multiple = self.device_plan.vocab_multiple
+        logits = forward(x) if multiple == 1 else forward(x, vocab_multiple=multiple)  # (B, T, V), V padded
         return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), y.reshape(-1))
 
     def configure_optimizers(self) -> dict[str, Any]:
         config = self.config
-        fused = {"fused": True} if next(self.model.parameters()).is_cuda else {}
+        fused = {"fused": True} if self.device_plan.fused_optimizer else {}
         optimizer = torch.optim.AdamW(
             optimizer_groups(self.model, config.weight_decay),
             lr=config.lr,
@@ -194,6 +209,19 @@ class CharLMModule(LightningModule):
         base = config.lr
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: learning_rate(k, config) / base)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1}}
+
+    def configure_gradient_clipping(
+        self, optimizer: Any, gradient_clip_val: float | None = None, gradient_clip_algorithm: str | None = None
+    ) -> None:
+        """Clip the global gradient norm to the plan's ``clip_grad_norm`` (``clip_grad_norm_`` over
+        the optimizer's parameters in its group order, as Lightning's own clipping does: the same
+        numbers on the fp32 plan). Lightning calls this after the backward pass and, under
+        ``16-mixed``, after its gradient scaler unscaled the gradients; Lightning's clipping is
+        off (``Trainer(gradient_clip_val=None)``) because it refuses the fused optimizer."""
+        max_norm = self.device_plan.clip_grad_norm
+        if max_norm:
+            parameters = [p for group in optimizer.param_groups for p in group["params"]]
+            torch.nn.utils.clip_grad_norm_(parameters, max_norm)
 
     # -- metrics -------------------------------------------------------------------
     def record_metrics(self, metrics: Mapping[str, float], *, prog_bar: tuple[str, ...] = ()) -> None:

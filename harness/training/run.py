@@ -61,6 +61,7 @@ from harness.training.callbacks import (
 from harness.training.compile import (
     CompileDecision,
     CompiledForward,
+    begin_compiled_run,
     compile_decision,
     graph_key,
     is_warm,
@@ -69,6 +70,7 @@ from harness.training.compile import (
 from harness.training.config import TrainConfig
 from harness.training.data import CharDataModule
 from harness.training.description import trial_description
+from harness.training.device_plan import DevicePlan, choose_device_plan
 from harness.training.module import CharLMModule, build_char_model, resolve_variant
 from harness.training.tracking import TrackedRun, TrackingTarget, prepare_tracking
 
@@ -109,6 +111,8 @@ class TrainResult:
     compiled: bool = False
     compile_reason: str = ""
     pc1_cosine: float | None = None
+    #: How the run computed (:meth:`harness.training.device_plan.DevicePlan.describe`).
+    device_plan: str = ""
 
 
 @dataclass(frozen=True)
@@ -118,10 +122,9 @@ class _Plan:
     config: TrainConfig
     variant: Any
     corpus: Any
-    use_gpu: bool
+    device: DevicePlan
     compile: CompileDecision
     compile_key: str | None
-    num_threads: int | None
     resume_path: Path | None
     resume_meta: dict[str, Any] | None
     start_step: int
@@ -218,10 +221,10 @@ def _prepare(
     datasets.get_card(config.dataset)  # InputError listing the known datasets
 
     cuda = torch.cuda.is_available()
-    if config.accelerator == "gpu" and not cuda:
-        raise InputError("accelerator 'gpu' requested but no CUDA device is available; use --accelerator cpu or auto")
-    use_gpu = config.accelerator == "gpu" or (config.accelerator == "auto" and cuda)
-    num_threads = None if use_gpu else (config.num_threads or available_cpus())
+    device = choose_device_plan(
+        config, cuda_available=cuda, bf16_supported=cuda and torch.cuda.is_bf16_supported(), cpus=available_cpus()
+    )
+    use_gpu = device.accelerator == "gpu"
 
     resume_path, resume_meta, start_step = None, None, 0
     if resume_from is not None:
@@ -238,7 +241,7 @@ def _prepare(
     decision = compile_decision(
         config,
         use_gpu=use_gpu,
-        threads=num_threads or 1,
+        threads=device.threads,
         warm=key is not None and is_warm(key),
         sharing=compile_sharing,
         start_step=start_step,
@@ -247,10 +250,9 @@ def _prepare(
         config=config,
         variant=variant,
         corpus=corpus,
-        use_gpu=use_gpu,
+        device=device,
         compile=decision,
         compile_key=key,
-        num_threads=num_threads,
         resume_path=resume_path,
         resume_meta=resume_meta,
         start_step=start_step,
@@ -259,19 +261,22 @@ def _prepare(
 
 @contextlib.contextmanager
 def _runtime(plan: _Plan, progress_bar: bool) -> Iterator[None]:
-    """Threads, matmul precision, RNG and log levels for the run; restored afterwards."""
+    """Threads, matmul precision, RNG, compiler state and log levels for the run; restored afterwards."""
     saved_threads = torch.get_num_threads()
     saved_precision = torch.get_float32_matmul_precision()
     quiet = ("lightning.pytorch", "lightning.fabric", "lightning.pytorch.utilities.rank_zero")
     saved_levels = {name: logging.getLogger(name).level for name in quiet}
-    devices = [torch.cuda.current_device()] if plan.use_gpu else []
+    gpu = plan.device.accelerator == "gpu"
+    devices = [torch.cuda.current_device()] if gpu else []
     cache = shared_cache() if plan.compile.compile else contextlib.nullcontext()
     try:
         flush_denormals()  # before any parallel operation, so torch's worker threads inherit it
-        if plan.num_threads:
-            torch.set_num_threads(plan.num_threads)
-        if plan.use_gpu:
-            torch.set_float32_matmul_precision("high")  # TF32 for any fp32 matmul left outside autocast
+        if not gpu:
+            torch.set_num_threads(plan.device.threads)
+        if plan.compile.compile:
+            begin_compiled_run(plan.device.threads)  # a reused worker's earlier runs must not count
+        torch.set_float32_matmul_precision(plan.device.matmul_precision)  # "high": TF32 outside autocast
+        if gpu:
             torch.backends.cudnn.allow_tf32 = True
         for name in quiet:  # "GPU available: ...", "max_steps reached": noise in a study log
             logging.getLogger(name).setLevel(logging.WARNING)
@@ -455,7 +460,7 @@ def train(
             eval_windows=config.eval_windows,
             eval_batch_size=config.eval_batch_size,
             start_step=plan.start_step,
-            pin_memory=plan.use_gpu,
+            pin_memory=plan.device.pin_memory,
         )
         target = prepare_tracking(config.tracking_uri, config.experiment) if mlflow_logging else None
 
@@ -465,7 +470,7 @@ def train(
         try:
             if run is not None:
                 run.declare_corpus(config.dataset, data_dir=config.data_dir)
-            module = CharLMModule(config, vocab_size=plan.corpus.vocab_size, model=model)
+            module = CharLMModule(config, vocab_size=plan.corpus.vocab_size, model=model, device_plan=plan.device)
             module.mlflow_run_id = run.run_id if run is not None else None
             if plan.compile.compile:
                 module.compiled_forward = CompiledForward(model, plan.compile_key)
@@ -497,6 +502,7 @@ def train(
         wall_time_s=time.perf_counter() - started,
         compiled=plan.compile.compile,
         compile_reason=plan.compile.reason,
+        device_plan=plan.device.describe(),
     )
 
 
@@ -509,7 +515,10 @@ def _open_run(target: TrackingTarget | None, plan: _Plan) -> TrackedRun | None:
     previous = (plan.resume_meta or {}).get("mlflow_run_id")
     run = target.resume_run(previous) if previous else None
     if run is None:
-        tags = run_tags(config, plan.variant) | {"harness.compile": plan.compile.reason}
+        tags = run_tags(config, plan.variant) | {
+            "harness.compile": plan.compile.reason,
+            "harness.device_plan": plan.device.describe(),
+        }
         if plan.resume_path is not None:
             tags["harness.resumed_from"] = str(plan.resume_path)
         run = target.start_run(run_name=run_name(config), params=run_params(config), tags=tags)
@@ -538,9 +547,8 @@ def _build_loop(
         checkpoint_dir = plan.resume_path.parent
     else:
         checkpoint_dir = _default_checkpoint_dir(config, module.mlflow_run_id)
-    # On GPU the loss is tested every 10 steps only: each test is a host-device sync.
-    monitor = BatchLossMonitor(check_every=10 if plan.use_gpu else 1)
-    checkpointer = RollingCheckpoint(checkpoint_dir, every_n_steps=config.checkpoint_every, guard=monitor)
+    monitor = BatchLossMonitor(check_every=plan.device.loss_check_every)  # each test waits for the device
+    checkpointer = RollingCheckpoint(checkpoint_dir, every_n_steps=plan.device.checkpoint_every, guard=monitor)
     throughput = TokenThroughput(config.batch_size * config.context_length)
     own: list[Any] = [throughput, monitor]
     if plan.variant.has_key_gate:
@@ -550,13 +558,10 @@ def _build_loop(
     own.append(checkpointer)
     if progress_bar:
         own.append(StepProgressBar())
-    precision = "32-true"
-    if plan.use_gpu:
-        precision = "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
     trainer = Trainer(
-        accelerator="gpu" if plan.use_gpu else "cpu",
+        accelerator=plan.device.accelerator,
         devices=1,
-        precision=precision,
+        precision=plan.device.precision,
         max_steps=config.max_steps,
         val_check_interval=config.eval_every,
         check_val_every_n_epoch=None,
@@ -565,8 +570,9 @@ def _build_loop(
         enable_checkpointing=False,
         enable_progress_bar=progress_bar,
         enable_model_summary=False,
-        gradient_clip_val=config.grad_clip or None,
-        gradient_clip_algorithm="norm",
+        # No clipping by Lightning: the module clips (configure_gradient_clipping), which works with
+        # the fused optimizer of the mixed plan too (harness.training.device_plan).
+        gradient_clip_val=None,
         callbacks=[*own, *callbacks],
         default_root_dir=str(checkpoint_dir),
     )

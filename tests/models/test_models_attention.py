@@ -13,7 +13,6 @@ from harness.models.attention import (
     key_biased_attention,
     lag_chunk_size,
     lag_penalised_attention,
-    lag_reach,
 )
 from harness.models.gates import EnergyGate
 from harness.models.positional import ALiBiPositionalEncoding, NoPositionalEncoding
@@ -297,8 +296,8 @@ def _lag_inputs(seed, sigmas, B=2, T=45, hd=16):
 def _assert_lag_grads_match(out, ref, inputs, up, *, atol):
     """The gradients of (out * up).sum() with respect to (q, k, v, key_bias, gamma) match
     those of the float64 oracle ``ref``: relative 1e-4, gamma's 2e-3 (its gradient sums
-    (j - c)^2-weighted terms over every pair in fp32, up to (reach + chunk / 2)^2 from the
-    chunk's centre c: 1.4e-3 measured for a sigma = 4 head, whichever the order of the sums)."""
+    (j - c)^2-weighted terms over every pair in fp32, the far keys' included (with weight 0):
+    1.4e-3 measured for a sigma = 4 head, whichever the order of the sums)."""
     grads = torch.autograd.grad((out * up).sum(), inputs)
     ref_grads = torch.autograd.grad((ref * up.double()).sum(), inputs)
     for name, got, want in zip("q k v key_bias gamma".split(), grads, ref_grads, strict=True):
@@ -332,45 +331,34 @@ def test_lag_fold_stays_precise_at_long_context_thanks_to_the_chunks():
     ref = naive_lag_attention(q, k, v, key_bias, gamma)
     chunked = (lag_penalised_attention(q, k, v, key_bias, gamma).double() - ref).abs().max()
     one_call = (lag_penalised_attention(q, k, v, key_bias, gamma, chunk=1024).double() - ref).abs().max()
-    assert lag_chunk_size(gamma, 1024) == 64
+    assert lag_chunk_size(1024, curvature=True) == 64
     assert chunked < 1e-4 < 1e-3 < one_call
 
 
-def test_skipping_the_keys_beyond_the_reach_changes_nothing():
-    """Narrow heads attend only to keys within lag_reach (their weights beyond are exactly 0 in
-    fp32): the output equals the one over every key, and output and gradients match the
-    float64 oracle as closely as the fold over every key does."""
+def test_far_keys_of_narrow_heads_weigh_nothing_and_the_fold_matches_the_oracle():
+    """Every chunk attends to every key before its end: far keys of a narrow head get logits of
+    -gamma (j - c)^2 (about -4e4 here), weight exactly 0 in fp32, no NaN in the backward pass;
+    narrow and wide heads within the float64 oracle, output and gradients."""
     q, k, v, key_bias, gamma = _lag_inputs(6, (1.5, 4.0, 300.0), B=1, T=700, hd=32)
-    reach = lag_reach(q, k, key_bias, gamma, 32**-0.5)
-    assert reach[0] < reach[1] < 700 == reach[2]  # the narrow heads really skip keys
     up = torch.randn(q.shape, generator=torch.Generator().manual_seed(7))
     inputs = (q, k, v, key_bias, gamma)
-    skipped = lag_penalised_attention(q, k, v, key_bias, gamma)
-    every = lag_penalised_attention(q, k, v, key_bias, gamma, skip_far_keys=False)
+    out = lag_penalised_attention(q, k, v, key_bias, gamma)
     ref = naive_lag_attention(*inputs)
-    torch.testing.assert_close(skipped, every, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(skipped.double(), ref, rtol=1e-5, atol=5e-5)
-    _assert_lag_grads_match(skipped, ref, inputs, up, atol=2e-4)
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=5e-5)
+    _assert_lag_grads_match(out, ref, inputs, up, atol=2e-4)
 
 
-def test_lag_reach_grows_with_sigma_and_with_the_score_scale():
-    q, k, v, key_bias, gamma = (t.detach() for t in _lag_inputs(8, (1.0, 4.0, 16.0), B=1, T=4000, hd=32))
-    reach = lag_reach(q, k, key_bias, gamma, 32**-0.5)
-    assert reach == sorted(reach) and all(r % 64 == 0 for r in reach) and reach[0] >= 64
-    # the bound: gamma reach^2 >= 120 + 2 scale max|q| max|k| + spread of the key bias
-    bound = 120 + 2 * 32**-0.5 * q.norm(dim=-1).max() * k.norm(dim=-1).max()
-    assert all(float(g) * r**2 >= float(bound) for g, r in zip(gamma, reach, strict=True))
-    assert lag_reach(3 * q, k, key_bias, gamma, 32**-0.5)[2] > reach[2]
-
-
-def test_lag_chunk_size_follows_the_narrowest_head():
-    def gamma(*sigmas):
-        return 0.25 / torch.tensor(sigmas) ** 2
-
-    assert lag_chunk_size(gamma(1000.0, 50.0), 256) == 256  # 32 sigma_min >= T: one call
-    assert lag_chunk_size(gamma(1000.0, 5.0), 256) == 128  # 32 x 5 = 160, down to a multiple of 64
-    assert lag_chunk_size(gamma(1000.0, 0.3), 4096) == 64  # never below 64
-    assert lag_chunk_size(torch.zeros(3), 512) == 512
+def test_lag_chunk_sizes_are_python_numbers_of_the_window_and_the_fixed_slopes():
+    """Known before the forward pass: a learned envelope gets the fixed small chunks, a fixed
+    slope m at most 512 / m (rounded down to a multiple of 64), a slope not known in advance the
+    smallest chunks; a window that fits is one call."""
+    assert lag_chunk_size(256, curvature=True) == 64 and lag_chunk_size(64, curvature=True) == 64
+    assert lag_chunk_size(40, curvature=True) == 40
+    assert lag_chunk_size(512, curvature=False) == 512
+    assert [lag_chunk_size(4096, curvature=False, slope=m) for m in (0.5, 0.25, 0.125)] == [1024, 2048, 4096]
+    assert lag_chunk_size(4096, curvature=False, slope=0.3) == 1664  # 512 / 0.3 = 1706, down to 64 x 26
+    assert lag_chunk_size(4096, curvature=False, slope=math.inf) == 64
+    assert lag_chunk_size(4096, curvature=True, slope=0.125) == 64
 
 
 def test_lag_attention_runs_in_fp32_under_bf16_autocast():
@@ -383,17 +371,19 @@ def test_lag_attention_runs_in_fp32_under_bf16_autocast():
 
 
 def test_lag_attention_chunks_use_the_flash_kernel_forward_and_backward():
-    """Narrow heads (sigma = 1: chunks of 64, reach 64 at T = 600) run as batched windows: every
-    chunk of both heads in ONE flash call (recomputed once in the backward pass), never the math path."""
+    """T = 600 in chunks of 64: ten flash calls for the two heads (one group), each chunk against the
+    keys up to its end with a boolean mask that needs no gradient; recomputed once in the backward
+    pass; never the math path."""
     q, k, v, key_bias, gamma = _lag_inputs(5, (1.0, 1.0), T=600, hd=32)
+    flash = "aten::_scaled_dot_product_flash_attention_for_cpu"
     with torch.no_grad(), torch.profiler.profile() as prof:
         lag_penalised_attention(q, k, v, key_bias, gamma)
-    assert [e.name for e in prof.events()].count("aten::_scaled_dot_product_flash_attention_for_cpu") == 1
+    assert [e.name for e in prof.events()].count(flash) == 10
     with torch.profiler.profile() as prof:
         lag_penalised_attention(q, k, v, key_bias, gamma).sum().backward()
     names = [event.name for event in prof.events()]
-    assert names.count("aten::_scaled_dot_product_flash_attention_for_cpu") == 2  # forward + recomputation
-    assert "aten::_scaled_dot_product_flash_attention_for_cpu_backward" in names
+    assert names.count(flash) == 20  # forward + recomputation
+    assert names.count(f"{flash}_backward") == 10
     assert "aten::_scaled_dot_product_attention_math" not in names
 
 
@@ -410,15 +400,16 @@ def naive_alibi_attention(q, k, v, key_bias, slopes):
 
 @pytest.mark.parametrize("T", [300, 1100])
 def test_alibi_fold_equals_the_float64_oracle_forward_and_gradients(T):
-    """ALiBi's 8 heads (slopes 1/2 .. 1/256): at T = 1100 the steep heads run as batched windows
-    or chunks against the keys within reach, the gentle ones in one call; every plan stays within
+    """ALiBi's 8 heads (slopes 1/2 .. 1/256): at T = 1100 the two steep heads run in chunks of
+    1024 (512 / m rounded down to 64s), the gentle ones in one call; every plan stays within
     1e-4 of the float64 oracle, output and gradients."""
     g = torch.Generator().manual_seed(11)
     B, H, hd = 1, 8, 32
     q, k, v = (torch.randn(B, H, T, hd, generator=g, requires_grad=True) for _ in range(3))
     key_bias = F.logsigmoid(2.0 * torch.randn(B, H, T, generator=g)).detach().requires_grad_(True)
-    slopes = ALiBiPositionalEncoding(H).lag_slope()
-    out = lag_penalised_attention(q, k, v, key_bias, None, lag_slope=slopes)
+    position = ALiBiPositionalEncoding(H)
+    slopes = position.lag_slope()
+    out = lag_penalised_attention(q, k, v, key_bias, None, lag_slope=slopes, slope_values=position.fixed_lag_slope())
     ref = naive_alibi_attention(q, k, v, key_bias, slopes)
     assert (out.double() - ref).abs().max() < 1e-4
     up = torch.randn(q.shape, generator=torch.Generator().manual_seed(12))
@@ -435,7 +426,7 @@ def test_alibi_fold_equals_the_float64_oracle_forward_and_gradients(T):
 def test_alibi_layer_folds_every_head_within_the_float64_oracle(T, gate_name):
     """The layer's ALiBi path (CausalSelfAttention._slope_folded): at T = 1024 every head's slope
     folds over the whole window (m_h T <= LAG_SLOPE_SPAN), one SDPA call; at T = 2100 the two
-    steepest heads take the windows (at T = 2048 the steepest shallow head folds at the limit, m_h T =
+    steepest heads take the chunks (at T = 2048 the steepest shallow head folds at the limit, m_h T =
     LAG_SLOPE_SPAN). Output and gradients within 1e-4 of the layer in float64."""
     import copy
 
@@ -460,17 +451,10 @@ def test_alibi_layer_folds_every_head_within_the_float64_oracle(T, gate_name):
     assert float((grad_x.double() - ref_x).abs().max()) < 1e-4 * float(ref_x.abs().max())
 
 
-def test_alibi_plans_skip_far_keys_for_steep_heads_only():
-    from harness.models.attention import lag_plan
-
-    g = torch.Generator().manual_seed(13)
-    q, k = (torch.randn(1, 8, 4096, 32, generator=g) for _ in range(2))
-    slopes = ALiBiPositionalEncoding(8).lag_slope()
-    reach = lag_reach(q, k, torch.zeros(1, 8, 4096), torch.zeros(8), 32**-0.5, slopes)
-    chunks = [lag_chunk_size(torch.zeros(1), 4096, slopes[h : h + 1]) for h in range(8)]
-    assert chunks[:3] == [1024, 2048, 4096] and reach[0] < 512 and reach[-1] == 4096
-    plans = [lag_plan(c, r, 4096)[0] for c, r in zip(chunks, reach, strict=True)]
-    assert plans[0] == "window" and plans[-1] == "whole"
+def test_alibi_chunks_follow_the_fixed_slopes():
+    slopes = ALiBiPositionalEncoding(8).fixed_lag_slope()
+    chunks = [lag_chunk_size(4096, curvature=False, slope=m) for m in slopes]
+    assert chunks == [1024, 2048] + [4096] * 6
 
 
 # -- pairwise terms that fold into nothing, in query chunks ----------------------------------------
@@ -517,3 +501,82 @@ def test_pairwise_layers_never_build_a_t_by_t_tensor():
             attn(x, pos)[0].sum().backward()
         shapes = [s for e in prof.events() for s in (e.input_shapes or []) if len(s) == 4]
         assert shapes and not any(s[-2] == T and s[-1] == T for s in shapes), gate
+
+
+# -- bf16: the bias in three pieces keeps fp32's precision -----------------------------------------
+
+
+def _bf16_floor(q, k, v, bias):
+    """The oracle's output with q, k, v rounded to bf16 and the bias exact (float64): the error
+    bf16 attention cannot avoid."""
+    qb, kb, vb = (t.detach().bfloat16().double() for t in (q, k, v))
+    T, hd = q.size(-2), q.size(-1)
+    scores = qb @ kb.transpose(-1, -2) / math.sqrt(hd) + bias.detach().double()[..., None, :]
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    return torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1) @ vb
+
+
+def test_the_bf16_fold_adds_no_error_to_bf16_attention(monkeypatch):
+    """Under bf16 autocast the folded bias (here log g plus an ALiBi-sized slope m (j - c), up to
+    ~30 nats) is as precise as fp32's: the output is as close to the float64 oracle as bf16
+    attention with an exact bias and a bf16 output; one bf16 column would be ~6 times further off."""
+    from harness.models import fold
+
+    q, k, v, log_g = (t.detach() for t in _inputs(21, B=2, H=4, T=256, hd=32))
+    bias = log_g + 0.25 * (torch.arange(256.0) - 127.5)  # (B, H, T)
+    ref = naive_gated_attention(q.double(), k.double(), v.double(), bias.double().exp())
+    floor = float((_bf16_floor(q, k, v, bias).bfloat16().double() - ref).abs().max())
+
+    def error() -> float:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = key_biased_attention(q, k, v, bias)
+        assert out.dtype == torch.bfloat16
+        return float((out.double() - ref).abs().max())
+
+    assert error() <= 1.05 * floor
+    pieces = fold.fold_columns(bias / 32**-0.5, torch.bfloat16)
+    assert pieces.shape == (2, 4, 256, 3)
+    exact = (bias / 32**-0.5).double()  # the fp32 column, up to ~180
+    assert float((pieces.double().sum(-1) - exact).abs().max()) < 1e-7  # the pieces hold all of it
+    monkeypatch.setitem(fold.FOLD_PIECES, torch.bfloat16, 1)
+    assert error() > 3 * floor
+
+
+def test_the_gradient_of_log_g_in_bf16_is_the_fp32_gradient_rounded_once():
+    """The gradient reaches log g through the first piece: within bf16's rounding of the fp32
+    gradient (relative to its largest entry), and exactly zero through the other two."""
+    q, k, v, log_g = _inputs(22, B=2, H=2, T=128, hd=32)
+    up = torch.randn(q.shape, generator=torch.Generator().manual_seed(23))
+    (want,) = torch.autograd.grad((key_biased_attention(q, k, v, log_g) * up).sum(), (log_g,))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = key_biased_attention(q, k, v, log_g)
+    (got,) = torch.autograd.grad((out.float() * up).sum(), (log_g,))
+    assert got.dtype == torch.float32
+    assert float((got - want).abs().max()) < 0.03 * float(want.abs().max())
+
+
+@pytest.mark.parametrize("gate_name", ["none", "ega"])
+def test_alibi_layer_under_bf16_folds_into_one_flash_call(gate_name):
+    """ALiBi under bf16 autocast takes EGA's fold with the slope in three bf16 pieces: one bf16
+    flash call for every head (no fp32 fallback), within bf16's error of the float64 layer."""
+    import copy
+
+    from harness.models.gates import build_gate
+    from harness.models.scoring import build_scoring
+
+    torch.manual_seed(24)
+    d, H, T = 64, 8, 1024
+    attn = CausalSelfAttention(
+        d, H, gate=build_gate(gate_name, d_model=d, n_head=H, tau_init=0.3), scoring=build_scoring("dot", n_head=H)
+    )
+    x = torch.randn(1, T, d)
+    with torch.no_grad(), torch.profiler.profile() as prof, torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = attn(x, ALiBiPositionalEncoding(H), None)
+    flash = [e for e in prof.events() if e.name == "aten::_scaled_dot_product_flash_attention_for_cpu"]
+    assert len(flash) == 1 and out.dtype == torch.bfloat16
+    with torch.no_grad():
+        ref = _naive_layer(copy.deepcopy(attn).double(), x.double(), ALiBiPositionalEncoding(H).double(), None)
+        fp32, _ = attn(x, ALiBiPositionalEncoding(H), None)
+    scale = float(ref.abs().max())
+    assert float((out.double() - ref).abs().max()) < 3e-2 * scale  # bf16 projections and attention
+    assert float((fp32.double() - ref).abs().max()) < 1e-4 * scale

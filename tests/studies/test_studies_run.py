@@ -3,6 +3,7 @@ one child run per trial with its final validation loss, the results table, the r
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from mlflow import MlflowClient
 from numpy.testing import assert_allclose
 
 from harness.analysis.results import normalise
+from harness.bench.local_services import TINY
 from harness.models import get_variant
 from harness.report import parent_description
 from harness.results_schema import RESULT_COLUMNS, RESULT_SCHEMA
@@ -182,7 +184,8 @@ def test_trial_equals_a_plain_training_run(write_spec, study_env: dict, tmp_path
     from harness.training import train
 
     w48 = {"name": "w48", "n_layer": 1, "n_head": 2, "d_model": 48}
-    spec_path = write_spec(variants=["ega-mope"], seeds=[3], sizes=[w48])
+    fewer_checkpoints = {**TINY["train"], "checkpoint_every": 10}  # than evaluations (every 5 steps)
+    spec_path = write_spec(variants=["ega-mope"], seeds=[3], sizes=[w48], train=fewer_checkpoints)
     outcome = run_study(spec_path, report=False, **{**study_env, "live": True})  # the live table's code path
     assert "ega-mope_s3_w48-L1H2d48_T32_tinyshakespeare" in study_env["stream"].getvalue()
     assert "1/1 trials done" in study_env["stream"].getvalue()
@@ -198,3 +201,8 @@ def test_trial_equals_a_plain_training_run(write_spec, study_env: dict, tmp_path
     np.testing.assert_allclose(row["val_loss"], plain.final_val_loss, rtol=1e-6)
     np.testing.assert_allclose(row["train_loss"], plain.final_train_loss, rtol=1e-6)
     assert row["steps"] == plain.steps == 10
+    # An evaluation without a new checkpoint reports none (nothing uploaded): step 5 has none, 10 has one.
+    (result_json,) = Path(outcome.study_dir).glob("*/result.json")
+    reports = [json.loads(line) for line in result_json.read_text().splitlines() if line.strip()]
+    evaluations = [r for r in reports if "wall_time_s" not in r]  # not the trainable's final report
+    assert {r["step"]: r.get("checkpoint_dir_name") is not None for r in evaluations} == {5: False, 10: True}

@@ -11,8 +11,9 @@ Each trial
    failure, or a resumed study): the harness checkpoint makes the resumed run end
    exactly where an uninterrupted one would;
 4. trains with MLflow off (the driver records everything: one writer) and a Lightning
-   callback that, at every evaluation, reports the metrics and the latest checkpoint to
-   Tune (``ray.tune.report``);
+   callback that, at every evaluation, reports the metrics to Tune (``ray.tune.report``),
+   with the checkpoint when the run wrote a new one since the previous report (at every
+   evaluation on CPU, a few times a run on a GPU: the run's device plan);
 5. reports the final :class:`~harness.training.run.TrainResult` once more with a small
    "final" checkpoint holding the per-window losses and the gate/MOPE parameter tables,
    which the driver turns into the child run's artifacts and the study's tables.
@@ -136,6 +137,7 @@ def _report_callback(
 
         def __init__(self) -> None:
             self.module: Any = None
+            self._reported: tuple[int, int, int] | None = None  # (inode, mtime_ns, size) of the last.ckpt reported
 
         def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
             if trainer.sanity_checking:
@@ -144,10 +146,15 @@ def _report_callback(
             metrics = _scalars(trainer.callback_metrics)
             metrics["step"] = int(trainer.global_step)
             last = checkpoint_dir / LAST_CHECKPOINT
-            if trainer.state.fn == TrainerFn.FITTING and last.is_file():
-                # The harness's RollingCheckpoint (earlier in the callback list) has just written
-                # last.ckpt for this step; Tune copies the folder to the study's storage now.
+            stat = last.stat() if last.is_file() else None  # each save is a new file (written, then renamed)
+            written = (stat.st_ino, stat.st_mtime_ns, stat.st_size) if stat is not None else None
+            if trainer.state.fn == TrainerFn.FITTING and written is not None and written != self._reported:
+                # The harness's RollingCheckpoint (earlier in the callback list) has written last.ckpt
+                # since the previous report (every evaluation on CPU, a few times a run on a GPU:
+                # harness.training.device_plan); Tune copies the folder to the study's storage now.
+                # An evaluation without a new checkpoint uploads nothing.
                 ray.tune.report(metrics, checkpoint=_checkpoint(checkpoint_dir))
+                self._reported = written
             else:
                 ray.tune.report(metrics)
 

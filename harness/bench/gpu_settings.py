@@ -1,0 +1,111 @@
+"""What one GPU check does (:data:`FULL` on a GPU, :data:`SMOKE` on CPU) and what a phase records.
+
+See :mod:`harness.bench.gpu_check` for the phases and what each one judges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Variants whose steady training step must not wait for the device even once.
+SYNC_FREE = ("baseline", "ega", "mope", "ega-mope", "alibi", "mope-rel", "ega-qnorm", "mope-bias")
+#: Attention families whose folded call is eligible for the flash kernel (equal q/k/v width, causal,
+#: no mask): the check fails if one runs another kernel than flash (or cuDNN's, which torch may
+#: prefer on Hopper GPUs). Relative MOPE's chunks carry a boolean mask
+#: and the pairwise readings a float one: those run the memory-efficient or math kernel, recorded.
+FLASH_FAMILIES = ("baseline", "ega", "rope", "alibi")
+KERNEL_FAMILIES = (*FLASH_FAMILIES, "mope-rel", "ega-qnorm", "mope-bias")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What one check run does. Sizes are preset names; steps count optimizer steps."""
+
+    device: str
+    size: str
+    context_length: int
+    batch_size: int
+    steps: int  # timed training steps per variant in the speed phase
+    warmup: int  # untimed steps first (compilation, autotuning, allocator)
+    compile: bool  # the speed phase and the real run compile (train's compile: true) or not
+    # -- the real run (train()) -------------------------------------------------------------
+    train_variant: str = "ega-mope"
+    train_steps: int = 200
+    train_eval_every: int = 100
+    train_warm_steps: int = 50  # the second run, on the warm compile cache
+    sync_steps: tuple[int, int] = (121, 130)  # steady steps of the real run whose syncs are counted
+    # -- the speed phase -------------------------------------------------------------------------
+    variants: tuple[str, ...] = ("baseline", "ega", "ega-mope")
+    max_baseline_step_ms: float | None = 10.0  # the review's estimate: 4-7 ms compiled bf16 at paper size
+    max_step_ratio: float | None = 1.6  # a gated variant's step against baseline's
+    # -- host syncs, kernels, bf16 --------------------------------------------------------------
+    sync_variants: tuple[str, ...] = SYNC_FREE
+    sync_context_length: int = 256
+    kernel_context_length: int = 256
+    # -- compile per run: ten variants and two shapes in one process ------------------------------
+    compile_shapes: tuple[tuple[int, int], ...] = ((64, 256), (32, 128))
+    graph_variants: tuple[str, ...] = ("baseline", "rope", "alibi", "ega", "ega-mope", "ega-mope-rel", "phase-mope")
+    # -- folded attention at long context --------------------------------------------------------
+    attention_lengths: tuple[int, ...] = (4096, 8192)
+    attention_batch: int = 4
+    attention_heads: int = 8
+    attention_head_dim: int = 32
+    attention_repeats: int = 5
+    # -- packed trials -----------------------------------------------------------------------------
+    study_trials: int = 4
+    study_gpus: float = 0.25
+    study_cpus: int = 2
+    study_steps: int = 3000  # long enough for the trials' training to overlap, not only their start-up
+    budget_s: float | None = 900.0
+
+    @property
+    def bf16(self) -> bool:
+        """Every phase runs the mixed-precision plan: bf16 autocast, on CPU too."""
+        return True
+
+
+FULL = Settings(device="cuda", size="paper", context_length=256, batch_size=64, steps=300, warmup=10, compile=True)
+SMOKE = Settings(
+    device="cpu",
+    size="nano",
+    context_length=64,
+    batch_size=4,
+    steps=3,
+    warmup=1,
+    compile=False,
+    train_steps=12,
+    train_eval_every=6,
+    train_warm_steps=4,
+    sync_steps=(7, 10),
+    max_baseline_step_ms=None,
+    max_step_ratio=None,
+    sync_context_length=130,
+    kernel_context_length=130,
+    compile_shapes=((3, 80), (2, 48)),
+    graph_variants=("baseline", "ega-mope-rel"),
+    attention_lengths=(128, 256),
+    attention_batch=2,
+    attention_heads=2,
+    attention_repeats=1,
+    study_gpus=0.0,
+    study_cpus=1,
+    study_steps=4,
+    budget_s=None,
+)
+
+
+@dataclass
+class Phase:
+    """One part of the check: its measurements and the problems it found."""
+
+    name: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    #: Measured constants for the cost model (:func:`harness.bench.gpu_check.measured_constants`).
+    constants: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
