@@ -38,6 +38,7 @@ from harness.mlflow_client import TrackingClient, check_tracking_uri, redact_uri
 from harness.studies.cluster.connect import resolve_storage, shared_storage_declared
 from harness.studies.cluster.destinations import (
     RAY_JOB_TAG,
+    absolute_tracking_uri,
     refuse_local_destinations,
     storage_local_path,
     tracking_local_path,
@@ -139,16 +140,6 @@ def resolve_dashboard(address: str | None) -> str:
             "submitted to the dashboard: --address http://HEAD:8265"
         )
     return url.rstrip("/")
-
-
-def absolute_tracking_uri(uri: str) -> str:
-    """A relative ``sqlite:///mlflow.db`` made absolute here (the job's driver resolves
-    relative paths in its own working directory, not in this one)."""
-    local = tracking_local_path(uri)
-    if local is None or urlparse(uri).scheme.lower() != "sqlite":
-        return uri
-    query = uri.split("?", 1)[1] if "?" in uri else ""
-    return f"sqlite:///{local}" + (f"?{query}" if query else "")
 
 
 def plan_submission(

@@ -72,6 +72,18 @@ def tracking_local_path(uri: str, cwd: Path | None = None) -> Path | None:
     return ((cwd or Path.cwd()) / path.expanduser()).resolve()
 
 
+def absolute_tracking_uri(uri: str, cwd: Path | None = None) -> str:
+    """A SQLite URI with a relative path (``sqlite:///mlflow.db``) made absolute against ``cwd``
+    (default: the working directory), so that it names the same database wherever it is used
+    later (a Ray job's driver, ``harness report --from`` in another folder); any other URI
+    as it is (a file store is refused elsewhere, not rewritten)."""
+    local = tracking_local_path(uri, cwd)
+    if local is None or urlparse(uri).scheme.lower() != "sqlite":
+        return uri
+    query = uri.split("?", 1)[1] if "?" in uri else ""
+    return f"sqlite:///{local}" + (f"?{query}" if query else "")
+
+
 def storage_local_path(storage: str, cwd: Path | None = None) -> Path | None:
     """The local folder of a storage path (``file://`` or a plain path), resolved against
     ``cwd``; None for remote storage (``s3://``, ``gs://`` ...)."""

@@ -3,9 +3,10 @@
 Each trial
 
 1. looks its :class:`~harness.training.config.TrainConfig` up by trial id (the configs
-   travel once through Ray's object store with ``tune.with_parameters``) and makes sure its
-   corpus is on this node (:func:`ensure_corpus`: found, or fetched checksum-verified, or
-   the trial fails naming the corpus and the node);
+   travel once through Ray's object store with ``tune.with_parameters``; every path in them
+   absolute, resolved by the driver) and makes sure its corpus is on this node
+   (:func:`~harness.studies.cluster.corpora.ensure_corpus`: found, or fetched
+   checksum-verified, or the trial fails naming the corpus and the node);
 2. sets torch's threads to the CPUs Tune gave it (Ray's workers start with one thread);
 3. resumes from ``ray.tune.get_checkpoint()`` when Tune restarts it (a retry after a
    failure, or a resumed study): the harness checkpoint makes the resumed run end
@@ -28,13 +29,11 @@ import math
 import os
 import shutil
 import signal
-import socket
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness.datasets.corpus import load
-from harness.errors import InputError
+from harness.studies.cluster.corpora import ensure_corpus
 from harness.studies.tune.state import write_manifest
 from harness.training.config import TrainConfig
 
@@ -64,37 +63,6 @@ FINAL_METRICS = {
     "tokens_per_s": "final/tokens_per_s",
     "num_parameters": "num_parameters",
 }
-
-
-class CorpusUnavailable(InputError):
-    """A trial's corpus is neither on its node nor can be fetched there."""
-
-
-def this_node() -> str:
-    """``host (ip, Ray node <id>)`` of the calling process: which machine of a cluster it is."""
-    import ray
-
-    where = [socket.gethostname()]
-    try:
-        where.append(ray.util.get_node_ip_address())
-        where.append(f"Ray node {ray.get_runtime_context().get_node_id()}")
-    except Exception:  # noqa: BLE001 - outside Ray: the host name says enough
-        pass
-    return f"{where[0]} ({', '.join(where[1:])})" if len(where) > 1 else where[0]
-
-
-def ensure_corpus(dataset: str, data_dir: str | None) -> None:
-    """The trial's corpus on this node, before anything trains: found (``data_dir``,
-    ``$HARNESS_DATA_DIR``, this node's cache) or fetched into this node's cache (the
-    mirrors of ``$HARNESS_DATA_MIRROR``, then the card's addresses), checksum-verified and
-    renamed into place only when complete, so that no trial trains on a partial file.
-    Otherwise :class:`CorpusUnavailable` naming the corpus and the node: the trial fails
-    (Tune may retry it on another node)."""
-
-    try:
-        load(dataset, data_dir=data_dir, progress=False)
-    except InputError as exc:
-        raise CorpusUnavailable(f"corpus {dataset!r} is not available on node {this_node()}: {exc}") from None
 
 
 def trial_cpus(context: Any) -> int:
