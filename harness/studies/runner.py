@@ -119,28 +119,6 @@ class StudyOutcome:
 # -- checks before the study starts --------------------------------------------------------
 
 
-#: Test-only fault injection: ``HARNESS_FAULT_NAN_TRIALS=<trial id>[@step],...`` makes the
-#: training loss of those trials NaN from ``step`` on (default 1), to test divergence handling.
-FAULT_NAN_ENV = "HARNESS_FAULT_NAN_TRIALS"
-
-
-def fault_nan_trials(trials: Sequence[Trial]) -> dict[str, int] | None:
-    """``$HARNESS_FAULT_NAN_TRIALS`` parsed against the grid (an unknown id is an error)."""
-    raw = os.environ.get(FAULT_NAN_ENV, "").strip()
-    if not raw:
-        return None
-    known = {t.trial_id for t in trials}
-    out: dict[str, int] = {}
-    for item in filter(None, (part.strip() for part in raw.split(","))):
-        tid, _, step = item.partition("@")
-        if tid not in known:
-            raise InputError(f"{FAULT_NAN_ENV}: no trial {tid!r} in this study; its trials: {', '.join(sorted(known))}")
-        if step and not step.isdigit():
-            raise InputError(f"{FAULT_NAN_ENV}: {item!r}: the step after '@' must be a non-negative integer")
-        out[tid] = int(step) if step else 1
-    return out or None
-
-
 def prepare_corpora(plan: StudyPlan) -> None:
     """Load (and if needed download, checksum-verified, into the cache) every corpus of the
     study once on the driver, before Ray starts: a missing or corrupt corpus is one
@@ -292,21 +270,18 @@ def resolve_study(
     )
 
 
-def check_before_start(plan: StudyPlan) -> dict[str, int] | None:
+def check_before_start(plan: StudyPlan) -> None:
     """Check before anything starts, what can be checked without Ray: the storage path, the
-    tracking URI (a file store or a missing directory), the test-only fault injection, and
-    on an embedded local Ray the GPUs and the corpora (downloaded and verified once, here);
-    as a Ray job's driver, no destination inside Ray's temporary working directory.
-    Returns the trials whose loss the fault injection turns NaN (None: no injection)."""
+    tracking URI (a file store or a missing directory), and on an embedded local Ray the GPUs
+    and the corpora (downloaded and verified once, here); as a Ray job's driver, no destination
+    inside Ray's temporary working directory."""
     # As a Ray job's driver: the rule reads the URI as the user wrote it (a relative path is lost).
     refuse_ephemeral_destinations(tracking_uri=plan.tracking_uri_as_given or plan.tracking_uri, storage=plan.storage)
     check_storage(plan.storage)
     check_tracking_uri(plan.tracking_uri)
-    fault_nan = fault_nan_trials(plan.trials)
     if plan.address is None:
         check_local_gpus(plan.spec)
         prepare_corpora(plan)
-    return fault_nan
 
 
 def find_resumable(plan: StudyPlan) -> tuple[str, dict[str, Any]]:
@@ -603,7 +578,7 @@ def run_study(
     if dry_run:
         say(dry_run_text(spec, plan.trials, storage=plan.storage, tracking_uri=plan.tracking_uri, address=plan.address))
         return StudyOutcome(study=spec.name, status="dry_run", trials=len(plan.trials), tracking_uri=plan.tracking_uri)
-    fault_nan = check_before_start(plan)
+    check_before_start(plan)
     previous = find_resumable(plan) if resume else None
 
     recorder = open_recorder(plan)
@@ -616,7 +591,7 @@ def run_study(
         git_commit = start_parent_run(recorder, plan, layout, ray_conn, previous)
         try:
             tuner, progress, already = launch_tune(
-                plan, layout, recorder, previous, fault_nan, callbacks=callbacks, out=out, live=live, say=say
+                plan, layout, recorder, previous, callbacks=callbacks, out=out, live=live, say=say
             )
             write_study_files(plan, layout, recorder, previous, git_commit)
             grid = fit_with_progress(tuner, progress, already)

@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import signal
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -85,12 +83,7 @@ def _scalars(metrics: Any) -> dict[str, float]:
     return out
 
 
-def _report_callback(
-    checkpoint_dir: Path,
-    fault_kill_at_step: int | None,
-    fault_marker: Path | None,
-    fault_nan_at_step: int | None = None,
-) -> Any:
+def _report_callback(checkpoint_dir: Path) -> Any:
     """A Lightning callback reporting every evaluation to Tune (built here so that
     Lightning is imported only inside the trial process)."""
     import ray.tune
@@ -116,27 +109,6 @@ def _report_callback(
                 ray.tune.report(metrics, checkpoint=_checkpoint(checkpoint_dir))
             else:
                 ray.tune.report(metrics)
-
-        def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
-            # Test-only fault injection (HARNESS_FAULT_NAN_TRIALS): from the given step on, the
-            # weights hold NaN, so the training loss is NaN, as in a real divergence; the
-            # training loop's own divergence check must end the run as "diverged".
-            if fault_nan_at_step is not None and trainer.global_step >= fault_nan_at_step:
-                import torch
-
-                with torch.no_grad():
-                    next(pl_module.parameters()).fill_(float("nan"))
-
-        def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-            # Test-only fault injection (HARNESS_FAULT_KILL_AT_STEP): the trial process dies
-            # once, as a preempted worker would; the marker makes it happen only once.
-            if fault_kill_at_step is None or fault_marker is None or trainer.global_step < fault_kill_at_step:
-                return
-            if fault_marker.exists():
-                return
-            fault_marker.parent.mkdir(parents=True, exist_ok=True)
-            fault_marker.write_text(str(trainer.global_step))
-            os.kill(os.getpid(), signal.SIGKILL)
 
     return TuneReport()
 
@@ -164,22 +136,16 @@ def _write_final(directory: Path, result: Any, module: Any) -> None:
     write_run_tables(directory, model=getattr(module, "model", None), window_losses=result.window_losses)
 
 
-def run_trial(
-    config: dict[str, Any],
-    *,
-    trials: dict[str, dict[str, Any]],
-    fault_kill_at_step: int | None = None,
-    fault_dir: str | None = None,
-    fault_nan: dict[str, int] | None = None,
-) -> None:
+def run_trial(config: dict[str, Any], *, trials: dict[str, dict[str, Any]]) -> None:
     """Tune function trainable (wrap with ``tune.with_parameters(run_trial, trials=...)``).
 
-    ``fault_kill_at_step``/``fault_dir`` and ``fault_nan`` (trial id -> step) are test-only
-    fault injections (``HARNESS_FAULT_KILL_AT_STEP``, ``HARNESS_FAULT_NAN_TRIALS``)."""
+    Its callbacks: the report to Tune, and the test-only faults that this process's environment
+    asks for (:mod:`harness.studies.tune.fault_injection`; none in a real study)."""
     import ray.tune
     import torch
 
     from harness.models.numerics import flush_denormals
+    from harness.studies.tune.fault_injection import fault_callbacks  # Lightning: see the note on imports
     from harness.training.compile import runs_sharing_graph
     from harness.training.run import train  # torch and Lightning: see the note on imports
 
@@ -207,13 +173,12 @@ def run_trial(
                 shutil.copy2(restored / LAST_CHECKPOINT, checkpoint_dir / LAST_CHECKPOINT)
                 resume_from = checkpoint_dir / LAST_CHECKPOINT
         ensure_corpus(cfg.dataset, cfg.data_dir)
-        marker = Path(fault_dir) / f"{trial_id}.killed" if fault_dir else None
-        reporter = _report_callback(checkpoint_dir, fault_kill_at_step, marker, (fault_nan or {}).get(trial_id))
+        reporter = _report_callback(checkpoint_dir)
         # The study's trials with this trial's graph share one cold compile (compile: auto).
         sharing = runs_sharing_graph(cfg, (TrainConfig(**t) for t in trials.values()))
         result = train(
             cfg,
-            callbacks=[reporter],
+            callbacks=[reporter, *fault_callbacks(trial_id, trials)],
             mlflow_logging=False,
             resume_from=resume_from,
             progress_bar=False,
