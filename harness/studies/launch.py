@@ -2,8 +2,8 @@
 record, the progress view), and Tune's experiment, new or restored (a resumed study); a
 sequential study's searcher.
 
-Ray Tune, the MLflow recorder and the progress view (both subclass Tune's ``Callback``) are
-imported inside the functions that use them, for the start-up cost measured in
+Ray Tune, the MLflow recorder, its Tune callback and the progress view (both subclass Tune's
+``Callback``) are imported inside the functions that use them, for the start-up cost measured in
 :mod:`harness.studies.runner`.
 """
 
@@ -148,7 +148,7 @@ def launch_tune(
     study's searcher. Returns the tuner, the progress view and the trials a resumed study
     already finished."""
     # See the note on imports at the top of this module.
-    from harness.studies.record.recorder import MlflowStudyCallback
+    from harness.studies.record.tune_callback import MlflowStudyCallback
     from harness.studies.tune.progress import StudyProgress
     from harness.studies.tune.seed_search import searcher_for
     from harness.studies.tune.snapshot_keeper import KeepLastGoodSnapshot

@@ -42,7 +42,7 @@ from harness.studies.spec.grid import Trial, expand_grid
 from harness.studies.spec.study_spec import StudySpec, parse_spec
 from harness.studies.storage import STUDY_FILE, read_bytes, read_json, read_text, storage_filesystem
 
-if TYPE_CHECKING:  # the recorder subclasses Ray Tune's Callback: imported by record_study (see there)
+if TYPE_CHECKING:  # the recorder is imported by record_study (see there)
     from harness.studies.record.recorder import StudyRecorder
 
 
@@ -162,8 +162,7 @@ def record_study(
         results table yet (its driver died: resume it first), or the tracking store
         cannot be reached or written.
     """
-    # The recorder subclasses Ray Tune's Callback: imported here so that `harness report
-    # --from results.parquet` does not pay Ray Tune's import (about 3 s).
+    # Imported here, where the record is written: a bad study folder is refused without it.
     from harness.studies.record.recorder import StudyRecorder, default_tracking_uri
 
     stored = read_study_dir(study_dir, study=study)

@@ -87,8 +87,8 @@ if TYPE_CHECKING:  # the lazy imports below, for the annotations
     from harness.studies.record.recorder import StudyRecorder
 
 # Imports that stay inside the phases that use them, for a measured start-up cost: Ray
-# (``ray.tune``: about 3-4 s here), the MLflow recorder and the live progress view (both
-# subclass Ray Tune's ``Callback``) and the analysis (scipy, statsmodels, matplotlib: about
+# (``ray.tune``: about 3-4 s here), the MLflow recorder with its Tune callback and the live
+# progress view (both subclass Ray Tune's ``Callback``) and the analysis (scipy, statsmodels, matplotlib: about
 # 1.5-3 s). A bad spec, a bad destination and ``--dry-run`` answer without paying for them
 # (``harness run studies/smoke.yaml --dry-run``: 2.6 s, against 7.3 s with the recorder
 # imported first; medians of 5 on the shared 2-CPU machine).
