@@ -8,5 +8,6 @@ these modules; each prints a table and writes one JSON machine record
 - :mod:`~harness.bench.train_step` one training step per variant
 - :mod:`~harness.bench.compile_cost` what compiling the training step costs and saves
 - :mod:`~harness.bench.study_overhead` a study's overhead against bare trainings
-- :mod:`~harness.bench.chaos` the fault campaign; :mod:`~harness.bench.local_services` real local services
+- :mod:`~harness.bench.chaos` the fault campaign (a package: schedules, faults, one faulted study, the
+  comparison with its twin); :mod:`~harness.bench.local_services` real local services
 """

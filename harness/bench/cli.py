@@ -181,7 +181,7 @@ def bench_chaos(
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("benchmarks/results/chaos.json"),
 ) -> None:
     """Fault campaign: the study under seeded kills and outages, compared bit for bit with an unfaulted twin."""
-    from harness.bench.chaos import main
+    from harness.bench.chaos.campaign import main
 
     result = main(schedules=schedules, seed=seed, replay=replay, out=out)
     raise typer.Exit(1 if result["failing_seeds"] else 0)
