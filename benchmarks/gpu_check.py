@@ -414,13 +414,6 @@ PHASES: tuple[tuple[str, Callable[[Settings, Phase], None]], ...] = (
 )
 
 
-def _environment(settings: Settings) -> dict[str, Any]:
-    from harness.bench.attention import machine_info
-
-    gpu = {"gpu": torch.cuda.get_device_name(), "cuda": torch.version.cuda} if settings.device == "cuda" else {}
-    return machine_info() | gpu
-
-
 def _fmt(value: Any) -> str:
     if value is None:
         return "-"
@@ -448,7 +441,7 @@ def print_report(phases: list[Phase], total_s: float, settings: Settings) -> Non
 
 def run_check(settings: Settings, output: Path) -> bool:
     """Every phase (a failing one does not stop the others), the table, the JSON; True when all passed."""
-    from harness.bench.attention import write_json
+    from harness.bench.machine import write_result
 
     started = time.perf_counter()
     if settings.device == "cuda":
@@ -473,10 +466,9 @@ def run_check(settings: Settings, output: Path) -> bool:
         "ok": ok,
         "total_s": total,
         "settings": asdict(settings),
-        "environment": _environment(settings),
         "phases": [asdict(p) for p in phases],
     }
-    write_json(output, record)
+    write_result(output, record)
     print(f"JSON: {output}")
     return ok
 

@@ -4,9 +4,7 @@ bench chaos``, ``benchmarks/chaos.py``)."""
 
 from __future__ import annotations
 
-import json
 import os
-import platform
 import tempfile
 import time
 from collections import Counter
@@ -18,6 +16,7 @@ from harness.bench.chaos.driver import Outcome
 from harness.bench.chaos.processes import TAG
 from harness.bench.chaos.schedule import KINDS, SPEC, STEPS, TRIALS, draw_schedule, schedule_seeds
 from harness.bench.chaos.study import FaultedStudy
+from harness.bench.machine import write_result
 
 
 def _table(outcomes: list[Outcome], seeds: list[int], wall: float) -> tuple[list[str], dict[str, Any]]:
@@ -97,11 +96,7 @@ def main(
         "twin_wall_s": round(twin_outcome.wall_s, 1),
         "outcomes": [asdict(o) for o in outcomes],
         "spec": SPEC,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg_1m": os.getloadavg()[0]},
-        "date": time.strftime("%Y-%m-%d"),
     }
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
+    written = write_result(out, result)
     say(f"JSON: {out}")
-    return result
+    return written
