@@ -26,6 +26,10 @@ import polars as pl
 #: (``incomplete``: ``--resume`` continues it).
 TrialStatus = Literal["finished", "diverged", "failed", "incomplete"]
 TRIAL_STATUSES: tuple[str, ...] = get_args(TrialStatus)
+#: The ``status`` tag of a trial's MLflow child run for each :data:`TrialStatus`: the same
+#: word, but for a trial the study stopped before it ended, whose run is ``interrupted``
+#: (:data:`harness.mlflow_client.RunStatus`). A table rebuilt from MLflow reads it back.
+RUN_TAG_OF_TRIAL_STATUS: dict[str, str] = {s: "interrupted" if s == "incomplete" else s for s in TRIAL_STATUSES}
 
 #: The columns of the results table and their polars types, in order.
 RESULT_SCHEMA: dict[str, pl.DataType] = {
@@ -74,6 +78,8 @@ CURVE_SCHEMA: dict[str, pl.DataType] = {
     "status": pl.String(),
 }
 CURVE_COLUMNS: tuple[str, ...] = tuple(CURVE_SCHEMA)
+#: The curves table's file in a study's folder (and in a report's).
+CURVES_FILE = "curves.parquet"
 #: Curve column -> the evaluation metric it is read from (MLflow, Tune reports).
 CURVE_METRICS: dict[str, str] = {
     "val_loss": "val/loss",

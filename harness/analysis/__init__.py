@@ -26,6 +26,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
     {
         "results": [
             "results_frame",
+            "curves_frame",
             "mlflow_results_frame",
             "window_losses_frame",
             "mope_sigma_frame",
@@ -93,6 +94,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from harness.analysis.results import (
         CELL_COLUMNS,
         RESULT_COLUMNS,
+        curves_frame,
         find_study_run,
         mlflow_results_frame,
         mope_sigma_frame,

@@ -19,7 +19,15 @@ import polars as pl
 from harness.errors import InputError
 from harness.mlflow_client import TrackingClient
 from harness.models.variants import DEFAULT_TAU_INIT
-from harness.results_schema import RESULT_COLUMNS, RESULT_SCHEMA, head_taus
+from harness.results_schema import (
+    CURVE_COLUMNS,
+    CURVE_METRICS,
+    CURVE_SCHEMA,
+    RESULT_COLUMNS,
+    RESULT_SCHEMA,
+    RUN_TAG_OF_TRIAL_STATUS,
+    head_taus,
+)
 
 #: The cell of a study: trials that differ only in variant and seed.
 CELL_COLUMNS: tuple[str, ...] = ("dataset", "size", "context_length")
@@ -39,6 +47,8 @@ _METRIC_COLUMNS = {
 }
 _TAG_COLUMNS = ("variant", "position", "gate", "scoring", "dataset", "size", "context_length", "seed", "status")
 FINISHED = "finished"
+#: A child run's status tag -> the trial's status in the results table.
+_TRIAL_STATUS_OF_RUN_TAG = {tag: status for status, tag in RUN_TAG_OF_TRIAL_STATUS.items()}
 DIVERGED = "diverged"
 
 
@@ -299,6 +309,7 @@ def _trial_row(run, study: str) -> dict[str, Any]:
         row[name] = tags.get(name, params.get(name))
     if row["status"] is None:  # no status tag: MLflow's run status says whether it finished
         row["status"] = {"FINISHED": FINISHED, "FAILED": "failed", "KILLED": "failed"}.get(run.info.status, "running")
+    row["status"] = _TRIAL_STATUS_OF_RUN_TAG.get(row["status"], row["status"])  # interrupted -> incomplete
     row["tau_init"] = _to_number(tags.get("tau_init", params.get("tau_init")))
     for key, column in _METRIC_COLUMNS.items():
         if key in metrics:
@@ -370,6 +381,59 @@ def _cast_to_schema(df: pl.DataFrame) -> pl.DataFrame:
         else:
             cols.append(pl.col(name))
     return df.select(cols)
+
+
+def curves_frame(tracking_uri: str, study: str) -> pl.DataFrame:
+    """The curves table from MLflow (:data:`~harness.results_schema.CURVE_SCHEMA`): one row per
+    trial and evaluation, by trial id and step, as the study wrote it (``curves.parquet``).
+
+    Each child (trial) run of the study's parent run gives its factor columns and status as
+    :func:`mlflow_results_frame` reads them and a row per step of its
+    ``val/loss`` history (one point per evaluation); the other curve columns are the metric
+    histories of :data:`~harness.results_schema.CURVE_METRICS` at that step (null where a run
+    has none, e.g. the gate readings of an ungated variant), ``tokens`` = step x the run's
+    ``batch_size`` param x ``context_length``. A study without trial runs has an empty table.
+
+    Examples
+    --------
+    >>> curves = curves_frame("sqlite:///mlflow.db", "smoke")  # doctest: +SKIP
+    """
+    client = _client(tracking_uri)
+    parent = find_study_run(tracking_uri, study)
+    rows = []
+    for run in _trial_runs(client, parent):
+        if run.data.tags.get("harness.role", "trial") == "trial":
+            rows += _curve_rows(client, run, study)
+    return pl.DataFrame(rows, schema=CURVE_SCHEMA).sort("trial_id", "step")
+
+
+def _curve_rows(client: TrackingClient, run: Any, study: str) -> list[dict[str, Any]]:
+    """One child run's rows of the curves table (see :func:`curves_frame`)."""
+    trial = _trial_row(run, study)
+    factors = {c: _curve_cell(c, trial[c]) for c in CURVE_COLUMNS if c in trial and c not in CURVE_METRICS}
+    histories = {}
+    for column, key in CURVE_METRICS.items():
+        points: dict[int, float] = {}
+        for metric in client.get_metric_history(run.info.run_id, key):
+            points.setdefault(int(metric.step), float(metric.value))  # the recorder logs a step once
+        histories[column] = points
+    batch = _to_number(run.data.params.get("batch_size"))
+    context = _to_number(trial["context_length"])
+    rows = []
+    for step in sorted(histories["val_loss"]):
+        tokens = None if batch is None or context is None else step * int(batch) * int(context)
+        values = {column: points.get(step) for column, points in histories.items()}
+        rows.append({**factors, "step": step, "tokens": tokens, **values})
+    return rows
+
+
+def _curve_cell(column: str, value: Any) -> Any:
+    """A factor of the curves table as its column's type holds it (tags are text: ``"128"``)."""
+    dtype = CURVE_SCHEMA[column]
+    if value is None or dtype == pl.String:
+        return None if value is None else str(value)
+    number = _to_number(value)
+    return int(number) if number is not None and dtype == pl.Int64 else number
 
 
 def window_losses_frame(tracking_uri: str, study: str, *, split: str | None = "val") -> pl.DataFrame | None:

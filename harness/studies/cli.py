@@ -287,9 +287,9 @@ def report(
     ] = True,
 ) -> None:
     """Recompute a study's statistics (from MLflow, or --from a results table), write the
-    report (HTML with embedded plots, PNGs, markdown, parquet tables) and log it to the
-    study's parent run; rewrite each trial run's description from the recomputed table.
-    Prints the verdicts."""
+    report (HTML with embedded plots, PNGs, markdown, parquet tables, the curves table) and
+    log it to the study's parent run; rewrite each trial run's description from the
+    recomputed table. Prints the verdicts."""
     from harness.analysis.corpus import corpus_info_for
     from harness.mlflow_client import resolve_tracking_uri
     from harness.report.study import build_report, log_report
@@ -301,11 +301,13 @@ def report(
     settings = _parent_settings(spec_text, spec)
     sequential = _sequential_summary(uri, parent, from_path, spec)
     window_df, sigma_df = _windows_and_sigmas(study, uri, parent, from_path, windows)
+    curves = _curves(study, uri, parent, from_path)
     datasets = df.get_column("dataset").drop_nulls().unique().to_list() if "dataset" in df.columns else []
+    out_dir = out or Path("reports") / study
     rep = build_report(
         df,
         settings=settings,
-        out_dir=out or Path("reports") / study,
+        out_dir=out_dir,
         window_losses=window_df,
         mope_sigmas=sigma_df,
         corpus_info=corpus_info_for(datasets),
@@ -316,6 +318,13 @@ def report(
     for note in rep.notes:
         typer.echo(f"note: {note}")
     typer.echo(f"Report: {rep.html_path}")
+    if curves is not None:
+        from harness.results_schema import CURVES_FILE
+
+        curves.write_parquet(out_dir / CURVES_FILE)
+        typer.echo(
+            f"Curves: {out_dir / CURVES_FILE} ({curves.height} evaluations of {curves['trial_id'].n_unique()} trials)"
+        )
     if parent is None:
         typer.echo(f"(no MLflow parent run of study {study!r} at {uri}: the report was not logged)")
     elif log:
@@ -447,6 +456,29 @@ def _sequential_summary(uri: str, parent, from_path: Path | None, parent_spec):
     if log_text is None or design is None:
         return None
     return summary_from_log(design, DecisionLog.parse_decisions(log_text))
+
+
+def _curves(study: str, uri: str, parent, from_path: Path | None):
+    """The curves table (one row per trial and evaluation): from MLflow; rebuilt from a study
+    directory's reports and refreshed there (``curves.parquet``); or the ``curves.parquet``
+    beside a results table given with --from (None without one)."""
+    from harness.results_schema import CURVES_FILE
+
+    if from_path is None:
+        from harness.analysis.results import curves_frame
+
+        return curves_frame(uri, study) if parent is not None else None
+    from harness.studies.replay import find_study_dir, refresh_curves
+
+    study_dir = find_study_dir(from_path)
+    if study_dir is not None:
+        return refresh_curves(study_dir, study=study)
+    beside = (from_path if from_path.is_dir() else from_path.parent) / CURVES_FILE
+    if not beside.is_file():
+        return None
+    import polars as pl
+
+    return pl.read_parquet(beside)
 
 
 def _windows_and_sigmas(study: str, uri: str, parent, from_path: Path | None, windows: bool):

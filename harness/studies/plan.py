@@ -48,10 +48,12 @@ class StudyLayout:
 
 @dataclass(frozen=True)
 class CollectedOutcomes:
-    """What the trials ended with: the results table, counts by status, the study's status."""
+    """What the trials ended with: the results table, counts by status, the study's status,
+    the curves table."""
 
     table: pl.DataFrame  # one row per trial
     counts: dict[str, int]
     status: Literal["finished", "interrupted"]
     windows: Any  # per-window losses of the finished trials (polars) or None
     sigmas: Any  # MOPE scales of the finished trials (polars) or None
+    curves: pl.DataFrame | None = None  # one row per trial and evaluation (CURVE_SCHEMA)

@@ -19,7 +19,8 @@ that into MLflow exactly as a study with a healthy server would have:
 Child runs already complete in MLflow (ended, with the status of the results table, no
 step missing) are left alone, so recording is idempotent: running it twice changes nothing, and after a
 partial outage only what is missing is added. ``harness report STUDY --from STUDY_DIR``
-calls it before logging the report.
+calls it before logging the report, and :func:`refresh_curves` (the curves table, rebuilt
+from the same reports).
 """
 
 from __future__ import annotations
@@ -35,12 +36,23 @@ import pyarrow.fs
 
 from harness.errors import InputError
 from harness.mlflow_client import check_tracking_uri, harness_git_commit, redact_uri
+from harness.results_schema import CURVES_FILE
 from harness.studies.cluster.destinations import is_uri
 from harness.studies.record.trial_records import complete_child_run
 from harness.studies.runner import parent_params
 from harness.studies.spec.grid import Trial, expand_grid
 from harness.studies.spec.study_spec import StudySpec, parse_spec
-from harness.studies.storage import STUDY_FILE, read_bytes, read_json, read_text, storage_filesystem
+from harness.studies.storage import (
+    STUDY_FILE,
+    parquet_bytes,
+    read_bytes,
+    read_json,
+    read_text,
+    storage_filesystem,
+    trial_dir,
+    write_bytes,
+)
+from harness.studies.tune.curves_table import study_curves
 
 if TYPE_CHECKING:  # the recorder is imported by record_study (see there)
     from harness.studies.record.recorder import StudyRecorder
@@ -145,6 +157,17 @@ def read_study_dir(study_dir: str | Path, *, study: str | None = None) -> Stored
     )
 
 
+def refresh_curves(study_dir: str | Path, *, study: str | None = None) -> pl.DataFrame:
+    """The curves table of the study kept in ``study_dir``, rebuilt from each trial's reports
+    (:func:`~harness.studies.tune.curves_table.study_curves`) and written as its
+    ``curves.parquet``: a study run before the table existed gets one, and a rebuilt table is
+    the one the study wrote. :class:`InputError` as :func:`read_study_dir`."""
+    stored = read_study_dir(study_dir, study=study)
+    curves = study_curves(stored.fs, stored.root, stored.table, stored.trials)
+    write_bytes(stored.fs, f"{stored.root}/{CURVES_FILE}", parquet_bytes(curves))
+    return curves
+
+
 def record_study(
     study_dir: str | Path,
     *,
@@ -193,7 +216,7 @@ def record_study(
             trial=trial,
             row=rows.get(trial.trial_id),
             fs=stored.fs,
-            trial_dir=f"{stored.root}/{trial.trial_id}",
+            trial_dir=trial_dir(stored.root, trial.trial_id),
             check=check,
         )
         if action is not None:

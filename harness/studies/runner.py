@@ -18,9 +18,10 @@ Order of work, so that bad input starts nothing and leaves nothing behind:
 6. only now: the parent run, the Tune experiment directory, the trials.
 
 A study lives in ``<storage>/<name>/<YYYYmmdd-HHMMSS>/`` (Ray Tune's experiment directory
-plus ``harness_study.json``, ``spec.yaml``, ``results.parquet``, ``window_losses.parquet``
-and ``report/``; a sequential study also its decision log, ``sequential_decisions.jsonl``:
-:mod:`harness.studies.tune.sequential`). ``--resume`` continues the most recent one of that name.
+plus ``harness_study.json``, ``spec.yaml``, ``results.parquet``, ``curves.parquet``,
+``window_losses.parquet`` and ``report/``; a sequential study also its decision log,
+``sequential_decisions.jsonl``: :mod:`harness.studies.tune.sequential`). ``--resume``
+continues the most recent one of that name.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import pyarrow.fs
 from harness.datasets import load
 from harness.errors import InputError
 from harness.mlflow_client import check_tracking_uri, harness_git_commit, redact_uri, resolve_tracking_uri
+from harness.results_schema import CURVES_FILE, RUN_TAG_OF_TRIAL_STATUS
 from harness.studies.cluster.connect import (
     RayConnection,
     check_cluster,
@@ -71,8 +73,10 @@ from harness.studies.storage import (
     latest_study_dir,
     parquet_bytes,
     storage_filesystem,
+    trial_dir,
     write_bytes,
 )
+from harness.studies.tune.curves_table import study_curves
 from harness.studies.tune.results_table import results_table, trial_status
 from harness.studies.tune.sequential import (
     DECISIONS_FILE,
@@ -111,6 +115,7 @@ class StudyOutcome:
     parent_run_id: str | None = None
     counts: dict[str, int] | None = None
     results: Any = None  # polars.DataFrame (one row per trial)
+    curves: Any = None  # polars.DataFrame (one row per trial and evaluation)
     report: Any = None  # harness.report.Report, when the analysis ran
     ui_url: str | None = None
     wall_time_s: float = 0.0
@@ -393,8 +398,10 @@ def write_study_files(
 
 
 def collect_outcomes(plan: StudyPlan, layout: StudyLayout, grid: Any) -> CollectedOutcomes:
-    """Collect the outcomes: Tune's results -> the results table (``results.parquet``) and the per-window
-    losses of the finished trials (``window_losses.parquet``), both in the study's folder."""
+    """Collect the outcomes: Tune's results -> the results table (``results.parquet``), every
+    evaluation of every trial (``curves.parquet``, from each trial's reports on storage:
+    :func:`~harness.studies.tune.curves_table.study_curves`) and the per-window losses of the
+    finished trials (``window_losses.parquet``), all in the study's folder."""
     outcomes: dict[str, tuple[dict[str, Any] | None, Any]] = {}
     checkpoints: dict[str, Any] = {}
     for result in grid:
@@ -409,11 +416,18 @@ def collect_outcomes(plan: StudyPlan, layout: StudyLayout, grid: Any) -> Collect
     status = "interrupted" if counts["incomplete"] else "finished"
 
     write_bytes(layout.fs, f"{layout.study_root}/results.parquet", parquet_bytes(table))
+    curves = study_curves(layout.fs, layout.study_root, table, plan.trials)
+    write_bytes(layout.fs, f"{layout.study_root}/{CURVES_FILE}", parquet_bytes(curves))
     windows = _window_losses(plan.trials, checkpoints)
     if windows is not None:
         write_bytes(layout.fs, f"{layout.study_root}/window_losses.parquet", parquet_bytes(windows))
     return CollectedOutcomes(
-        table=table, counts=counts, status=status, windows=windows, sigmas=_mope_sigmas(plan.trials, outcomes)
+        table=table,
+        counts=counts,
+        status=status,
+        windows=windows,
+        sigmas=_mope_sigmas(plan.trials, outcomes),
+        curves=curves,
     )
 
 
@@ -436,7 +450,7 @@ def complete_child_runs(
             trial=trial,
             row=rows.get(trial.trial_id),
             fs=layout.fs,
-            trial_dir=f"{layout.study_root}/{trial.trial_id}",
+            trial_dir=trial_dir(layout.study_root, trial.trial_id),
         )
 
 
@@ -450,7 +464,7 @@ def record_outcome(
     table, counts = collected.table, collected.counts
     if collected.status == "interrupted":
         for tid in table.filter(table.get_column("status") == "incomplete").get_column("trial_id"):
-            recorder.end_trial(tid, "interrupted")
+            recorder.end_trial(tid, RUN_TAG_OF_TRIAL_STATUS["incomplete"])
     metrics = {
         "trials/finished": counts["finished"],
         "trials/diverged": counts["diverged"],
@@ -630,6 +644,7 @@ def run_study(
         parent_run_id=recorder.parent_run_id,
         counts=collected.counts,
         results=collected.table,
+        curves=collected.curves,
         report=rep,
         ui_url=ui_url,
         wall_time_s=wall,

@@ -79,6 +79,29 @@ def read_bytes(fs: pyarrow.fs.FileSystem, path: str) -> bytes | None:
         return None
 
 
+def trial_dir(study_root: str, trial_id: str) -> str:
+    """The folder of trial ``trial_id`` in the study folder ``study_root`` (Tune names trial
+    folders by trial id: :mod:`harness.studies.launch`)."""
+    return f"{study_root}/{trial_id}"
+
+
+def trial_reports(fs: pyarrow.fs.FileSystem, trial_dir: str) -> list[dict[str, Any]]:
+    """Every report of a trial, in order, from Tune's ``result.json`` in ``trial_dir`` (a line
+    a report, appended across restarts and resumes; NaN allowed). A torn last line (the
+    driver died while writing it) is skipped. Read by the study's curves table and by the
+    record completed from storage."""
+    text = read_text(fs, f"{trial_dir}/result.json") or ""
+    reports = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            reports.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return reports
+
+
 def write_bytes(fs: pyarrow.fs.FileSystem, path: str, data: bytes) -> None:
     """Write ``data`` to file ``path`` of ``fs`` (replacing it)."""
     with fs.open_output_stream(path) as f:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.mlflow_client import ENDED_MLFLOW_STATUSES, RunStatus
 from harness.studies.record.store import RecordStore
+from harness.studies.tune.trainable import is_final_report
 from harness.training.description import NOTE_TAG
 
 if TYPE_CHECKING:  # MLflow's entity, for annotations: MLflow loads with the first client (harness.mlflow_client)
@@ -157,10 +158,15 @@ class ChildRuns:
         return max(steps, default=-1)
 
     def metrics(self, trial_id: str, metrics: Mapping[str, Any], *, step: int) -> None:
-        """Metrics of one report; a step at or below the last logged one is a replay after a
-        restart from a checkpoint and is skipped (no duplicated points)."""
+        """Metrics of one evaluation report; a step at or below the last logged one is a replay
+        after a restart from a checkpoint and is skipped (no duplicated points). The trial's
+        last report (:func:`~harness.studies.tune.trainable.is_final_report`) adds no curve
+        point: its evaluation metrics are the last evaluation's, and a diverged trial stops
+        off the evaluation steps; its summary is :meth:`end`'s."""
         record = self.trials.get(trial_id)
         if record is None or record.ended_before or step <= record.top_step:
+            return
+        if is_final_report(metrics):
             return
         values = {k: float(v) for k, v in metrics.items() if is_metric(k, v) and not is_summary(k)}
         if not values:
@@ -182,7 +188,8 @@ class ChildRuns:
         then died fall in a gap *below* the steps the resumed driver logs, so only the trial's
         stored reports can fill it. The rule is :meth:`metrics`'s: the first report of a
         step wins (a trial restarted from a checkpoint reports its steps again, with the same
-        values on CPU), a step MLflow holds is left alone, the summary is :meth:`end`'s.
+        values on CPU), a step MLflow holds is left alone, the trial's last report adds no point
+        and its summary is :meth:`end`'s.
         Works on ended runs too (MLflow logs to any run that is not deleted)."""
         record = self.trials.get(trial_id)
         if record is None:
@@ -202,7 +209,7 @@ class ChildRuns:
         count, top = 0, record.top_step
         for report in reports:
             step = report.get("step")
-            if not isinstance(step, (int, float)) or isinstance(step, bool):
+            if not isinstance(step, (int, float)) or isinstance(step, bool) or is_final_report(report):
                 continue
             values = {k: float(v) for k, v in report.items() if is_metric(k, v) and not is_summary(k)}
             markers = [k for k in _STEP_MARKERS if k in values] or sorted(values)

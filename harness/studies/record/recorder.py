@@ -14,7 +14,8 @@ Tune event            MLflow
 on_trial_start        child run (``parent_run_id``) named by the trial id: factor tags,
                       ``harness.trial_id``, ``status=running``, params = TrainConfig,
                       its corpus as dataset inputs (:mod:`harness.datasets.mlflow_datasets`)
-on_trial_result       the reported metrics at their ``step`` (in ``log_batch`` calls)
+on_trial_result       each evaluation's metrics at its ``step`` (in ``log_batch`` calls;
+                      the trial's last report adds no point, see on_trial_complete)
 on_trial_complete     final metrics, ``window_losses.parquet`` (and gate/MOPE parameter
                       tables), ``status`` finished|diverged, the run description
                       (``mlflow.note.content``: slots, seed, shape, final numbers), run FINISHED

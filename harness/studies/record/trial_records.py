@@ -12,7 +12,6 @@ after an outage and a killed driver ends with the record of an unfaulted one.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -21,31 +20,14 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.fs
 
 from harness.mlflow_client import ENDED_MLFLOW_STATUSES
+from harness.results_schema import RUN_TAG_OF_TRIAL_STATUS
 from harness.studies.spec.grid import Trial
-from harness.studies.storage import read_bytes, read_text
+from harness.studies.storage import read_bytes, trial_reports
 from harness.studies.tune.trainable import FINAL_ARTIFACTS, FINAL_RESULT
 from harness.training.description import DESCRIBED_STATUSES, trial_description
 
 if TYPE_CHECKING:  # callers import the recorder (its imports wait for the phase that records)
     from harness.studies.record.recorder import StudyRecorder
-
-#: results-table status -> the child run's status tag.
-TAG_OF_STATUS = {"finished": "finished", "diverged": "diverged", "failed": "failed", "incomplete": "interrupted"}
-
-
-def result_lines(fs: pyarrow.fs.FileSystem, trial_dir: str) -> list[dict[str, Any]]:
-    """Every report of a trial, in order, from Tune's ``result.json`` (a line a report;
-    NaN allowed). A torn last line (the driver died while writing it) is skipped."""
-    text = read_text(fs, f"{trial_dir}/result.json") or ""
-    lines = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        try:
-            lines.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return lines
 
 
 def final_checkpoint_files(fs: pyarrow.fs.FileSystem, trial_dir: str, into: Path) -> list[Path]:
@@ -91,8 +73,8 @@ def complete_child_run(
     store went away (the caller's way to stop)."""
     tid = trial.trial_id
     status = str(row["status"]) if row is not None else "incomplete"
-    tag = TAG_OF_STATUS.get(status, status)
-    lines = result_lines(fs, trial_dir)
+    tag = RUN_TAG_OF_TRIAL_STATUS.get(status, status)
+    lines = trial_reports(fs, trial_dir)
     existed = recorder.child_run_id(tid) is not None
     if not existed and status == "incomplete" and not lines:
         return None

@@ -28,6 +28,7 @@ import json
 import math
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,14 @@ def final_report(result: Any) -> dict[str, Any]:
         step=int(result.steps), steps=int(result.steps), status=result.status, wall_time_s=float(result.wall_time_s)
     )
     return metrics
+
+
+def is_final_report(report: Mapping[str, Any]) -> bool:
+    """Whether ``report`` is a trial's last (:func:`final_report`: it names how the trial
+    ended), not an evaluation. Its curve metrics repeat the last evaluation's at the step the
+    trial stopped, which for a diverged trial is no evaluation step: the curves read the
+    evaluations only."""
+    return report.get("status") in ("finished", "diverged")
 
 
 def _write_final(directory: Path, result: Any, module: Any) -> None:
