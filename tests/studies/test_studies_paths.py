@@ -45,6 +45,23 @@ def test_the_data_folder_is_made_absolute_against_the_working_directory(tmp_path
     assert trial_data_dir("/abs/corpora", environ={}, cwd=here) == "/abs/corpora"
 
 
+def test_the_folders_searched_are_named_absolute_and_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a missing corpus's message lists: each folder searched as this process reads it
+    (in a trial: the trial's folder, not the driver's), the same folder once."""
+    from harness.datasets.fetch import search_roots
+
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("HARNESS_DATA_DIR", "../corpora")
+    cache = tmp_path / "cache"
+    assert search_roots(str(tmp_path / "corpora"), cache) == [
+        ("data_dir", tmp_path / "corpora"),
+        ("cache", cache / "data"),
+    ]
+    assert search_roots(None, cache) == [("$HARNESS_DATA_DIR", tmp_path / "corpora"), ("cache", cache / "data")]
+
+
 def test_a_local_tracking_database_is_made_absolute(tmp_path: Path) -> None:
     assert absolute_tracking_uri("sqlite:///runs/mlflow.db", tmp_path) == f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
     assert absolute_tracking_uri("sqlite:///x.db?timeout=5", tmp_path) == f"sqlite:///{tmp_path / 'x.db'}?timeout=5"
