@@ -7,9 +7,11 @@ import :data:`RESULT_SCHEMA` from here.
 
 Columns (docs/contracts.md), in order: ``study, trial_id, dataset, size, params, context_length,
 variant, position, gate, scoring, seed, tau_init, val_loss, test_loss, train_loss,
-best_val_loss, gen_gap, tau_mean, tau_heads, open_fraction, tokens_per_s, steps, status``.
+best_val_loss, gen_gap, tau_mean, tau_heads, open_fraction, pc1_cosine, tokens_per_s, steps, status``.
 ``tau_heads`` is a list column: the run's learned tau of every head, layer by layer
-(``gate/tau/l0h0, l0h1, ...``; null for variants without a gate). ``status`` is a
+(``gate/tau/l0h0, l0h1, ...``; null for variants without a gate). ``pc1_cosine`` is the final
+|cos| between the gate's energy projection and the first principal component of its input
+(``final/pc1_cosine``; null for gates the probe does not read). ``status`` is a
 :data:`TrialStatus`.
 """
 
@@ -53,6 +55,7 @@ RESULT_SCHEMA: dict[str, pl.DataType] = {
     "tau_mean": pl.Float64(),
     "tau_heads": pl.List(pl.Float64()),
     "open_fraction": pl.Float64(),
+    "pc1_cosine": pl.Float64(),
     "tokens_per_s": pl.Float64(),
     "steps": pl.Int64(),
     "status": pl.String(),

@@ -56,6 +56,7 @@ from harness.analysis.results_types import (
     ConfidenceInterval,
     ContrastKind,
     ContrastResult,
+    PrimaryHypothesis,
     has_spread,
     readonly_array,
 )
@@ -532,8 +533,9 @@ def effects_table(
     rng: Any = None,
     holm_family: Literal["table", "effect"] = "table",
     n_resamples: int | None = None,
+    primary: PrimaryHypothesis | None = None,
 ) -> pl.DataFrame:
-    """Every effect in every cell, with Holm-adjusted p-values.
+    """Every effect in every cell, with Holm-adjusted p-values, the primary hypothesis apart.
 
     Per cell (``by``; default: dataset, size, context_length present): the main effect
     of each treatment against ``control`` (default ``settings.base``; treatments
@@ -543,10 +545,15 @@ def effects_table(
     across the whole table (``holm_family="table"``) or across cells for each effect
     (``"effect"``).
 
-    Returns a polars table: the cell columns, ``treatment, control`` and the fields of
-    :meth:`ContrastResult.to_row`, plus ``pvalue_holm`` and ``reject_holm``; a verdict
-    whose interval excludes 0 but whose Holm-adjusted p does not reject loses its claim words
-    (:func:`~harness.analysis.verdict_words.not_after_holm`).
+    ``primary`` (the study's primary hypothesis): its rows (the interaction, or the main effect
+    of its treatment against its control, in every cell) are read at the unadjusted level, as
+    the verdict table reads the primary, and are left out of the Holm family
+    (``pvalue_holm`` null, ``role`` "primary"); None: every row is in the family.
+
+    Returns a polars table: the cell columns, ``treatment, control``, ``role`` ("primary" or
+    "secondary") and the fields of :meth:`ContrastResult.to_row`, plus ``pvalue_holm`` and
+    ``reject_holm``; a secondary verdict whose interval excludes 0 but whose Holm-adjusted p
+    does not reject loses its claim words (:func:`~harness.analysis.verdict_words.not_after_holm`).
     """
     from statsmodels.stats.multitest import multipletests
 
@@ -588,6 +595,8 @@ def effects_table(
     if not rows:
         raise InputError(f"no cell holds {control!r} and a treatment: nothing to compare")
     table = pl.DataFrame(rows, infer_schema_length=None)
+    is_primary = _primary_rows(table, primary)
+    table = table.with_columns(pl.Series("role", np.where(is_primary, "primary", "secondary")))
     pvals = table.get_column("pvalue").cast(pl.Float64).to_numpy()
     adjusted = np.full(len(pvals), np.nan)
     reject = np.zeros(len(pvals), dtype=bool)
@@ -597,10 +606,11 @@ def effects_table(
         else np.unique(table.get_column("effect").to_numpy(), return_inverse=True)[1]
     )
     for fam in np.unique(families):
-        idx = np.flatnonzero((families == fam) & np.isfinite(pvals))
+        idx = np.flatnonzero((families == fam) & np.isfinite(pvals) & ~is_primary)
         if len(idx):
             rej, adj, _, _ = multipletests(pvals[idx], alpha=1.0 - confidence, method="holm")
             adjusted[idx], reject[idx] = adj, rej
+    reject[is_primary] = np.nan_to_num(pvals[is_primary], nan=1.0) < 1.0 - confidence  # unadjusted
     # an interval that excludes 0 in one cell of many may not survive the correction: say so
     lost = [
         kind == SETTLED and np.isfinite(p) and not r
@@ -628,6 +638,19 @@ def effects_table(
         pl.Series("verdict", verdicts, dtype=pl.String),
         pl.Series("verdict_kind", kinds, dtype=pl.String),
     )
+
+
+def _primary_rows(table: pl.DataFrame, primary: PrimaryHypothesis | None) -> np.ndarray:
+    """Which rows of an effects table are the primary hypothesis (in any cell)."""
+    if primary is None:
+        return np.zeros(table.height, dtype=bool)
+    if primary.kind == "interaction":
+        return (table.get_column("kind") == "interaction").to_numpy()
+    return (
+        (table.get_column("kind") == "main_effect")
+        & (table.get_column("treatment") == primary.treatment)
+        & (table.get_column("control") == primary.control)
+    ).to_numpy()
 
 
 # ----------------------------------------------------------------------------- primary

@@ -42,6 +42,7 @@ _METRIC_COLUMNS = {
     "final/gen_gap": "gen_gap",
     "final/tau_mean": "tau_mean",
     "final/open_fraction": "open_fraction",
+    "final/pc1_cosine": "pc1_cosine",
     "final/tokens_per_s": "tokens_per_s",
     "num_parameters": "params",
 }

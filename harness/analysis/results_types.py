@@ -378,9 +378,9 @@ class ContrastResult:
 
 @dataclass(frozen=True)
 class TrendResult:
-    """The slope of an effect against ``log(x)`` (x = parameter count or context length).
+    """The slope of an effect against ``log2(x)`` (x = parameter count or context length).
 
-    ``estimate`` is the slope per unit of natural log (an e-fold increase of x);
+    ``estimate`` is the slope per doubling of x (the one unit of the report and the scorecard);
     ``per_seed`` the slope fitted within each seed; ``x_values`` the distinct x of the
     cells and ``cell_estimates`` the effect averaged over seeds there (for plots).
     """
@@ -454,7 +454,7 @@ class TrendResult:
         ci = self.confidence_interval
         return {
             "effect": self.effect,
-            "against": f"log({self.against})",
+            "against": f"log2({self.against})",
             "metric": self.metric,
             "slope": float(self.estimate),
             "ci_low": None if ci is None else float(ci.low),

@@ -409,6 +409,7 @@ def open_fraction_analysis(
         message="; ".join(notes),
         reference_method=reference,
         n_seeds=len(diff_units),
+        difference_per_seed=readonly_array(diff_units),
     )
 
 

@@ -6,7 +6,7 @@ open fraction of the gates beside the Gaussian tail. The conventions are those o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from harness.analysis.results_types import (
     format_pvalue,
     interval_kind,
     no_test_reason,
+    readonly_array,
 )
 
 
@@ -105,7 +106,8 @@ class OpenFractionResult:
     its t-interval and t-test p-value: an interval covering 0 means the measured
     fraction is *consistent with* the tail, not that the tail explains it.
     ``content_fraction`` is the corpus's content-word fraction and ``ground_truth`` the
-    true salient fraction of a synthetic corpus, when known.
+    true salient fraction of a synthetic corpus, when known. ``difference_per_seed`` holds the
+    per-seed values of open - tail (the unit the interval is over).
     """
 
     estimate: float
@@ -121,6 +123,7 @@ class OpenFractionResult:
     message: str = ""
     reference_method: str = "mean over heads of 1 - Phi(tau_h)"
     n_seeds: int = 0
+    difference_per_seed: np.ndarray = field(default_factory=lambda: readonly_array([]))
 
     @property
     def test(self) -> str:

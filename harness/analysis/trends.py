@@ -1,6 +1,7 @@
 """Does an effect grow or shrink with model size or context length? The slope of a
-paired-seed contrast against ``log(x)``, fitted within each seed, with a t-interval over
-seeds (:func:`effect_trend`).
+paired-seed contrast against ``log2(x)`` (per doubling of x), fitted within each seed, with
+a t-interval over seeds (:func:`effect_trend`). The report and the scorecard state every
+slope in this one unit.
 
 Cells of one seed share its data order (and, at one size, its initial weights), so they
 are correlated, while seeds are independent: one slope per seed is the unit of
@@ -47,8 +48,8 @@ def effect_trend(
     method: Literal["per-seed", "cluster"] = "per-seed",
 ) -> TrendResult:
     """Does an effect grow or shrink with model size or context length? The slope of the
-    per-cell effect against ``log(x)`` (``against``: ``"params"`` or ``"context_length"``),
-    with its interval.
+    per-cell effect against ``log2(x)``, i.e. per doubling of x (``against``: ``"params"`` or
+    ``"context_length"``), with its interval.
 
     ``treatment`` given: the main effect ``L_control - L_treatment``; else the
     interaction ``L_a + L_b - L_base - L_ab``. The x of a cell for ``params`` is the
@@ -114,7 +115,7 @@ def effect_trend(
         n_seeds=len(used) if method == "per-seed" else len(seeds_all),
         per_seed=readonly_array(slopes),
         seeds=tuple(used),
-        x_values=readonly_array(np.exp(np.array(distinct_x))),
+        x_values=readonly_array(np.exp2(np.array(distinct_x))),
         cell_estimates=readonly_array([np.mean([p[2] for p in points if p[1] == lx]) for lx in distinct_x]),
         n_dropped=len(blocks.dropped),
         confidence=confidence,
@@ -132,7 +133,7 @@ def _trend_points(
     against: str,
     reference: str,
 ) -> tuple[list[tuple], list[str]]:
-    """(seed, log x, contrast, levels of the other cell columns) of every complete block,
+    """(seed, log2 x, contrast, levels of the other cell columns) of every complete block,
     and the names of those other columns (fixed effects)."""
     w = np.array([weights[v] for v in blocks.variants])
     contrast = blocks.values @ w if len(blocks.keys) else np.zeros(0)  # (n_blocks,)
@@ -150,12 +151,12 @@ def _trend_points(
     points = []
     for (cell, seed), y in zip(blocks.keys, contrast, strict=True):
         cd = dict(zip(cells, cell, strict=True))
-        points.append((seed, math.log(xs[cell]), float(y), tuple(cd[c] for c in controls)))
+        points.append((seed, math.log2(xs[cell]), float(y), tuple(cd[c] for c in controls)))
     return points, controls
 
 
 def _trend_design(points: Sequence[tuple], levels: Sequence[tuple]) -> np.ndarray:
-    """Intercept, log x and one indicator per level of the other cell columns but the first."""
+    """Intercept, log2 x and one indicator per level of the other cell columns but the first."""
     cols = [np.ones(len(points)), np.array([p[1] for p in points])]
     for lev in levels[1:]:
         cols.append(np.array([1.0 if p[3] == lev else 0.0 for p in points]))
@@ -186,7 +187,7 @@ def _per_seed_fit(slopes: np.ndarray, intercepts: list, confidence: float, again
         intercept=float(np.mean(intercepts)) if intercepts else math.nan,
         confidence_interval=None,
         pvalue=None,
-        method=f"per-seed OLS slope on log({against}), t-interval over seeds",
+        method=f"per-seed OLS slope on log2({against}) (per doubling), t-interval over seeds",
         notes=[],
     )
     if len(slopes) < 2:
@@ -218,7 +219,7 @@ def _cluster_fit(points: Sequence[tuple], levels: Sequence[tuple], confidence: f
     fit.update(
         estimate=float(ols.params[1]),
         intercept=float(ols.params[0]),
-        method=f"pooled OLS of the effect on log({against}), seed-clustered SE (t, {n_groups - 1} df)",
+        method=f"pooled OLS of the effect on log2({against}), seed-clustered SE (t, {n_groups - 1} df)",
     )
     return fit
 

@@ -158,8 +158,10 @@ class EnergyGate(KeyGate):
     the input causally over windows 1, 2 (, 4, 8) before projecting ("projection scales"),
     the simplest causal reading of the paper's multi-scale variants. Since a projection is
     linear, w_k.xbar^(k) is computed as the moving average of w_k.x (O(T) per head).
-    x_j is the layer's normalised input at key j. (b cancels under the z-normalisation;
-    it is kept for the paper's parameter count.) H (K d + 1) + 2 H parameters per layer.
+    x_j is the layer's normalised input at key j. (b cancels under the z-normalisation. The
+    EGA paper counts d + 2 per head, w, tau and alpha; with b this gate has d + 3, one more:
+    ``harness scorecard`` reads the claim per head and says so.) H (K d + 1) + 2 H parameters
+    per layer.
     """
 
     name = "ega"

@@ -73,7 +73,7 @@ def frame_table(df: pl.DataFrame, *, confidence: float = 0.95, **style: Any) -> 
 
 def effect_style(metric: str, *, value: str = "estimate", per: str = "", group_by: Sequence[str] = ()) -> dict:
     """How a table of effects on ``metric`` shows: ``value`` and its intervals signed, in
-    the metric's unit (nats for a loss, ``per`` appended: "per e-fold"), a bits column
+    the metric's unit (nats for a loss, ``per`` appended: "per doubling"), a bits column
     beside a loss effect, rows grouped by ``group_by`` (e.g. the cell)."""
     unit = loss_unit(metric)
     shown_unit = f"{unit} {per}".strip() if unit else ""

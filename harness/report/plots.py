@@ -154,11 +154,11 @@ def trend_plot(
             alpha=0.8,
             label=f"{trend.effect}: slope {trend.estimate:+.3g} {format_interval(trend.confidence_interval)}",
         )
-        lx = np.log(trend.x_values)
+        lx = np.log2(trend.x_values)  # the slope is per doubling
         if len(lx) >= 2 and finite(trend.estimate):
             grid = np.linspace(lx.min(), lx.max(), 50)
             centre = float(np.mean(trend.cell_estimates))
-            ax.plot(np.exp(grid), centre + trend.estimate * (grid - lx.mean()), color=color, lw=1.2)
+            ax.plot(np.exp2(grid), centre + trend.estimate * (grid - lx.mean()), color=color, lw=1.2)
     ax.axhline(0.0, color="black", lw=0.8, ls="--")
     ax.set_xscale("log")
     ax.set_xlabel(xlabel)

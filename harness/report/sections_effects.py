@@ -280,9 +280,11 @@ def cells_section(
 ) -> pl.DataFrame | None:
     """Every effect in every cell (Holm across the table), the forest and interaction plots."""
     effects = None
+    # the primary hypothesis reads as in the verdict table: unadjusted, marked, in every cell
+    primary = settings.primary_or_default() if _primary_label(settings, study) is not None else None
     if settings.base in study.variants and study.paired and len(study.variants) > 1:
         try:
-            effects = effects_table(df, settings=settings, rng=rng)
+            effects = effects_table(df, settings=settings, rng=rng, primary=primary)
         except InputError as exc:
             parts.notes.append(f"effects table: {exc}")
     cells = study.cells
@@ -291,16 +293,29 @@ def cells_section(
         parts.tables["effects"] = effects
         parts.pngs["forest"] = forest_plot(effects, cells, settings.confidence)
         columns = [*cells, "effect", "estimate", "ci_low", "ci_high", "pvalue", "pvalue_holm", "n_seeds"]
-        shown = effects.select(*columns, "n_dropped", "verdict", "verdict_kind")
+        shown = effects.select(*columns, "n_dropped", "verdict", "verdict_kind").with_columns(
+            pl.when(effects.get_column("role") == "primary")
+            .then(pl.col("effect") + " *")
+            .otherwise(pl.col("effect"))
+            .alias("effect")
+        )
         style = effect_style(settings.metric, group_by=cells)
-        blocks: list[Block] = [
-            frame_table(shown, confidence=settings.confidence, **style),
-            Paragraph("p-values adjusted with Holm's method across the table."),
-        ]
+        holm = "p-values adjusted with Holm's method across the table"
+        if primary is not None:
+            holm += (
+                ", except the primary hypothesis (*), read at the unadjusted level in every cell as in the "
+                "verdict table (its Holm p is empty)"
+            )
+        blocks: list[Block] = [frame_table(shown, confidence=settings.confidence, **style), Paragraph(holm + ".")]
         if effects.height > MAX_FOREST_ROWS:
             blocks.append(Note(f"The forest plot shows the first {MAX_FOREST_ROWS} rows."))
         blocks.append(Figure("forest", parts.pngs["forest"]))
-        parts.add("cells", "Effects per cell (Holm-adjusted)", blocks)
+        title = (
+            "Effects per cell (Holm-adjusted; the primary * unadjusted)"
+            if primary
+            else "Effects per cell (Holm-adjusted)"
+        )
+        parts.add("cells", title, blocks)
         parts.results["effects"] = effects
     if _has_factorial(settings, study) and study.paired and "interaction" in contrasts:
         try:
@@ -371,14 +386,15 @@ def trends_section(
         trend_df = pl.DataFrame(trend_rows, infer_schema_length=None)
         parts.tables["trends"] = trend_df
         text = (
-            "Slope of the effect per e-fold increase of the parameter count or the context length: fitted "
-            "within each seed across its cells, t-interval over seeds (cells of one seed are correlated; seeds "
-            "are the independent replicates). Other cell columns that vary enter as fixed effects. Every trend's "
-            "verdict is in the verdict table at the top, Holm-adjusted with the other headline verdicts."
+            "Slope of the effect per doubling of the parameter count or the context length (the scorecard's "
+            "unit): fitted within each seed across its cells, t-interval over seeds (cells of one seed are "
+            "correlated; seeds are the independent replicates). Other cell columns that vary enter as fixed "
+            "effects. Every trend's verdict is in the verdict table at the top, Holm-adjusted with the other "
+            "headline verdicts."
         )
         figures = [Figure(n, parts.pngs[n]) for n in ("effects_vs_size", "effects_vs_context") if n in parts.pngs]
         shown = trend_df.drop("metric", "method", "verdict", "verdict_kind")
-        style = effect_style(settings.metric, value="slope", per="per e-fold")
+        style = effect_style(settings.metric, value="slope", per="per doubling")
         table = frame_table(shown, confidence=settings.confidence, **style)
         parts.add("trends", "Trends with size and context", [table, Paragraph(text), *figures])
 
@@ -405,10 +421,10 @@ def _trends_against(
             continue
         trends.append(tr)
         key = "superadditivity" if treatment is None else f"{treatment}/gain"
-        parts.headline[f"{key}/slope_log_{label}"] = tr.estimate
+        parts.headline[f"{key}/slope_log2_{label}"] = tr.estimate
         if tr.confidence_interval is not None:
             low, high = tr.confidence_interval
-            parts.headline[f"{key}/slope_log_{label}_ci_low"], parts.headline[f"{key}/slope_log_{label}_ci_high"] = (
+            parts.headline[f"{key}/slope_log2_{label}_ci_low"], parts.headline[f"{key}/slope_log2_{label}_ci_high"] = (
                 low,
                 high,
             )
@@ -424,7 +440,7 @@ def _trends_against(
                 test="slope t",
                 claim=tr.claims,
                 kind=tr.verdict_kind,
-                unit=f"{unit} per e-fold" if (unit := loss_unit(tr.metric)) else "",
+                unit=f"{unit} per doubling" if (unit := loss_unit(tr.metric)) else "",
             )
         )
     return trends

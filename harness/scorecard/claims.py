@@ -1,10 +1,11 @@
 """The papers' claims as data: ``claims.yaml`` (shipped with the package) and its typed form.
 
 A :class:`Claim` is one statement of one paper: a stable ``id``, the paper, the section, the
-statement in one sentence, the paper's number (``paper_value``) and direction (``sign``), the
-paper's setting (corpus, size, context, steps, one seed) and one or more :class:`Measure`:
-the readings of the claim the harness can measure, each naming the variants it compares and
-the study in ``studies/`` that measures it at the paper's setting. The six core ids
+statement in one sentence, the paper's number (``paper_value``) and direction (``sign``), its
+smallest effect of interest (``margin``, with a one-line ``margin_reason``), the paper's
+setting (corpus, size, context, steps, one seed) and one or more :class:`Measure`: the
+readings of the claim the harness can measure, each naming the variants it compares and the
+study in ``studies/`` that measures it at the paper's setting. The six core ids
 (:data:`CORE_IDS`) are fixed; a claim both papers make with different numbers has one entry
 per paper, its id starting with the core id (``ega-gain-ega-paper``, ``ega-gain-mope-paper``).
 
@@ -13,6 +14,8 @@ Nothing here computes: :mod:`harness.scorecard.compute` matches claims to result
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -35,6 +38,13 @@ Sign = Literal["+", "-", "0", "±", "<", "="]
 SIGNS: tuple[str, ...] = get_args(Sign)
 #: Factors a claim's trend can be read against (results-table columns).
 TREND_FACTORS: tuple[str, ...] = ("params", "context_length")
+#: Where a level starts, when not a number: tau's initial value (``tau_init``), the open
+#: fraction z-normalised energies give at it (``gaussian_tail``: 1 - Phi(tau_init)), or the
+#: mean |cos| of a random direction with the first principal component in the gate's width d
+#: (``chance_cosine``).
+STARTS: tuple[str, ...] = ("tau_init", "gaussian_tail", "chance_cosine")
+#: A count per head given as the model width plus a constant (the EGA paper's "d + 2").
+PER_HEAD_COUNT = re.compile(r"^\s*d\s*\+\s*(\d+)\s*$")
 
 _VARIANT_FIELDS: dict[str, tuple[str, ...]] = {
     "contrast": ("treatment", "control"),
@@ -64,10 +74,12 @@ class Measure:
     ``contrast`` and ``parameters``: ``treatment`` against ``control`` (``base``, for
     parameters, is the model the overhead is a fraction of; default ``control``).
     ``interaction``: the 2x2 factorial ``base, a, b, ab``. ``level``, ``tail`` and
-    ``clusters``: the runs of ``variants``."""
+    ``clusters``: the runs of ``variants``. ``study`` measures it at the paper's setting,
+    ``also`` names studies that measure it elsewhere (on CPUs)."""
 
     reading: str
     study: str
+    also: tuple[str, ...] = ()  # other studies that measure it, away from the paper's setting (CPU studies)
     treatment: str | None = None
     control: str | None = None
     base: str | None = None
@@ -81,10 +93,24 @@ class Measure:
         found = [self.treatment, self.control, self.base, self.a, self.b, self.ab, *self.variants]
         return tuple(dict.fromkeys(v for v in found if v))
 
+    @property
+    def studies(self) -> tuple[str, ...]:
+        """``study`` then ``also``."""
+        return (self.study, *self.also)
+
 
 @dataclass(frozen=True)
 class Claim:
-    """One claim of one paper (see the module docstring)."""
+    """One claim of one paper (see the module docstring).
+
+    ``margin`` is the claim's smallest effect of interest delta (None: the study's, at most
+    half the paper's value: :meth:`ClaimSet.margin_for`), below the paper's value, in the
+    claim's metric (a level: how far from its start counts as having moved; a trend: per
+    doubling). ``band`` is a level's band around the paper's value, ``start`` where the level
+    starts (a number or one of :data:`STARTS`), ``runs`` whether the claim is about new runs
+    (a prediction interval must then lie in the band too). ``trend`` names the factor a claim
+    about a trend is read against (only from two or more of its levels). ``per_head`` is a
+    parameter count per head, ``d + k`` (``paper_count``), read at any shape."""
 
     id: str
     paper: str
@@ -100,6 +126,16 @@ class Claim:
     start: float | str | None = None
     datasets: tuple[str, ...] = ()
     trend: str | None = None
+    margin: float | None = None
+    margin_reason: str = ""
+    runs: bool = False
+    paper_count: str | None = None
+
+    @property
+    def per_head_constant(self) -> int | None:
+        """k of a per-head count ``d + k`` (None: not a per-head count)."""
+        match = PER_HEAD_COUNT.match(self.paper_count or "")
+        return int(match.group(1)) if match else None
 
     @property
     def core_id(self) -> str | None:
@@ -136,7 +172,21 @@ class ClaimSet:
 
     def studies(self) -> tuple[str, ...]:
         """Every study a claim names, in order."""
-        return tuple(dict.fromkeys(m.study for c in self.claims for m in c.measures))
+        return tuple(dict.fromkeys(s for c in self.claims for m in c.measures for s in m.studies))
+
+    def margin_for(self, claim: Claim, study_margin: float | None) -> float:
+        """The claim's smallest effect of interest delta: its own ``margin``; else the study's
+        (``analysis.smallest_effect``, else the claims' default; for throughput the
+        throughput margin), at most half the paper's value so that delta < |v|."""
+        if claim.margin is not None:
+            return claim.margin
+        if claim.metric == "log_tokens_per_s":
+            return self.throughput_margin
+        base = study_margin if study_margin is not None else self.smallest_effect
+        v = claim.paper_value
+        if claim.kind in ("contrast", "interaction") and v is not None and v != 0.0:
+            return min(base, abs(v) / 2.0)
+        return base
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -167,11 +217,12 @@ def _setting(entry: Mapping[str, Any], where: str) -> Setting:
 
 
 def _measure(entry: Mapping[str, Any], kind: str, where: str) -> Measure:
-    known = {"reading", "study", "treatment", "control", "base", "a", "b", "ab", "variants"}
+    known = {"reading", "study", "also", "treatment", "control", "base", "a", "b", "ab", "variants"}
     _unknown(entry, known, where)
     measure = Measure(
         reading=str(entry.get("reading", "A")),
         study=str(_require(entry, "study", where)),
+        also=tuple(str(s) for s in entry.get("also") or ()),
         **{k: str(entry[k]) for k in ("treatment", "control", "base", "a", "b", "ab") if entry.get(k) is not None},
         variants=tuple(str(v) for v in entry.get("variants") or ()),
     )
@@ -192,7 +243,8 @@ def _claim(entry: Mapping[str, Any], paper_setting: Setting, papers: Mapping[str
     if not isinstance(entry, Mapping):
         raise InputError(f"{where}: expected a mapping, got {entry!r}")
     known = {"id", "paper", "section", "claim", "kind", "sign", "setting", "measures", "paper_value"}
-    _unknown(entry, known | {"metric", "band", "start", "datasets", "trend"}, where)
+    optional = {"metric", "band", "start", "datasets", "trend", "margin", "margin_reason", "runs", "paper_count"}
+    _unknown(entry, known | optional, where)
     kind = _require(entry, "kind", where)
     if kind not in MEASURE_KINDS:
         raise InputError(f"{where}: kind {kind!r} is not one of {', '.join(MEASURE_KINDS)}")
@@ -205,9 +257,18 @@ def _claim(entry: Mapping[str, Any], paper_setting: Setting, papers: Mapping[str
     trend = entry.get("trend")
     if trend is not None and trend not in TREND_FACTORS:
         raise InputError(f"{where}: trend {trend!r} is not one of {', '.join(TREND_FACTORS)}")
+    if trend is not None and kind not in ("contrast", "interaction"):
+        raise InputError(f"{where}: a trend is read of a contrast or an interaction, not of a {kind}")
     value = entry.get("paper_value")
-    if value is None and sign in ("<", "="):
-        raise InputError(f"{where}: sign {sign!r} needs a paper_value")
+    count = entry.get("paper_count")
+    if count is not None and not PER_HEAD_COUNT.match(str(count)):
+        raise InputError(f"{where}: paper_count {count!r} is not a per-head count 'd + k'")
+    if value is None and count is None and sign in ("<", "="):
+        raise InputError(f"{where}: sign {sign!r} needs a paper_value (or a paper_count 'd + k')")
+    margin = _margin(entry, kind, sign, value, where)
+    start = entry.get("start")
+    if isinstance(start, str) and start not in STARTS:
+        raise InputError(f"{where}: start {start!r} is not a number or one of {', '.join(STARTS)}")
     setting = _setting(entry.get("setting") or {}, f"{where}.setting") if entry.get("setting") else paper_setting
     measures = entry.get("measures") or []
     if not measures:
@@ -224,10 +285,35 @@ def _claim(entry: Mapping[str, Any], paper_setting: Setting, papers: Mapping[str
         paper_value=None if value is None else float(value),
         metric=str(entry.get("metric", "val_loss")),
         band=None if entry.get("band") is None else float(entry["band"]),
-        start=entry.get("start"),
+        start=start,
         datasets=tuple(str(d) for d in entry.get("datasets") or (setting.dataset,)),
         trend=trend,
+        margin=margin,
+        margin_reason=str(entry.get("margin_reason") or ""),
+        runs=bool(entry.get("runs", False)),
+        paper_count=None if count is None else str(count),
     )
+
+
+def _margin(entry: Mapping[str, Any], kind: str, sign: str, value: Any, where: str) -> float | None:
+    """The claim's smallest effect of interest: positive, and below |paper value| for a
+    signed effect (a margin as large as the claim would call the paper's own number negligible)."""
+    raw = entry.get("margin")
+    if raw is None:
+        return None
+    try:
+        margin = float(raw)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: margin {raw!r} is not a number") from None
+    if not (math.isfinite(margin) and margin > 0.0):
+        raise InputError(f"{where}: margin must be a positive number, got {raw!r}")
+    if kind in ("contrast", "interaction") and sign in ("+", "-") and value is not None:
+        if margin >= abs(float(value)):
+            raise InputError(
+                f"{where}: margin {margin:g} is not smaller than the paper's |{float(value):g}|: "
+                "the claim's own number would read as negligible"
+            )
+    return margin
 
 
 def parse_claims(data: Mapping[str, Any], *, source: str = "<claims>") -> ClaimSet:
@@ -283,6 +369,7 @@ __all__ = [
     "CORE_IDS",
     "MEASURE_KINDS",
     "SIGNS",
+    "STARTS",
     "TREND_FACTORS",
     "Claim",
     "ClaimSet",

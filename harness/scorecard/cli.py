@@ -201,7 +201,7 @@ def scorecard(
     from harness.report import render_markdown, render_terminal
     from harness.scorecard.claims import load_claims
     from harness.scorecard.compute import scorecard_table
-    from harness.scorecard.document import scorecard_document
+    from harness.scorecard.document import description_document, scorecard_document
 
     uri = resolve_tracking_uri(tracking_uri)
     claims = load_claims(claims_file)
@@ -227,7 +227,8 @@ def scorecard(
     if not _store_exists(uri):
         typer.echo(f"(no MLflow store at {uri}: the scorecard was not logged; pass --tracking-uri to log it)")
         return
-    _log(uri, experiment, render_markdown(document, sections=["summary"], max_chars=7000), files, inputs)
+    description = render_markdown(description_document(table, [s.name for s in inputs]), max_chars=7000)
+    _log(uri, experiment, description, files, inputs)
 
 
 def _log(uri: str, experiment: str, description: str, files: list[Path], inputs: list[Any]) -> None:

@@ -2,13 +2,16 @@
 
 A cell is (dataset, size, context length) of one study. A claim's measure can be read in a
 cell when the cell holds every variant it names and the cell's corpus is one of the claim's.
-Each such (claim, reading, study, cell) gives one row, computed with the report's own
-statistics (:mod:`harness.analysis`: paired over seeds, the t-interval over seeds, the seed as
-the unit) and read by :mod:`harness.scorecard.verdicts`. A claim measured at two or more
-parameter counts or context lengths of one study also gets a ``trend`` row per factor: the
-slope of the per-seed effect against log x (:func:`harness.analysis.effect_trend`), per
-doubling of x, with words saying where the claim holds. A claim no study read can measure
-gets one ``not measured`` row naming the study that would.
+Each such (claim, reading, study, cell) gives one :class:`~harness.scorecard.rows.ScorecardRow`,
+read by the reader of the claim's kind (:data:`~harness.scorecard.readers.READERS`: the
+report's own statistics, the seed as the unit) and judged by
+:mod:`harness.scorecard.verdicts`. A claim read at two or more sizes or context lengths of one
+study also gets a ``trend`` row per factor: the slope of the per-seed effect per doubling of x
+(:func:`harness.analysis.effect_trend`), with words saying where the claim holds. A claim
+*about* a trend (``trend:`` in claims.yaml) is read only as that trend, from two or more
+levels of its factor; a study with one level does not measure it. A claim no study read can
+measure gets one ``not measured`` row naming the study that would. Finally every claim's
+rows are adjusted together (:func:`~harness.scorecard.family.adjust_within_claims`).
 """
 
 from __future__ import annotations
@@ -16,62 +19,22 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
 import polars as pl
 
-from harness.analysis.contrasts import interaction_contrast, main_effect, t_interval
-from harness.analysis.mope import mope_scales
-from harness.analysis.results import CELL_COLUMNS, cell_label
-from harness.analysis.results_types import AnalysisSettings, ConfidenceInterval, has_spread, no_test_reason
-from harness.analysis.tau import open_fraction_analysis, tau_stability
+from harness.analysis.contrasts import sign_flip_pvalue
+from harness.analysis.results import CELL_COLUMNS, at_reference_tau_init, cell_label
+from harness.analysis.results_types import NOT_TESTABLE, AnalysisSettings, no_test_reason
 from harness.analysis.trends import effect_trend
 from harness.errors import InputError
+from harness.models.variants import DEFAULT_TAU_INIT
 from harness.scorecard.claims import Claim, ClaimSet, Measure, load_claims
-from harness.scorecard.verdicts import (
-    ClaimVerdict,
-    Intervals,
-    classify_effect,
-    classify_exact,
-    classify_level,
-    classify_trend,
-)
-
-#: Columns of the scorecard table, in order.
-SCORECARD_SCHEMA: dict[str, pl.DataType] = {
-    "claim": pl.String(),
-    "paper": pl.String(),
-    "reading": pl.String(),
-    "study": pl.String(),
-    "kind": pl.String(),  # "cell", "trend" or "not measured"
-    "factor": pl.String(),  # trend rows: params or context_length
-    "paper_value": pl.Float64(),
-    "sign": pl.String(),
-    "metric": pl.String(),
-    "dataset": pl.String(),
-    "size": pl.String(),
-    "params": pl.Int64(),
-    "context_length": pl.Int64(),
-    "steps": pl.Int64(),
-    "group": pl.String(),
-    "at_paper_setting": pl.Boolean(),
-    "n_seeds": pl.Int64(),
-    "estimate": pl.Float64(),
-    "ci_low": pl.Float64(),
-    "ci_high": pl.Float64(),
-    "equivalence_low": pl.Float64(),
-    "equivalence_high": pl.Float64(),
-    "margin": pl.Float64(),
-    "interval": pl.String(),
-    "verdict": pl.String(),
-    "verdict_kind": pl.String(),
-    "where": pl.String(),
-    "statement": pl.String(),
-    "parent_run_id": pl.String(),
-}
-SCORECARD_COLUMNS: tuple[str, ...] = tuple(SCORECARD_SCHEMA)
+from harness.scorecard.family import adjust_within_claims, measurement_key
+from harness.scorecard.readers import READERS, CellRead, ReadContext, equivalence_interval, seed_sd
+from harness.scorecard.rows import SCORECARD_COLUMNS, SCORECARD_SCHEMA, ScorecardRow, rows_frame
+from harness.scorecard.verdicts import ClaimVerdict, Intervals, classify_trend
 
 
 @dataclass(frozen=True)
@@ -107,16 +70,6 @@ def _cells(df: pl.DataFrame) -> list[tuple[dict[str, Any], pl.DataFrame]]:
     return sorted(out, key=lambda kv: tuple(str(kv[0].get(c)) for c in cols))
 
 
-def _columns_needed(claim: Claim) -> tuple[str, ...]:
-    if claim.kind in ("contrast", "interaction"):
-        return (claim.metric,)
-    if claim.kind == "level":
-        return tuple(dict.fromkeys((claim.metric, "tau_mean")))
-    if claim.kind == "tail":
-        return ("tau_mean", "open_fraction")
-    return ("params",) if claim.kind == "parameters" else ()
-
-
 def _can_measure(claim: Claim, measure: Measure, cell: Mapping[str, Any], rows: pl.DataFrame) -> bool:
     """The cell is on one of the claim's corpora, holds every variant the measure names, and
     has a value of every column the measure reads for them."""
@@ -124,18 +77,16 @@ def _can_measure(claim: Claim, measure: Measure, cell: Mapping[str, Any], rows: 
         return False
     if not set(measure.names()) <= set(rows.get_column("variant").drop_nulls().to_list()):
         return False
+    reader = READERS[claim.kind]
     # every variant a level or a count reads must have a value (a contrast's missing runs are
     # dropped seed blocks, which its verdict reports)
-    each = measure.names() if claim.kind in ("level", "tail", "parameters") else (None,)
+    each = measure.names() if reader.every_variant else (None,)
     for variant in each:
         mine = rows.filter(pl.col("variant").is_in([variant] if variant else list(measure.names())))
-        if not all(c in mine.columns and mine.get_column(c).drop_nulls().len() > 0 for c in _columns_needed(claim)):
+        columns = reader.columns(claim)
+        if not all(c in mine.columns and mine.get_column(c).drop_nulls().len() > 0 for c in columns):
             return False
     return True
-
-
-def _reference_variant(measure: Measure) -> str | None:
-    return measure.control or measure.base or (measure.variants[0] if measure.variants else None)
 
 
 def _mean_of(rows: pl.DataFrame, column: str, variant: str | None = None) -> float | None:
@@ -147,9 +98,22 @@ def _mean_of(rows: pl.DataFrame, column: str, variant: str | None = None) -> flo
     return float(values.mean()) if values.len() else None
 
 
+def _claim_fields(claim: Claim, measure: Measure, study: str | None) -> dict[str, Any]:
+    return {
+        "claim": claim.id,
+        "paper": claim.paper,
+        "reading": measure.reading,
+        "study": study,
+        "statement": claim.claim,
+        "paper_value": claim.paper_value,
+        "sign": claim.sign,
+        "metric": READERS[claim.kind].metric(claim),
+    }
+
+
 def _cell_fields(claim: Claim, measure: Measure, study: StudyResults, cell: Mapping[str, Any], rows: pl.DataFrame):
-    params = _mean_of(rows, "params", _reference_variant(measure))
-    steps = _mean_of(rows, "steps")
+    reference = measure.control or measure.base or (measure.variants[0] if measure.variants else None)
+    params, steps = _mean_of(rows, "params", reference), _mean_of(rows, "steps")
     setting = claim.setting
     at_paper = (
         cell.get("dataset") == setting.dataset
@@ -171,273 +135,167 @@ def _cell_fields(claim: Claim, measure: Measure, study: StudyResults, cell: Mapp
     }
 
 
-def _claim_fields(claim: Claim, measure: Measure, study: str | None) -> dict[str, Any]:
-    return {
-        "claim": claim.id,
-        "paper": claim.paper,
-        "reading": measure.reading,
-        "study": study,
-        "paper_value": claim.paper_value,
-        "sign": claim.sign,
-        "metric": claim.metric if claim.kind in ("contrast", "interaction", "level") else claim.kind,
-        "statement": claim.claim,
-    }
+def _finite(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(float(x)) else float(x)
 
 
-# ----------------------------------------------------------------------------- intervals
-def _equivalence(per_seed: np.ndarray, confidence: float) -> ConfidenceInterval | None:
-    """The ``1 - 2 alpha`` t-interval over seeds (the TOST's), or None without spread."""
-    if len(per_seed) < 2 or not has_spread(per_seed):
-        return None
-    ci, _ = t_interval(np.asarray(per_seed, dtype=float), confidence=1.0 - 2.0 * (1.0 - confidence))
-    return ci
-
-
-def _contrast_intervals(claim: Claim, measure: Measure, rows: pl.DataFrame, settings: AnalysisSettings) -> Intervals:
-    common = dict(
-        metric=claim.metric, confidence=settings.confidence, rng=settings.seed, n_resamples=settings.n_resamples
-    )
-    if claim.kind == "interaction":
-        res = interaction_contrast(rows, base=measure.base, a=measure.a, b=measure.b, ab=measure.ab, **common)
-    else:
-        res = main_effect(rows, str(measure.treatment), str(measure.control), **common)
-    reason = no_test_reason(res.per_seed) or ("" if res.confidence_interval is not None else res.message)
-    return Intervals(
-        estimate=res.estimate,
-        ci=res.confidence_interval,
-        equivalence=_equivalence(res.per_seed, settings.confidence),
-        n_seeds=res.n_seeds,
-        confidence=settings.confidence,
-        reason=reason,
-    )
-
-
-def _margin(claim: Claim, settings: AnalysisSettings, claims: ClaimSet) -> float:
-    """The smallest effect of interest in the claim's metric: the study's, else the claims' default."""
-    if claim.metric == "log_tokens_per_s":
-        return claims.throughput_margin
-    return settings.smallest_effect if settings.smallest_effect is not None else claims.smallest_effect
-
-
-# ----------------------------------------------------------------------------- one cell
-def _contrast_row(claim: Claim, measure: Measure, rows: pl.DataFrame, study: StudyResults, claims: ClaimSet) -> dict:
-    iv = _contrast_intervals(claim, measure, rows, study.settings)
-    margin = _margin(claim, study.settings, claims)
-    verdict = classify_effect(iv, sign=claim.sign, paper_value=claim.paper_value, margin=margin)
-    return _numbers(iv, verdict, margin)
-
-
-def _numbers(iv: Intervals, verdict: ClaimVerdict, margin: float | None) -> dict[str, Any]:
+def _numbers(iv: Intervals, verdict: ClaimVerdict, read: CellRead | None = None) -> dict[str, Any]:
+    """The row's numbers from its intervals and verdict."""
+    ci, eq, pi = iv.ci, iv.equivalence, iv.prediction
     return {
         "n_seeds": iv.n_seeds,
-        "estimate": None if not math.isfinite(iv.estimate) else float(iv.estimate),
-        "ci_low": None if iv.ci is None else float(iv.ci.low),
-        "ci_high": None if iv.ci is None else float(iv.ci.high),
-        "equivalence_low": None if iv.equivalence is None else float(iv.equivalence.low),
-        "equivalence_high": None if iv.equivalence is None else float(iv.equivalence.high),
-        "margin": margin,
+        "estimate": _finite(iv.estimate),
+        "ci_low": None if ci is None else float(ci.low),
+        "ci_high": None if ci is None else float(ci.high),
+        "equivalence_low": None if eq is None else float(eq.low),
+        "equivalence_high": None if eq is None else float(eq.high),
+        "prediction_low": None if pi is None else float(pi.low),
+        "prediction_high": None if pi is None else float(pi.high),
+        "pvalue": _finite(iv.pvalue),
         "interval": verdict.rests_on,
         "verdict": verdict.words,
         "verdict_kind": verdict.kind,
+        "settled": verdict.settled,
+        "signed": verdict.signed,
+        **(
+            {}
+            if read is None
+            else {"margin": read.margin, "band": read.band, "start": read.start}
+            | ({"paper_value": read.paper_value} if read.paper_value is not None else {})
+        ),
     }
-
-
-def _level_intervals(claim: Claim, measure: Measure, rows: pl.DataFrame, settings: AnalysisSettings) -> Intervals:
-    """Tau (``tau_stability``) or the open fraction (``open_fraction_analysis``, at the
-    confidence level and at ``1 - 2 alpha``), or the open fraction minus its Gaussian tail."""
-    conf, variants = settings.confidence, list(measure.variants)
-    if claim.kind == "level" and claim.metric == "tau_mean":
-        res = tau_stability(
-            rows,
-            reference=float(claim.paper_value),
-            margin=_band(claim, settings),
-            confidence=conf,
-            variants=variants,
-            factors=(),
-        )
-        return Intervals(
-            res.estimate,
-            res.confidence_interval,
-            res.equivalence_interval,
-            res.n_seeds,
-            conf,
-            no_test_reason(res.per_seed) or res.message,
-        )
-    wide = open_fraction_analysis(rows, variants=variants, confidence=conf)
-    narrow = open_fraction_analysis(rows, variants=variants, confidence=1.0 - 2.0 * (1.0 - conf))
-    if claim.kind == "tail":
-        return Intervals(
-            wide.difference, wide.difference_interval, narrow.difference_interval, wide.n_seeds, conf, wide.message
-        )
-    return Intervals(
-        wide.estimate,
-        wide.confidence_interval,
-        narrow.confidence_interval,
-        wide.n_seeds,
-        conf,
-        wide.message or ("" if wide.confidence_interval is not None else "no test possible"),
-    )
-
-
-def _band(claim: Claim, settings: AnalysisSettings) -> float:
-    """Tau's band is the study's (``analysis.tau.margin``); other levels keep the claim's."""
-    if claim.metric == "tau_mean":
-        return settings.tau_margin
-    return float(claim.band if claim.band is not None else settings.tau_margin)
-
-
-def _null(claim: Claim, rows: pl.DataFrame) -> float:
-    """Where the level starts: a number, or the mean of a column (tau's initial value, 0 by default)."""
-    if isinstance(claim.start, str):
-        value = _mean_of(rows, claim.start)
-        return 0.0 if value is None else value
-    return float(claim.start or 0.0)
-
-
-def _level_row(claim: Claim, measure: Measure, rows: pl.DataFrame, study: StudyResults, claims: ClaimSet) -> dict:
-    iv = _level_intervals(claim, measure, rows, study.settings)
-    if claim.kind == "tail":
-        margin = float(claim.band if claim.band is not None else 0.03)
-        return _numbers(iv, classify_effect(iv, sign=claim.sign, paper_value=None, margin=margin), margin)
-    band = _band(claim, study.settings)
-    verdict = classify_level(iv, paper_value=float(claim.paper_value), band=band, null=_null(claim, rows))
-    return _numbers(iv, verdict, band)
-
-
-def _exact_row(claim: Claim, measure: Measure, rows: pl.DataFrame, study: StudyResults, cell: Mapping) -> dict:
-    if claim.kind == "parameters":
-        extra = _mean_of(rows, "params", measure.treatment) - _mean_of(rows, "params", measure.control)
-        value = extra / _mean_of(rows, "params", measure.base or measure.control) if claim.sign == "<" else extra
-        what = "parameter counts of the models"
-    else:
-        value, what = _cluster_count(measure, study, cell)
-    verdict = classify_exact(value, sign=claim.sign, paper_value=float(claim.paper_value), what=what)
-    iv = Intervals(float(value), None, None, _n_seeds(rows))
-    return {**_numbers(iv, verdict, None), "interval": verdict.rests_on}
-
-
-def _cluster_count(measure: Measure, study: StudyResults, cell: Mapping) -> tuple[float, str]:
-    sigmas = study.sigmas.filter(pl.col("variant").is_in(list(measure.variants)))
-    for column, value in cell.items():
-        if column in sigmas.columns:
-            sigmas = sigmas.filter(pl.col(column).cast(pl.String) == str(value))
-    res = mope_scales(sigmas, rng=study.settings.seed)
-    return float(res.k), f"clusters of log sigma over {res.n} learned widths ({res.criterion.upper()})"
-
-
-def _n_seeds(rows: pl.DataFrame) -> int:
-    return rows.get_column("seed").n_unique() if "seed" in rows.columns else 0
 
 
 def _groups(claim: Claim, rows: pl.DataFrame) -> list[tuple[str | None, pl.DataFrame]]:
     """A level read per initial value of tau when the cell holds several; else the whole cell."""
-    if claim.kind != "level" or "tau_init" not in rows.columns or rows.get_column("tau_init").n_unique() < 2:
+    if not READERS[claim.kind].by_tau_init or "tau_init" not in rows.columns:
+        return [(None, rows)]
+    rows = rows.with_columns(pl.col("tau_init").cast(pl.Float64).fill_null(DEFAULT_TAU_INIT))
+    if rows.get_column("tau_init").n_unique() < 2:
         return [(None, rows)]
     parts = rows.partition_by("tau_init", as_dict=True, maintain_order=True)
-    return [
-        (f"tau_init={key[0]:g}" if key[0] is not None else None, part)
-        for key, part in sorted(parts.items(), key=lambda kv: (kv[0][0] is None, kv[0][0] or 0.0))
-    ]
+    return [(f"tau_init={key[0]:g}", part) for key, part in sorted(parts.items(), key=lambda kv: kv[0][0])]
 
 
 def measure_cell(
     claim: Claim, measure: Measure, study: StudyResults, cell: Mapping[str, Any], rows: pl.DataFrame, claims: ClaimSet
-) -> list[dict[str, Any]]:
+) -> list[ScorecardRow]:
     """The rows of one claim's reading in one cell of a study (one per tau_init group for a
     level). A cell the analysis refuses (no finished gated run, no learned widths there...)
     gives an ``inconclusive`` row saying why, not a failed scorecard."""
     base = _cell_fields(claim, measure, study, cell, rows)
+    ctx = ReadContext(study.settings, claims, cell, study.sigmas)
     out = []
     for group, part in _groups(claim, rows):
         try:
-            if claim.kind in ("contrast", "interaction"):
-                numbers = _contrast_row(claim, measure, part, study, claims)
-            elif claim.kind in ("level", "tail"):
-                numbers = _level_row(claim, measure, part, study, claims)
-            else:
-                numbers = _exact_row(claim, measure, part, study, cell)
+            read = READERS[claim.kind].read(claim, measure, part, ctx)
+            numbers = _numbers(read.intervals, read.verdict, read)
         except InputError as exc:
-            refused = ClaimVerdict("inconclusive", f"inconclusive: no test possible ({exc})", "no interval")
-            numbers = _numbers(Intervals(math.nan, None, None, _n_seeds(part)), refused, None)
-        out.append({**base, **numbers, "group": group})
+            refused = ClaimVerdict(
+                "inconclusive", f"inconclusive: no test possible ({exc})", "no interval", settled=NOT_TESTABLE
+            )
+            n = part.get_column("seed").n_unique() if "seed" in part.columns else 0
+            numbers = _numbers(Intervals(math.nan, None, None, n), refused)
+        row = ScorecardRow(**{**base, **numbers, "group": group})
+        out.append(_keyed(row, measure))
     return out
+
+
+def _keyed(row: ScorecardRow, measure: Measure) -> ScorecardRow:
+    return replace(row, measurement=measurement_key(row, measure.names()))
 
 
 # ----------------------------------------------------------------------------- trends
-def _trend_rows(claim: Claim, measure: Measure, study: StudyResults, cell_rows: list[dict], claims: ClaimSet):
-    """A trend row per factor along which the claim was read at >= 2 values in this study."""
-    if claim.kind not in ("contrast", "interaction"):
-        return []
-    df = (
-        study.frame.filter(pl.col("dataset").is_in(list(claim.datasets)))
-        if "dataset" in study.frame.columns
-        else (study.frame)
-    )
-    out = []
-    for factor in ("params", "context_length"):
-        xs = {r[factor] for r in cell_rows if r.get(factor) is not None}
-        if len(xs) < 2:
-            continue
-        out.append(_trend_row(claim, measure, study, df, factor, cell_rows, claims))
-    return out
+def _trend_frame(claim: Claim, measure: Measure, study: StudyResults) -> pl.DataFrame:
+    """The study's rows a trend of the claim reads: its corpora, its variants, at tau's
+    reference initial value."""
+    df = study.frame
+    if "dataset" in df.columns:
+        df = df.filter(pl.col("dataset").is_in(list(claim.datasets)))
+    df = df.filter(pl.col("variant").is_in(list(measure.names())))
+    return at_reference_tau_init(df)[0] if df.height else df
 
 
-def _trend_row(claim, measure, study, df, factor, cell_rows, claims) -> dict[str, Any]:
-    settings = study.settings
-    keys = dict(metric=claim.metric, confidence=settings.confidence, against=factor)
+def _trend_intervals(claim: Claim, measure: Measure, study: StudyResults, factor: str) -> tuple[Intervals, int]:
+    """The slope per doubling of ``factor`` (:func:`effect_trend`, per-seed slopes) as
+    intervals, and the number of levels it was fitted across."""
+    s = study.settings
+    keys: dict[str, Any] = dict(metric=claim.metric, confidence=s.confidence, against=factor)
     if claim.kind == "interaction":
         keys.update(base=measure.base, a=measure.a, b=measure.b, ab=measure.ab)
     else:
         keys.update(treatment=measure.treatment, control=measure.control)
-    margin = _margin(claim, settings, claims)
-    levels = 0
     try:
-        res = effect_trend(df.filter(pl.col("variant").is_in(list(measure.names()))), **keys)
-        per_doubling = np.asarray(res.per_seed, dtype=float) * math.log(2.0)
-        ci = (
-            None
-            if res.confidence_interval is None
-            else ConfidenceInterval(
-                res.confidence_interval.low * math.log(2.0), res.confidence_interval.high * math.log(2.0)
-            )
-        )
-        iv = Intervals(
-            res.estimate * math.log(2.0),
-            ci,
-            _equivalence(per_doubling, settings.confidence),
-            res.n_seeds,
-            settings.confidence,
-            no_test_reason(res.per_seed) or res.message,
-        )
-        levels = len(res.x_values)
+        res = effect_trend(_trend_frame(claim, measure, study), **keys)
     except InputError as exc:
-        iv = Intervals(math.nan, None, None, 0, settings.confidence, str(exc))
+        return Intervals(math.nan, None, None, 0, s.confidence, str(exc)), 0
+    iv = Intervals(
+        res.estimate,
+        res.confidence_interval,
+        equivalence_interval(res.per_seed, s.confidence),
+        res.n_seeds,
+        s.confidence,
+        no_test_reason(res.per_seed) or ("" if res.confidence_interval is not None else res.message),
+        pvalue=res.pvalue,
+        sd=seed_sd(res.per_seed),
+        shape=res.shape,
+        permutation_pvalue=sign_flip_pvalue(res.per_seed, rng=s.seed) if res.shape is not None else None,
+    )
+    return iv, len(res.x_values)
+
+
+def _trend_row(
+    claim: Claim, measure: Measure, study: StudyResults, factor: str, cell_rows: Sequence[ScorecardRow], claims
+) -> ScorecardRow:
+    iv, levels = _trend_intervals(claim, measure, study, factor)
+    margin = claims.margin_for(claim, study.settings.smallest_effect)
     verdict = classify_trend(iv, sign=claim.sign, margin=margin, factor=factor, levels=levels)
-    return {
+    row = ScorecardRow(
         **_claim_fields(claim, measure, study.name),
-        "kind": "trend",
-        "factor": factor,
-        "parent_run_id": study.parent_run_id,
-        **_numbers(iv, verdict, margin),
-        "where": where_it_holds(cell_rows, factor),
-    }
+        kind="trend",
+        factor=factor,
+        levels=levels or None,
+        parent_run_id=study.parent_run_id,
+        **_numbers(iv, verdict),
+        margin=margin,
+        where=where_it_holds(cell_rows, factor) if cell_rows else None,
+    )
+    return _keyed(row, measure)
 
 
-def where_it_holds(cell_rows: Sequence[Mapping[str, Any]], factor: str) -> str:
+def _levels(cells: Sequence[Mapping[str, Any]], factor: str) -> list[Any]:
+    """The distinct levels of ``factor`` among cells (a size counts once, whatever its corpora)."""
+    key = "size" if factor == "params" else factor
+    return sorted({c.get(key) for c in cells if c.get(key) is not None}, key=str)
+
+
+def _trend_rows(claim, measure, study, cells, cell_rows, claims) -> list[ScorecardRow]:
+    """A trend row per factor along which a claim was read at >= 2 levels in this study."""
+    if not READERS[claim.kind].trends:
+        return []
+    return [
+        _trend_row(claim, measure, study, factor, cell_rows, claims)
+        for factor in ("params", "context_length")
+        if len(_levels(cells, factor)) >= 2
+    ]
+
+
+def where_it_holds(cell_rows: Sequence[Any], factor: str) -> str:
     """Where a claim holds along ``factor``, in words: "replicated at 3 of 4 sizes; smaller
     at the largest". Along ``params`` a size is its preset (``size``), ordered by parameter
     count: the same preset on two corpora has two counts (the vocabulary's embedding) and is
     still one size. A value whose cells (other corpora, other values of the other factor)
-    disagree counts as "mixed"."""
+    disagree counts as "mixed". ``cell_rows``: scorecard rows or mappings with their fields."""
     noun = "sizes" if factor == "params" else "context lengths"
     by_x: dict[Any, set[str]] = {}
     order: dict[Any, float] = {}  # x -> where it sorts (a size: its smallest parameter count)
     for r in cell_rows:
-        if r.get(factor) is None:
+        get = r.get if isinstance(r, Mapping) else lambda k, r=r: getattr(r, k)
+        if get(factor) is None:
             continue
-        x = (r.get("size") or r[factor]) if factor == "params" else r[factor]
-        by_x.setdefault(x, set()).add(str(r["verdict_kind"]))
-        order[x] = min(order.get(x, math.inf), float(r[factor]))
+        x = (get("size") or get(factor)) if factor == "params" else get(factor)
+        by_x.setdefault(x, set()).add(str(get("verdict_kind")))
+        order[x] = min(order.get(x, math.inf), float(get(factor)))
     if not by_x:
         return ""
     xs = sorted(by_x, key=order.__getitem__)
@@ -462,50 +320,80 @@ def _x_label(x: Any, factor: str) -> str:
 
 
 # ----------------------------------------------------------------------------- the table
-def _not_measured(claim: Claim, measure: Measure) -> dict[str, Any]:
+def _not_measured(claim: Claim, measure: Measure, why: str = "") -> ScorecardRow:
     needed = ", ".join(measure.names())
     corpora = ", ".join(claim.datasets)
-    why = f"no study read holds {needed} on {corpora}"
-    if claim.kind == "clusters":
-        why += " with their learned MOPE widths (read from MLflow only)"
-    return {
+    what = f"no study read holds {needed} on {corpora}"
+    if claim.trend is not None:
+        noun = "sizes" if claim.trend == "params" else "context lengths"
+        what += f" at two or more {noun}"
+    if READERS[claim.kind].needs_sigmas:
+        what += " with their learned MOPE widths (read from MLflow only)"
+    studies = " or ".join(f"studies/{s}.yaml" for s in measure.studies)
+    verb = "measures" if len(measure.studies) == 1 else "measure"
+    return ScorecardRow(
         **_claim_fields(claim, measure, measure.study),
-        "kind": "not measured",
-        "verdict_kind": "not measured",
-        "verdict": f"not measured: {why}; studies/{measure.study}.yaml measures it",
-        "interval": "none",
-    }
+        kind="not measured",
+        verdict_kind="not measured",
+        verdict=f"not measured: {what}{f' ({why})' if why else ''}; {studies} {verb} it",
+        interval="none",
+        settled=NOT_TESTABLE,
+    )
 
 
-def claim_rows(claim: Claim, studies: Sequence[StudyResults], claims: ClaimSet) -> list[dict[str, Any]]:
-    """Every row of one claim: its cells and trends in every study read, or ``not measured``."""
-    rows: list[dict[str, Any]] = []
+def _study_cells(claim: Claim, measure: Measure, study: StudyResults) -> list[tuple[dict, pl.DataFrame]]:
+    if READERS[claim.kind].needs_sigmas and study.sigmas is None:
+        return []
+    return [(cell, part) for cell, part in _cells(study.frame) if _can_measure(claim, measure, cell, part)]
+
+
+def _trend_claim_rows(claim: Claim, measure: Measure, studies, claims) -> list[ScorecardRow]:
+    """A claim about a trend: read only across two or more levels of its factor in one study;
+    else ``not measured``, saying which study held one level only."""
+    found, single = [], []
+    for study in studies:
+        cells = [cell for cell, _ in _study_cells(claim, measure, study)]
+        levels = _levels(cells, claim.trend)
+        if len(levels) >= 2:
+            found.append(_trend_row(claim, measure, study, claim.trend, [], claims))
+        elif levels:
+            label = f"T={levels[0]}" if claim.trend == "context_length" else f"size {levels[0]}"
+            single.append(f"{study.name} has one level only, {label}")
+    return found or [_not_measured(claim, measure, "; ".join(single))]
+
+
+def claim_rows(claim: Claim, studies: Sequence[StudyResults], claims: ClaimSet) -> list[ScorecardRow]:
+    """Every row of one claim: its cells and trends in every study read (a claim about a
+    trend: its trend only), or ``not measured``."""
+    rows: list[ScorecardRow] = []
     for measure in claim.measures:
-        found = []
+        if claim.trend is not None:
+            rows += _trend_claim_rows(claim, measure, studies, claims)
+            continue
+        found: list[ScorecardRow] = []
         for study in studies:
-            if claim.kind == "clusters" and study.sigmas is None:
-                continue
-            cells = [
-                measure_cell(claim, measure, study, cell, part, claims)
-                for cell, part in _cells(study.frame)
-                if _can_measure(claim, measure, cell, part)
-            ]
-            cell_rows = [r for group in cells for r in group]
-            found += cell_rows + _trend_rows(claim, measure, study, cell_rows, claims)
+            cells = _study_cells(claim, measure, study)
+            cell_rows = [r for cell, part in cells for r in measure_cell(claim, measure, study, cell, part, claims)]
+            found += cell_rows + _trend_rows(claim, measure, study, [c for c, _ in cells], cell_rows, claims)
         rows += found or [_not_measured(claim, measure)]
     return rows
 
 
-def scorecard_table(studies: Iterable[StudyResults], claims: ClaimSet | None = None) -> pl.DataFrame:
-    """The scorecard (:data:`SCORECARD_SCHEMA`): one row per claim, reading, study and cell,
-    a trend row per claim and factor where it varies, one ``not measured`` row per reading
-    no study read can measure."""
+def scorecard_rows(studies: Iterable[StudyResults], claims: ClaimSet | None = None) -> list[ScorecardRow]:
+    """Every row of the scorecard, each claim's rows adjusted together (Holm)."""
     claims = claims or load_claims()
     prepared = [
         StudyResults(s.name, _with_derived(s.frame), s.settings, s.source, s.parent_run_id, s.sigmas) for s in studies
     ]
-    rows = [row for claim in claims for row in claim_rows(claim, prepared, claims)]
-    return pl.DataFrame([{c: r.get(c) for c in SCORECARD_COLUMNS} for r in rows], schema=SCORECARD_SCHEMA)
+    alpha = min((1.0 - s.settings.confidence for s in prepared), default=0.05)
+    return adjust_within_claims([row for claim in claims for row in claim_rows(claim, prepared, claims)], alpha)
+
+
+def scorecard_table(studies: Iterable[StudyResults], claims: ClaimSet | None = None) -> pl.DataFrame:
+    """The scorecard (:data:`~harness.scorecard.rows.SCORECARD_SCHEMA`): one row per claim,
+    reading, study and cell, a trend row per claim and factor where it varies, one ``not
+    measured`` row per reading no study read can measure."""
+    return rows_frame(scorecard_rows(studies, claims))
 
 
 def cell_of(row: Mapping[str, Any]) -> str:
@@ -527,6 +415,7 @@ __all__ = [
     "cell_of",
     "claim_rows",
     "measure_cell",
+    "scorecard_rows",
     "scorecard_table",
     "where_it_holds",
 ]

@@ -2,10 +2,12 @@
 table (and MLflow description) and the terminal table are its renderings.
 
 Sections: ``summary`` (one row per claim and reading: its verdict at the paper's setting, the
-kinds found beyond it; in bold where it replicated), ``claims`` (one row per claim, reading,
-study and cell), ``trends`` (per claim and factor, with where it holds), ``kinds`` (what each
-verdict kind means) and ``statements`` (every claim as the paper states it, with its setting
-and the study that measures it).
+kinds found beyond it; a claim about a trend: its trend; in bold where it replicated; above
+it the counts of kinds, each measurement counted once, and the card's family-wise rate under
+a global null), ``claims`` (one row per claim, reading, study and cell), ``trends`` (per claim
+and factor, with where it holds), ``kinds`` (what each verdict kind means) and
+``statements`` (every claim as the paper states it, with its margin and the studies that
+measure it). Each row is coloured by what its test settled (the row's ``settled`` column).
 """
 
 from __future__ import annotations
@@ -14,26 +16,13 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from harness.analysis.results_types import NOT_DISTINGUISHABLE, NOT_TESTABLE, SETTLED
+from harness.analysis.results_types import NOT_TESTABLE
 from harness.report.document import Document, Note, Paragraph, Section, Table
 from harness.scorecard.claims import ClaimSet
 from harness.scorecard.compute import cell_of
+from harness.scorecard.family import card_family_wise
+from harness.scorecard.rows import ScorecardRow
 from harness.scorecard.verdicts import KIND_MEANINGS
-
-#: A scorecard kind as the document model colours it: what the test supports (settled), a test
-#: that supports no claim (not distinguishable), no test (not testable).
-TEST_KIND: dict[str, str] = {
-    "replicated": SETTLED,
-    "smaller": SETTLED,
-    "larger": SETTLED,
-    "reversed": SETTLED,
-    "absent": SETTLED,
-    "grows": SETTLED,
-    "shrinks": SETTLED,
-    "flat": SETTLED,
-    "inconclusive": NOT_DISTINGUISHABLE,
-    "not measured": NOT_TESTABLE,
-}
 
 
 def _claims_frame(table: pl.DataFrame) -> pl.DataFrame:
@@ -51,7 +40,7 @@ def _claims_frame(table: pl.DataFrame) -> pl.DataFrame:
             "ci_high": rows.get_column("ci_high"),
             "n_seeds": rows.get_column("n_seeds"),
             "verdict": rows.get_column("verdict"),
-            "__kind": [TEST_KIND[k] for k in rows.get_column("verdict_kind").to_list()],
+            "__kind": rows.get_column("settled"),
             "__replicated": rows.get_column("verdict_kind") == "replicated",
         }
     )
@@ -65,16 +54,35 @@ def _trends_frame(table: pl.DataFrame) -> pl.DataFrame:
             "reading": rows.get_column("reading"),
             "study": rows.get_column("study"),
             "against": ["size" if f == "params" else "context" for f in rows.get_column("factor").to_list()],
+            "levels": rows.get_column("levels"),
             "slope": rows.get_column("estimate"),
             "ci_low": rows.get_column("ci_low"),
             "ci_high": rows.get_column("ci_high"),
             "n_seeds": rows.get_column("n_seeds"),
             "verdict": rows.get_column("verdict"),
             "where": rows.get_column("where"),
-            "__kind": [TEST_KIND[k] for k in rows.get_column("verdict_kind").to_list()],
+            "__kind": rows.get_column("settled"),
         },
-        schema_overrides={"slope": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64, "n_seeds": pl.Int64},
+        schema_overrides={
+            "levels": pl.Int64,
+            "slope": pl.Float64,
+            "ci_low": pl.Float64,
+            "ci_high": pl.Float64,
+            "n_seeds": pl.Int64,
+        },
     )
+
+
+def _paper_value(claim) -> str:
+    if claim.paper_count is not None:
+        return f"{claim.paper_count} per head"
+    if claim.kind == "level" and claim.band is not None:
+        return f"{claim.paper_value:g} ± {claim.band:g}"
+    if claim.paper_value is None:
+        return {"+": "positive", "-": "negative", "±": "a difference"}.get(claim.sign, claim.sign)
+    if claim.sign == "<":
+        return f"< {100 * claim.paper_value:g} %"
+    return f"{claim.paper_value:+.4g}" if claim.sign in ("+", "-") else f"{claim.paper_value:g}"
 
 
 def _statements_frame(claims: ClaimSet) -> pl.DataFrame:
@@ -84,43 +92,50 @@ def _statements_frame(claims: ClaimSet) -> pl.DataFrame:
             "paper": [c.paper for c in claims],
             "section": [c.section for c in claims],
             "statement": [c.claim for c in claims],
-            "value": [c.paper_value for c in claims],
+            "value": [_paper_value(c) for c in claims],
+            "margin": ["" if c.margin is None else f"±{c.margin:g}: {c.margin_reason}".rstrip(": ") for c in claims],
             "setting": [
                 f"{c.setting.dataset}/{c.setting.size}/T={c.setting.context_length}, {c.setting.steps:,} steps, "
                 f"{c.setting.seeds} seed"
                 for c in claims
             ],
-            "studies": [", ".join(dict.fromkeys(m.study for m in c.measures)) for c in claims],
-        },
-        schema_overrides={"value": pl.Float64},
+            "studies": [", ".join(dict.fromkeys(s for m in c.measures for s in m.studies)) for c in claims],
+        }
     )
 
 
 def _summary_row(claim: str, reading: str, rows: pl.DataFrame) -> dict:
     cells = rows.filter(pl.col("kind") == "cell")
     first = rows.row(0, named=True)
-    out = {"claim": claim, "reading": reading, "paper": first["paper_value"], "estimate": None, "ci_low": None}
+    values = rows.get_column("paper_value").drop_nulls().unique()
+    paper = values[0] if values.len() == 1 else None  # a count per head: d + 2 differs by cell
+    out = {"claim": claim, "reading": reading, "paper": paper, "estimate": None, "ci_low": None}
     out.update(ci_high=None, n_seeds=None, elsewhere="", __replicated=False)
+    trends = rows.filter(pl.col("kind") == "trend")
+    if cells.height == 0 and trends.height:  # a claim about a trend: its trend is its verdict
+        best = trends.sort(["levels", "n_seeds"], descending=True, nulls_last=True).row(0, named=True)
+        out.update({k: best[k] for k in ("estimate", "ci_low", "ci_high", "n_seeds", "verdict")})
+        return {**out, "__kind": best["settled"], "__replicated": best["verdict_kind"] == "grows"}
     if cells.height == 0:
-        return {**out, "verdict": first["verdict"], "__kind": TEST_KIND[first["verdict_kind"]]}
+        return {**out, "verdict": first["verdict"], "__kind": first["settled"]}
     at_paper = cells.filter(pl.col("at_paper_setting"))
     other = cells.filter(~pl.col("at_paper_setting"))
     if other.height:
-        counts = other.group_by("verdict_kind").len().sort("len", descending=True)
+        counts = other.group_by("verdict_kind").len().sort(["len", "verdict_kind"], descending=[True, False])
         kinds = ", ".join(f"{n} {k}" for k, n in counts.iter_rows())
         out["elsewhere"] = f"{other.height} cell{'s' if other.height > 1 else ''}: {kinds}"
     if at_paper.height == 0:
         return {**out, "verdict": "not measured at the paper's setting", "__kind": NOT_TESTABLE}
     best = at_paper.sort("n_seeds", descending=True, nulls_last=True).row(0, named=True)
     out.update({k: best[k] for k in ("estimate", "ci_low", "ci_high", "n_seeds", "verdict")})
-    return {**out, "__kind": TEST_KIND[best["verdict_kind"]], "__replicated": best["verdict_kind"] == "replicated"}
+    return {**out, "__kind": best["settled"], "__replicated": best["verdict_kind"] == "replicated"}
 
 
 def summary_frame(table: pl.DataFrame) -> pl.DataFrame:
     """One row per claim and reading: the verdict at the paper's setting (the cell with the
-    most seeds there) and the kinds found elsewhere."""
-    cells = table.filter(pl.col("kind") != "trend")
-    groups = cells.partition_by(["claim", "reading"], as_dict=True, maintain_order=True)
+    most seeds there) and the kinds found elsewhere; a claim about a trend: its trend (the one
+    across the most levels)."""
+    groups = table.partition_by(["claim", "reading"], as_dict=True, maintain_order=True)
     rows = [_summary_row(claim, reading, part) for (claim, reading), part in groups.items()]
     floats = {c: pl.Float64 for c in ("paper", "estimate", "ci_low", "ci_high")}
     frame = pl.DataFrame(rows, schema_overrides={**floats, "n_seeds": pl.Int64}, infer_schema_length=None)
@@ -129,10 +144,51 @@ def summary_frame(table: pl.DataFrame) -> pl.DataFrame:
 
 
 def _counts(table: pl.DataFrame) -> str:
-    cells = table.filter(pl.col("kind") != "trend")
-    counts = cells.group_by("verdict_kind").len()
+    """How many rows of each kind, a measurement two claims read with one verdict counted once."""
+    rows = table.filter(pl.col("kind") != "trend")
+    keyed = rows.with_columns(pl.coalesce("measurement", pl.col("claim") + pl.col("reading")).alias("__m"))
+    counts = keyed.unique(["__m", "verdict_kind"]).group_by("verdict_kind").len()
     found = dict(zip(counts.get_column("verdict_kind").to_list(), counts.get_column("len").to_list(), strict=True))
     return ", ".join(f"{found[k]} {k}" for k in KIND_MEANINGS if k in found)
+
+
+def family_words(rows: Sequence[ScorecardRow]) -> str:
+    """The card's family-wise rate under a global null, in one sentence (from the simulation
+    of ``benchmarks/calibration.py``, shipped as ``harness/scorecard/calibration.json``)."""
+    card, rate = card_family_wise(rows)
+    if card is None:
+        return "No row has a test, so no family-wise rate applies."
+    rows_each = f"{card.rows_per_family} row{'s' if card.rows_per_family != 1 else ''}"
+    families = f"{card.families} claim famil{'ies' if card.families != 1 else 'y'}"
+    where = f"{families} (up to {rows_each} each, Holm within a claim)"
+    if rate is None:
+        return f"This card has {where} at {card.seeds} seeds; its family-wise rate was not simulated at that size."
+    return (
+        f"This card has {where} at {card.seeds} or more seeds: where no claim is true anywhere, "
+        f"{rate.rate:.0%} of such cards show at least one signed verdict (replicated, smaller, larger, "
+        f"reversed, grows, shrinks, a difference) by chance (simulated at {rate.families} families of "
+        f"{rate.rows_per_family} rows, {rate.seeds} seeds, {rate.reps:,} cards: docs/calibration.md). Read one "
+        "signed row as one of many."
+    )
+
+
+def description_document(table: pl.DataFrame, studies: Sequence[str]) -> Document:
+    """The scorecard as its MLflow run's description (a few thousand characters): the counts,
+    the family-wise rate, one row per measured claim and reading with its kind only (the words
+    are in the run's ``scorecard.html``), and the ids of the claims no study read measures."""
+    rows = [ScorecardRow(**r) for r in table.iter_rows(named=True)]
+    summary = summary_frame(table)
+    shown = summary.filter(~pl.col("verdict").str.starts_with("not measured:")).with_columns(
+        pl.col("verdict").str.split(":").list.first()
+    )
+    missing = sorted(set(summary.get_column("claim").to_list()) - set(shown.get_column("claim").to_list()))
+    counts = f"{table.get_column('claim').n_unique()} claims against {', '.join(studies) or 'no study'}"
+    blocks: list = [Paragraph(f"{counts}: {_counts(table)}."), Paragraph(family_words(rows))]
+    if shown.height:
+        blocks.append(_claims_table(shown, labels={"estimate": "at the paper's setting", "verdict": "kind"}))
+    if missing:
+        blocks.append(Paragraph(f"Not measured by the studies read: {', '.join(missing)}."))
+    return Document("Scorecard: the papers' claims", (Section("summary", "The claims measured", tuple(blocks)),))
 
 
 def _claims_table(frame: pl.DataFrame, labels: dict[str, str] | None = None) -> Table:
@@ -151,20 +207,22 @@ def _claims_table(frame: pl.DataFrame, labels: dict[str, str] | None = None) -> 
 def scorecard_document(table: pl.DataFrame, claims: ClaimSet, studies: Sequence[str]) -> Document:
     """The scorecard as a document, from :func:`~harness.scorecard.compute.scorecard_table`'s
     table, the claims it read and the names of the studies it read."""
+    rows = [ScorecardRow(**r) for r in table.iter_rows(named=True)]
     n_claims = table.get_column("claim").n_unique()
     intro = Paragraph(
         f"{n_claims} claims of the two papers against {len(studies)} "
-        f"stud{'y' if len(studies) == 1 else 'ies'} ({', '.join(studies) or 'none'}): {_counts(table)}. "
+        f"stud{'y' if len(studies) == 1 else 'ies'} ({', '.join(studies) or 'none'}): {_counts(table)} "
+        "(rows that read one measurement for two claims counted once). "
         "A claim in **bold** replicated at the paper's setting (corpus, size, context, steps). "
-        "Each verdict reads the study report's own interval (paired over seeds); the interval column of "
-        "`scorecard.parquet` names the interval each verdict rests on."
+        "Each verdict reads the study report's own intervals (paired over seeds) against the claim's own "
+        "margin; the interval column of `scorecard.parquet` names the interval each verdict rests on."
     )
     claims_table = _claims_table(_claims_frame(table))
     summary = _claims_table(
         summary_frame(table), labels={"estimate": "at the paper's setting", "elsewhere": "beyond it"}
     )
     sections = [
-        Section("summary", "At the papers' setting, and beyond", (intro, summary)),
+        Section("summary", "At the papers' setting, and beyond", (intro, Paragraph(family_words(rows)), summary)),
         Section("claims", "Every cell", (claims_table,)),
     ]
     trends = _trends_frame(table)
@@ -176,8 +234,9 @@ def scorecard_document(table: pl.DataFrame, claims: ClaimSet, studies: Sequence[
                 (
                     Paragraph(
                         "The slope of the per-seed effect per doubling of the parameter count or the context length "
-                        "(per-seed least-squares slopes, t-interval over seeds); **grows** means in the paper's "
-                        "direction, **flat** an equivalence within the smallest effect per doubling."
+                        "(per-seed least-squares slopes, t-interval over seeds; the report's unit too). From three "
+                        "levels on: **grows** (in the paper's direction), **shrinks**, **flat** (the 90 % interval "
+                        "within ± the claim's margin per doubling); from two levels a **difference**, never flat."
                     ),
                     Table(trends, kind_column="__kind", stub="claim", signed=("slope", "ci_low"), max_rows=200),
                 ),
@@ -185,13 +244,12 @@ def scorecard_document(table: pl.DataFrame, claims: ClaimSet, studies: Sequence[
         )
     legend = "; ".join(f"**{k}**: {v}" for k, v in KIND_MEANINGS.items())
     sections.append(Section("kinds", "What the verdicts mean", (Paragraph(legend),)))
-    sections.append(
-        Section("statements", "The claims", (Table(_statements_frame(claims), stub="claim", signed=("value",)),))
-    )
+    sections.append(Section("statements", "The claims", (Table(_statements_frame(claims), stub="claim"),)))
     notes = (
         Note(
-            "Each row is read at its own level, unadjusted across rows: where the truth is 0, about 2.5 % of "
-            "rows say replicated and 2.5 % reversed by chance.",
+            "Each claim's rows are one family: their signed verdicts are adjusted together with Holm's method, "
+            "and one lost to it says so. Across claims nothing is adjusted: the family-wise rate above says how "
+            "often a card this size shows a signed verdict where nothing is true.",
             kind="caution",
         ),
         Note(
@@ -202,4 +260,4 @@ def scorecard_document(table: pl.DataFrame, claims: ClaimSet, studies: Sequence[
     return Document("Scorecard: the papers' claims", tuple(sections), notes)
 
 
-__all__ = ["TEST_KIND", "scorecard_document", "summary_frame"]
+__all__ = ["description_document", "family_words", "scorecard_document", "summary_frame"]

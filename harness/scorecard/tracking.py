@@ -1,8 +1,8 @@
 """The scorecard in MLflow: its own run, and a link to it on each study it read.
 
-The run (experiment ``scorecard`` by default; tag ``harness.role=scorecard``) holds the
-markdown summary as its description (``mlflow.note.content``; claims in bold where they
-replicated at the paper's setting), the files of the output directory as artifacts
+The run (experiment ``scorecard`` by default; tag ``harness.role=scorecard``) holds a short
+markdown summary as its description (``mlflow.note.content``:
+:func:`~harness.scorecard.document.description_document`), the files of the output directory as artifacts
 (``scorecard.html``, ``scorecard.parquet``, ``scorecard.md``) and, as tags, the studies it read
 and their parent run ids (``harness.read.<study>``). Each study's parent run gets the tag
 ``harness.scorecard_run`` and a last line in its description linking to that run (a line

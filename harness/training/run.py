@@ -79,10 +79,12 @@ class TrainResult:
 
     Losses are mean next-character cross-entropies in nats over the fixed evaluation
     windows (``val_bpc`` in bits); ``tau_mean``/``open_fraction`` are ``None`` for variants
-    without a key gate, ``final_test_loss`` where the corpus has no test split. A diverged
-    run has ``status="diverged"`` and NaN final losses. ``window_losses`` maps a split to
-    the loss of each fixed window at the final evaluation; ``metrics`` holds every metric
-    of the final evaluation by its logged name.
+    without a key gate, ``pc1_cosine`` (|cos| of the energy projection with the first principal
+    component of the gate's input, :mod:`harness.training.energy_probe`) for gates it does not
+    probe, ``final_test_loss`` where the corpus has no test split. A diverged run has
+    ``status="diverged"`` and NaN final losses. ``window_losses`` maps a split to the loss of
+    each fixed window at the final evaluation; ``metrics`` holds every metric of the final
+    evaluation by its logged name.
     """
 
     config: TrainConfig
@@ -106,6 +108,7 @@ class TrainResult:
     #: Whether the training step ran compiled, and why (``compile: auto`` weighs cost and saving).
     compiled: bool = False
     compile_reason: str = ""
+    pc1_cosine: float | None = None
 
 
 @dataclass(frozen=True)
@@ -626,6 +629,7 @@ def result_row(result: TrainResult, variant: Any) -> dict[str, Any]:
             "tau_mean": result.tau_mean,
             "tau_heads": head_taus(result.metrics),
             "open_fraction": result.open_fraction,
+            "pc1_cosine": result.pc1_cosine,
             "tokens_per_s": result.tokens_per_s,
             "steps": result.steps,
             "status": result.status,
@@ -662,6 +666,7 @@ def _result(
         val_bpc=final.get("final/val_bpc", nan),
         tau_mean=final.get("final/tau_mean"),
         open_fraction=final.get("final/open_fraction"),
+        pc1_cosine=final.get("final/pc1_cosine"),
         tokens_per_s=float(tokens_per_s),
         num_parameters=int(module.model.num_parameters()),
         window_losses=dict(module.window_losses) if status != "diverged" else {},

@@ -250,17 +250,18 @@ def test_trend_recovers_a_known_slope_and_matches_pooled_ols(make_study) -> None
 
     df = make_study(seeds=8, contexts=(128, 256, 512, 1024), ega_context_slope=0.02, noise_sd=0.005, rng=9)
     res = effect_trend(df, against="context_length", treatment="ega")
-    assert res.confidence_interval.low < 0.02 < res.confidence_interval.high
+    per_doubling = 0.02 * np.log(2.0)  # the study's slope is per e-fold; the trend's unit is a doubling
+    assert res.confidence_interval.low < per_doubling < res.confidence_interval.high
     assert res.verdict.startswith("effect grows with context")
     # balanced design: mean of per-seed slopes == pooled OLS slope
     wide = df.pivot(on="variant", index=["seed", "context_length"], values="val_loss")
     y = (wide["baseline"] - wide["ega"]).to_numpy()
-    x = np.log(wide["context_length"].to_numpy().astype(float))
+    x = np.log2(wide["context_length"].to_numpy().astype(float))
     ols = sm.OLS(y, sm.add_constant(x)).fit()
     assert res.estimate == pytest.approx(ols.params[1], rel=1e-10)
     cluster = effect_trend(df, against="context_length", treatment="ega", method="cluster")
     assert cluster.estimate == pytest.approx(ols.params[1], rel=1e-10)
-    assert cluster.confidence_interval.low < 0.02 < cluster.confidence_interval.high
+    assert cluster.confidence_interval.low < per_doubling < cluster.confidence_interval.high
     flat = effect_trend(df, against="context_length")  # the interaction has no trend here
     assert flat.confidence_interval.low < 0 < flat.confidence_interval.high
     assert flat.verdict == "slope against context not distinguishable from 0"

@@ -77,6 +77,28 @@ def test_verdict_kinds_follow_the_statistics(tmp_path: Path, make_study) -> None
         assert row["verdict_kind"] == (SETTLED if settled and row["reject_holm"] else NOT_DISTINGUISHABLE), row
 
 
+def test_the_primary_reads_the_same_in_every_table(tmp_path: Path, make_study) -> None:
+    """One cell: the per-cell table's interaction is the primary hypothesis itself, marked and
+    unadjusted there as in the verdict table (same p, same kind), never "not significant after
+    Holm" beside a settled headline; the other rows of the cell stay in the Holm family."""
+    means = {"baseline": 1.50, "ega": 1.45, "mope": 1.47, "ega-mope": 1.395}
+    df = make_study(seeds=6, means=means, rng=5)
+    settings = AnalysisSettings(n_resamples=99, primary="interaction")
+    report = build_report(df, settings=settings, out_dir=tmp_path / "r")
+    (headline,) = [v for v in report.verdicts if v.role == "primary"]
+    effects = pl.read_parquet(report.table_paths["effects"])
+    (cell,) = effects.filter(pl.col("kind") == "interaction").iter_rows(named=True)
+    assert cell["role"] == "primary" and cell["pvalue_holm"] is None
+    assert cell["pvalue"] == pytest.approx(headline.pvalue) and cell["verdict_kind"] == headline.kind
+    assert "after Holm" not in cell["verdict"]
+    others = effects.filter(pl.col("role") == "secondary")
+    assert others.height == 3 and others.get_column("pvalue_holm").null_count() == 0
+    from statsmodels.stats.multitest import multipletests
+
+    want = multipletests(others.get_column("pvalue").to_numpy(), method="holm")[1]
+    assert others.get_column("pvalue_holm").to_list() == pytest.approx(list(want))
+
+
 def test_a_claim_lost_to_holm_is_not_settled() -> None:
     ci = ConfidenceInterval(0.01, 0.2)
     rows = [
@@ -156,8 +178,11 @@ def test_report_page_renders_every_table_with_great_tables(tmp_path: Path, make_
     assert per_cell["groups"] == [f"tinyshakespeare / nano / T={t}" for t in (128, 256)]
     assert len(per_cell["rows"]) == effects.height
     for row, want in zip(per_cell["rows"], effects.iter_rows(named=True), strict=True):
-        assert row[0]["text"] == want["effect"]
-        assert _cell(row, "pvalue_holm")["text"] == format_pvalue(want["pvalue_holm"])
+        primary = want["role"] == "primary"  # the interaction: marked, and unadjusted as in the verdict table
+        assert row[0]["text"] == want["effect"] + (" *" if primary else "")
+        assert (want["pvalue_holm"] is None) == primary
+        if not primary:
+            assert _cell(row, "pvalue_holm")["text"] == format_pvalue(want["pvalue_holm"])
         assert _background(_cell(row, "verdict")) == KIND_COLOURS[want["verdict_kind"]][0]
 
     # divergence rates as percentages, their exact interval too

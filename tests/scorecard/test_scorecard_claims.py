@@ -41,15 +41,55 @@ def test_the_core_ids_are_claims_or_their_prefixes() -> None:
     assert readings == {"baseline", "learned-pe"}  # EGA's gain against both baselines
 
 
+@pytest.mark.parametrize("claim", ["ega-gain-ega-paper", "ega-gain-ega-paper-ptb", "ega-parameter-count"])
+def test_egas_gain_on_learned_positions_compares_a_pair_that_differs_only_in_the_gate(claim: str) -> None:
+    (learned,) = [m for m in CLAIMS.get(claim).measures if m.control == "learned-pe"]
+    treatment, control = get_variant(learned.treatment), get_variant(learned.control)
+    assert learned.treatment == "ega-learned"
+    assert (treatment.position, treatment.scoring, treatment.options) == (
+        control.position,
+        control.scoring,
+        control.options,
+    )
+    assert treatment.gate == "ega" and control.gate == "none"
+
+
+def test_every_claim_has_its_own_margin_below_the_papers_value() -> None:
+    for claim in CLAIMS:
+        if claim.kind in ("parameters", "clusters"):
+            continue  # exact counts: no margin
+        assert claim.margin is not None and claim.margin > 0 and claim.margin_reason, claim.id
+        if claim.kind in ("contrast", "interaction") and claim.sign in ("+", "-") and claim.paper_value is not None:
+            assert claim.margin < abs(claim.paper_value), claim.id
+
+
+def test_every_second_reading_the_readings_study_trains_is_read_by_a_claim() -> None:
+    trained = _variants(_spec("readings"))
+    read = {v for c in CLAIMS for m in c.measures for v in m.names()}
+    diagnostics = {v for v in trained if get_variant(v).diagnostic}  # ega-leaky: how much a leak fakes
+    assert trained - diagnostics <= read, sorted(trained - diagnostics - read)
+    from_readings = {v for c in CLAIMS for m in c.measures if m.study == "readings" for v in m.names()}
+    for second in ("ega-qnorm", "ega-2-prod", "ega-4-prod", "ega-mope-scale-frozen", "mope-bias", "ega-mope-bias"):
+        assert second in from_readings, second
+
+
+def test_the_parameter_count_is_read_per_head_at_any_shape() -> None:
+    claim = CLAIMS.get("ega-parameter-count")
+    assert claim.per_head_constant == 2 and claim.paper_value is None
+    assert "12,480" in claim.claim and "does not state" in claim.claim
+
+
 @pytest.mark.parametrize("claim", CLAIMS.claims, ids=lambda c: c.id)
 def test_every_claim_is_measured_by_a_study_that_can(claim) -> None:
     at_paper = []
     for measure in claim.measures:
         spec = _spec(measure.study)
         assert all(v in VARIANTS for v in measure.names())
-        missing = set(measure.names()) - _variants(spec)
-        assert not missing, f"{measure.study} lacks {missing} for {claim.id} ({measure.reading})"
-        assert set(claim.datasets) & set(spec.datasets), f"{measure.study} has none of {claim.datasets}"
+        for name in measure.studies:  # the studies named beside it (on CPUs) hold the variants too
+            other = _spec(name)
+            missing = set(measure.names()) - _variants(other)
+            assert not missing, f"{name} lacks {missing} for {claim.id} ({measure.reading})"
+            assert set(claim.datasets) & set(other.datasets), f"{name} has none of {claim.datasets}"
         if claim.kind in ("level", "tail"):
             assert all(get_variant(v).gate != "none" for v in measure.variants)
         if claim.kind == "clusters":
@@ -97,6 +137,11 @@ def test_an_unknown_variant_is_refused_naming_it(tmp_path: Path, capsys) -> None
         (lambda d: d["claims"][0].update(colour="red"), "unknown key 'colour'"),
         (lambda d: d["claims"].append(dict(d["claims"][0])), "appears twice"),
         (lambda d: d.update(claims=[c for c in d["claims"] if not c["id"].startswith("tau-035")]), "tau-035"),
+        (lambda d: d["claims"][0].update(margin=0.059), "not smaller than the paper's"),
+        (lambda d: d["claims"][0].update(margin=-1), "margin must be a positive number"),
+        (lambda d: d["claims"][0].update(start="nowhere"), "start 'nowhere'"),
+        (lambda d: d["claims"][0].update(paper_count="2d"), "paper_count '2d'"),
+        (lambda d: d["claims"][0].update(trend="params", kind="level"), "a trend is read of a contrast"),
     ],
 )
 def test_a_bad_entry_is_refused(change, message: str) -> None:

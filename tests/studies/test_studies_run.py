@@ -153,6 +153,8 @@ def test_tiny_study_records_one_parent_and_a_child_per_trial(write_spec, study_e
     ega = by_trial["ega_s0_nano_T32_tinyshakespeare"]
     assert ega["gate"] == "ega" and ega["tau_mean"] is not None and ega["open_fraction"] is not None
     assert by_trial["baseline_s0_nano_T32_tinyshakespeare"]["tau_mean"] is None
+    # the energy direction's |cos| with the first principal component (the scorecard's ega-learns-first-pc)
+    assert 0.0 <= ega["pc1_cosine"] <= 1.0 and by_trial["baseline_s0_nano_T32_tinyshakespeare"]["pc1_cosine"] is None
     # every head's tau (nano: 2 layers x 2 heads), their mean is tau_mean; none for the ungated baseline
     assert len(ega["tau_heads"]) == 4 and np.mean(ega["tau_heads"]) == pytest.approx(ega["tau_mean"], abs=1e-6)
     assert by_trial["baseline_s0_nano_T32_tinyshakespeare"]["tau_heads"] is None
@@ -161,6 +163,7 @@ def test_tiny_study_records_one_parent_and_a_child_per_trial(write_spec, study_e
 
     rebuilt = mlflow_results_frame(study_env["tracking_uri"], "tiny").filter(pl.col("variant") == "ega")
     assert_allclose(rebuilt.get_column("tau_heads")[0].to_list(), ega["tau_heads"], rtol=1e-12)
+    assert rebuilt.get_column("pc1_cosine")[0] == pytest.approx(ega["pc1_cosine"], rel=1e-9)
 
     windows = pl.read_parquet(Path(outcome.study_dir) / "window_losses.parquet")
     assert {"split", "window", "loss", "variant", "seed", "dataset", "size", "context_length"} <= set(windows.columns)

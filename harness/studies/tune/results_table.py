@@ -61,6 +61,7 @@ def result_row(study: str, trial: Trial, metrics: dict[str, Any] | None, error: 
         "tau_mean": _metric(metrics, "final/tau_mean") if final else None,
         "tau_heads": head_taus(metrics) if final else None,
         "open_fraction": _metric(metrics, "final/open_fraction") if final else None,
+        "pc1_cosine": _metric(metrics, "final/pc1_cosine") if final else None,
         "tokens_per_s": _metric(metrics, "final/tokens_per_s") if final else None,
         "steps": int(steps) if steps is not None else None,
         "status": status,

@@ -59,6 +59,7 @@ FINAL_METRICS = {
     "val_bpc": "final/val_bpc",
     "tau_mean": "final/tau_mean",
     "open_fraction": "final/open_fraction",
+    "pc1_cosine": "final/pc1_cosine",
     "tokens_per_s": "final/tokens_per_s",
     "num_parameters": "num_parameters",
 }

@@ -1,0 +1,336 @@
+"""How each measure kind of a claim is read in one cell: the one place the scorecard
+dispatches on ``claim.kind`` (:data:`READERS`).
+
+A :class:`Reader` says which columns its kind needs, whether every variant needs a value (a
+level or a count) or seed blocks do (a contrast), whether it is read per initial value of
+tau, whether it gets trend rows, and how it turns a cell's rows into intervals and a verdict
+(:class:`CellRead`), with the report's own statistics: :func:`~harness.analysis.main_effect`
+and :func:`~harness.analysis.interaction_contrast` for effects (at tau's reference initial
+value in a study that sweeps it), :func:`~harness.analysis.tau_stability` for levels (its
+t-interval, TOST interval and prediction interval), :func:`~harness.analysis.open_fraction_analysis`
+for the open fraction against the Gaussian tail; parameter and cluster counts are exact.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+from scipy import stats
+
+from harness.analysis.contrasts import interaction_contrast, main_effect, sign_flip_pvalue, t_interval
+from harness.analysis.mope import mope_scales
+from harness.analysis.results import at_reference_tau_init
+from harness.analysis.results_types import (
+    AnalysisSettings,
+    ConfidenceInterval,
+    ContrastResult,
+    has_spread,
+    no_test_reason,
+)
+from harness.analysis.shape import shape_check
+from harness.analysis.tau import open_fraction_analysis, tau_stability
+from harness.errors import InputError
+from harness.models.sizes import SIZES, ModelSize
+from harness.models.variants import DEFAULT_TAU_INIT
+from harness.scorecard.claims import Claim, ClaimSet, Measure
+from harness.scorecard.verdicts import (
+    ClaimVerdict,
+    Intervals,
+    classify_effect,
+    classify_exact,
+    classify_level,
+)
+
+
+@dataclass(frozen=True)
+class ReadContext:
+    """What a reader needs besides the cell's rows: the study's analysis settings, the
+    claims (their default margins), the cell's values and the study's learned MOPE widths."""
+
+    settings: AnalysisSettings
+    claims: ClaimSet
+    cell: Mapping[str, Any]
+    sigmas: pl.DataFrame | None = None
+
+
+@dataclass(frozen=True)
+class CellRead:
+    """A claim read in one cell: its intervals, its verdict, the margin, a level's band and
+    start, and the paper's number where it depends on the cell (a count per head: d + k)."""
+
+    intervals: Intervals
+    verdict: ClaimVerdict
+    margin: float | None = None
+    band: float | None = None
+    start: float | None = None
+    paper_value: float | None = None
+
+
+@dataclass(frozen=True)
+class Reader:
+    """How one measure kind is read (see the module docstring)."""
+
+    read: Callable[[Claim, Measure, pl.DataFrame, ReadContext], CellRead]
+    columns: Callable[[Claim], tuple[str, ...]]
+    every_variant: bool = False
+    by_tau_init: bool = False
+    trends: bool = False
+    metric: Callable[[Claim], str] = lambda claim: claim.metric
+    needs_sigmas: bool = False  # read only from a study with its learned MOPE widths (MLflow)
+
+
+# ----------------------------------------------------------------------------- intervals
+def equivalence_interval(per_seed: np.ndarray, confidence: float) -> ConfidenceInterval | None:
+    """The ``1 - 2 alpha`` t-interval over seeds (the TOST's), or None without spread."""
+    per_seed = np.asarray(per_seed, dtype=float)
+    if len(per_seed) < 2 or not has_spread(per_seed):
+        return None
+    return t_interval(per_seed, confidence=1.0 - 2.0 * (1.0 - confidence))[0]
+
+
+def seed_sd(per_seed: np.ndarray) -> float | None:
+    per_seed = np.asarray(per_seed, dtype=float)
+    return float(np.std(per_seed, ddof=1)) if len(per_seed) >= 2 else None
+
+
+def contrast_intervals(res: ContrastResult) -> Intervals:
+    """The intervals of a paired contrast as the report computed them, with the shape check
+    and the sign-flip p that travel with them."""
+    reason = no_test_reason(res.per_seed) or ("" if res.confidence_interval is not None else res.message)
+    return Intervals(
+        estimate=res.estimate,
+        ci=res.confidence_interval,
+        equivalence=equivalence_interval(res.per_seed, res.confidence),
+        n_seeds=res.n_seeds,
+        confidence=res.confidence,
+        reason=reason,
+        pvalue=res.pvalue,
+        sd=res.sd,
+        shape=res.shape,
+        permutation_pvalue=res.permutation_pvalue,
+    )
+
+
+def _per_seed_intervals(
+    estimate: float, ci: ConfidenceInterval | None, per_seed: np.ndarray, null: float, confidence: float, reason: str
+) -> dict[str, Any]:
+    """The fields of :class:`Intervals` common to a level and a tail: the TOST interval, the
+    t-test against ``null``, the sd and the shape check of the per-seed values."""
+    per_seed = np.asarray(per_seed, dtype=float)
+    testable = len(per_seed) >= 2 and has_spread(per_seed)
+    flip = sign_flip_pvalue(per_seed - null, rng=0) if testable else None
+    return dict(
+        estimate=estimate,
+        ci=ci if testable else None,
+        equivalence=equivalence_interval(per_seed, confidence),
+        n_seeds=len(per_seed),
+        confidence=confidence,
+        reason="" if testable else (reason or "no test possible (zero spread or one seed)"),
+        pvalue=t_interval(per_seed, popmean=null)[1] if testable else None,
+        sd=seed_sd(per_seed),
+        shape=shape_check(per_seed) if testable else None,
+        permutation_pvalue=flip,
+    )
+
+
+# ----------------------------------------------------------------------------- effects
+def _effect_read(claim: Claim, res: ContrastResult, ctx: ReadContext) -> CellRead:
+    iv = contrast_intervals(res)
+    margin = ctx.claims.margin_for(claim, ctx.settings.smallest_effect)
+    return CellRead(iv, classify_effect(iv, sign=claim.sign, paper_value=claim.paper_value, margin=margin), margin)
+
+
+def _common(claim: Claim, s: AnalysisSettings) -> dict[str, Any]:
+    return dict(metric=claim.metric, confidence=s.confidence, rng=s.seed, n_resamples=s.n_resamples)
+
+
+def read_contrast(claim: Claim, measure: Measure, rows: pl.DataFrame, ctx: ReadContext) -> CellRead:
+    """``metric(control) - metric(treatment)`` paired by seed, at tau's reference initial value."""
+    rows, _ = at_reference_tau_init(rows)
+    res = main_effect(rows, str(measure.treatment), str(measure.control), **_common(claim, ctx.settings))
+    return _effect_read(claim, res, ctx)
+
+
+def read_interaction(claim: Claim, measure: Measure, rows: pl.DataFrame, ctx: ReadContext) -> CellRead:
+    """The 2x2 interaction ``L_a + L_b - L_base - L_ab`` paired by seed."""
+    rows, _ = at_reference_tau_init(rows)
+    m = measure
+    res = interaction_contrast(rows, base=m.base, a=m.a, b=m.b, ab=m.ab, **_common(claim, ctx.settings))
+    return _effect_read(claim, res, ctx)
+
+
+# ----------------------------------------------------------------------------- levels
+_SHAPE_NAME = re.compile(r"L(\d+)H(\d+)d(\d+)$")
+
+
+def size_shape(size: Any) -> ModelSize | None:
+    """The shape of a results table's ``size``: a preset, or a custom shape named (or
+    suffixed) ``L<layers>H<heads>d<width>``; None when the name does not say."""
+    if size is None:
+        return None
+    if str(size) in SIZES:
+        return SIZES[str(size)]
+    match = _SHAPE_NAME.search(str(size))
+    if match is None:
+        return None
+    n_layer, n_head, d_model = (int(g) for g in match.groups())
+    return ModelSize(str(size), n_layer=n_layer, n_head=n_head, d_model=d_model, max_context_length=1)
+
+
+def _tau_init(rows: pl.DataFrame) -> float:
+    if "tau_init" not in rows.columns:
+        return DEFAULT_TAU_INIT
+    values = rows.get_column("tau_init").cast(pl.Float64).fill_null(DEFAULT_TAU_INIT)
+    return float(values.mean())
+
+
+def level_start(claim: Claim, rows: pl.DataFrame, cell: Mapping[str, Any]) -> tuple[float, str]:
+    """Where a level starts, and what that is in words: a number; tau's initial value; the
+    open fraction z-normalised energies give there, 1 - Phi(tau_init); or a random direction's
+    mean |cos| with the first principal component at the cell's width."""
+    if claim.start is None or isinstance(claim.start, (int, float)):
+        return float(claim.start or 0.0), ""
+    tau0 = _tau_init(rows)
+    if claim.start == "tau_init":
+        return tau0, "tau's initial value"
+    if claim.start == "gaussian_tail":
+        return float(stats.norm.sf(tau0)), f"1 - Φ({tau0:g}), what z-normalised energies open at tau's start"
+    shape = size_shape(cell.get("size"))
+    if shape is None:
+        raise InputError(f"the width of size {cell.get('size')!r} is unknown: no chance level for the cosine")
+    from harness.training.energy_probe import chance_cosine  # torch: loaded only for this claim
+
+    return chance_cosine(shape.d_model), f"a random direction in d = {shape.d_model}"
+
+
+def _band(claim: Claim, settings: AnalysisSettings) -> float:
+    """Tau's band is the study's (``analysis.tau.margin``); other levels keep the claim's."""
+    if claim.metric == "tau_mean":
+        return settings.tau_margin
+    return float(claim.band if claim.band is not None else settings.tau_margin)
+
+
+def read_level(claim: Claim, measure: Measure, rows: pl.DataFrame, ctx: ReadContext) -> CellRead:
+    """A level (``tau_mean``, ``open_fraction``, ``pc1_cosine``) of the gated runs, per seed, with
+    the report's tau-stability statistics: the t-interval, the TOST interval and, for a claim
+    about runs, the prediction interval(s) of where a new seed's run lands."""
+    s = ctx.settings
+    start, start_words = level_start(claim, rows, ctx.cell)
+    band = _band(claim, s)
+    margin = ctx.claims.margin_for(claim, s.smallest_effect)
+    res = tau_stability(
+        rows,
+        reference=float(claim.paper_value),
+        margin=band,
+        confidence=s.confidence,
+        variants=list(measure.variants),
+        column=claim.metric,
+        factors=(),
+    )
+    fields = _per_seed_intervals(res.estimate, res.confidence_interval, res.per_seed, start, s.confidence, res.message)
+    iv = Intervals(**fields, prediction=res.prediction_interval, stable=res.stable)
+    verdict = classify_level(
+        iv,
+        paper_value=float(claim.paper_value),
+        band=band,
+        start=start,
+        margin=margin,
+        start_words=start_words,
+        runs=claim.runs,
+    )
+    return CellRead(iv, verdict, margin, band=band, start=start)
+
+
+def read_tail(claim: Claim, measure: Measure, rows: pl.DataFrame, ctx: ReadContext) -> CellRead:
+    """The open fraction minus its Gaussian tail, per seed (:func:`open_fraction_analysis`)."""
+    s = ctx.settings
+    res = open_fraction_analysis(rows, variants=list(measure.variants), confidence=s.confidence)
+    per_seed = res.difference_per_seed
+    iv = Intervals(
+        **_per_seed_intervals(res.difference, res.difference_interval, per_seed, 0.0, s.confidence, res.message)
+    )
+    margin = ctx.claims.margin_for(claim, s.smallest_effect)
+    return CellRead(iv, classify_effect(iv, sign=claim.sign, paper_value=None, margin=margin), margin)
+
+
+# ----------------------------------------------------------------------------- counts
+def _mean_params(rows: pl.DataFrame, variant: str | None) -> float:
+    values = rows.filter(pl.col("variant") == variant).get_column("params").cast(pl.Float64).drop_nulls()
+    if not values.len():
+        raise InputError(f"no parameter count for {variant!r} in this cell")
+    return float(values.mean())
+
+
+def _n_seeds(rows: pl.DataFrame) -> int:
+    return rows.get_column("seed").n_unique() if "seed" in rows.columns else 0
+
+
+def read_parameters(claim: Claim, measure: Measure, rows: pl.DataFrame, ctx: ReadContext) -> CellRead:
+    """The gate's extra parameters: a fraction of ``base`` against a bound ("<"), per head
+    against the paper's ``d + k`` at the cell's own width (a ``paper_count``), or a total."""
+    extra = _mean_params(rows, measure.treatment) - _mean_params(rows, measure.control)
+    n = _n_seeds(rows)
+    if claim.sign == "<":
+        value = extra / _mean_params(rows, measure.base or measure.control)
+        verdict = classify_exact(value, sign="<", paper_value=float(claim.paper_value), what="parameter counts")
+        return CellRead(Intervals(value, None, None, n), verdict)
+    k = claim.per_head_constant
+    if k is None:
+        verdict = classify_exact(extra, sign=claim.sign, paper_value=float(claim.paper_value), what="parameter counts")
+        return CellRead(Intervals(extra, None, None, n), verdict)
+    shape = size_shape(ctx.cell.get("size"))
+    if shape is None:
+        raise InputError(f"the shape of size {ctx.cell.get('size')!r} is unknown: no count per head")
+    per_head = extra / (shape.n_layer * shape.n_head)
+    paper = float(shape.d_model + k)
+    words = f"d + {k} with d = {shape.d_model}, {shape.n_layer} layers x {shape.n_head} heads"
+    verdict = classify_exact(per_head, sign="=", paper_value=paper, what="parameters per head", paper_words=words)
+    return CellRead(Intervals(per_head, None, None, n), verdict, paper_value=paper)
+
+
+def read_clusters(claim: Claim, measure: Measure, rows: pl.DataFrame, ctx: ReadContext) -> CellRead:
+    """The number of clusters of the learned MOPE widths (log sigma) in this cell."""
+    if ctx.sigmas is None:
+        raise InputError("no learned MOPE widths (read from MLflow only)")
+    sigmas = ctx.sigmas.filter(pl.col("variant").is_in(list(measure.variants)))
+    for column, value in ctx.cell.items():
+        if column in sigmas.columns:
+            sigmas = sigmas.filter(pl.col(column).cast(pl.String) == str(value))
+    res = mope_scales(sigmas, rng=ctx.settings.seed)
+    what = f"clusters of log sigma over {res.n} learned widths ({res.criterion.upper()})"
+    verdict = classify_exact(float(res.k), sign=claim.sign, paper_value=float(claim.paper_value), what=what)
+    return CellRead(Intervals(float(res.k), None, None, _n_seeds(rows)), verdict)
+
+
+#: The reader of each measure kind: the one place the scorecard dispatches on ``claim.kind``.
+READERS: dict[str, Reader] = {
+    "contrast": Reader(read_contrast, lambda c: (c.metric,), trends=True),
+    "interaction": Reader(read_interaction, lambda c: (c.metric,), trends=True),
+    "level": Reader(read_level, lambda c: (c.metric,), every_variant=True, by_tau_init=True),
+    "tail": Reader(
+        read_tail,
+        lambda c: ("tau_mean", "open_fraction"),
+        every_variant=True,
+        by_tau_init=True,
+        metric=lambda c: "tail",
+    ),
+    "parameters": Reader(read_parameters, lambda c: ("params",), every_variant=True, metric=lambda c: "parameters"),
+    "clusters": Reader(read_clusters, lambda c: (), metric=lambda c: "clusters", needs_sigmas=True),
+}
+
+
+__all__ = [
+    "READERS",
+    "CellRead",
+    "ReadContext",
+    "Reader",
+    "contrast_intervals",
+    "equivalence_interval",
+    "level_start",
+    "size_shape",
+]

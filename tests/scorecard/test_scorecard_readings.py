@@ -1,0 +1,100 @@
+"""The claims read as the papers wrote them, through simulated studies: EGA's gain on learned
+positions from the pair that differs only in the gate, the gate's parameters per head against
+the paper's d + 2 at any shape, a study that sweeps tau's initial value (contrasts at the
+reference, levels per initial value), and the energy direction against the first principal
+component from its chance level."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from scorecard_sim import row_of, simulated_study, with_columns
+
+from harness.models.sizes import SIZES
+from harness.scorecard import scorecard_table
+from harness.scorecard.readers import size_shape
+from harness.training.energy_probe import chance_cosine
+
+
+def test_egas_learned_position_gain_is_read_from_ega_learned_against_learned_pe() -> None:
+    study = simulated_study({"ega": 0.09, "learned-pe": 0.01, "ega-learned": 0.06}, sd=0.002, seeds=6)
+    table = scorecard_table([study])
+    learned = row_of(table, "ega-gain-ega-paper", reading="B (learned positions: only the gate differs)")
+    assert learned["estimate"] == pytest.approx(0.05, abs=0.004)  # ega-learned's gain over learned-pe, not ega's
+    sinusoidal = row_of(table, "ega-gain-ega-paper", reading="A (sinusoidal positions)")
+    assert sinusoidal["estimate"] == pytest.approx(0.09, abs=0.004)
+    assert learned["measurement"] != sinusoidal["measurement"]
+
+
+@pytest.mark.parametrize(("size", "per_head"), [("nano", 67), ("paper", 259)])
+def test_the_gate_is_counted_per_head_against_d_plus_2_at_its_own_shape(size: str, per_head: int) -> None:
+    """The harness's gate has w, b, tau and alpha per head: d + 3, one more than the paper's
+    d + 2 (its bias, which the z-normalisation cancels). Read per head, the claim holds its
+    form at any shape (12,432 at the papers' shape is 48 x 259, and 12,480 is 48 x 260)."""
+    shape = SIZES[size]
+    heads = shape.n_layer * shape.n_head
+    study = simulated_study(
+        {"ega": 0.05, "mope": -0.03, "ega-mope": 0.08},
+        sizes={size: 4_000_000},
+        params={"ega": heads * per_head, "ega-mope": heads * per_head},
+    )
+    row = row_of(scorecard_table([study]), "ega-parameter-count")
+    assert row["estimate"] == pytest.approx(per_head) and row["paper_value"] == shape.d_model + 2
+    assert row["verdict_kind"] == "larger", row["verdict"]
+    assert f"d + 2 with d = {shape.d_model}" in row["verdict"]
+    bound = row_of(scorecard_table([study]), "ega-parameter-overhead-mope-paper")
+    assert bound["estimate"] == pytest.approx(heads * per_head / 4_000_000)
+
+
+def test_a_custom_shape_is_read_from_its_name() -> None:
+    assert (size_shape("L3H4d96").n_layer, size_shape("L3H4d96").n_head, size_shape("L3H4d96").d_model) == (3, 4, 96)
+    assert size_shape("w128-L4H4d128").d_model == 128 and size_shape("mystery") is None
+
+
+def test_a_study_that_sweeps_tau_reads_contrasts_at_the_reference_and_tau_per_initial_value() -> None:
+    """As studies/long-cpu.yaml: ega at tau_init -0.5, 0 and 0.7, the other variants once."""
+    study = simulated_study({"ega": 0.05, "mope": -0.03, "ega-mope": 0.08}, seeds=5, sd=0.003, rng=4)
+    frame = study.frame.with_columns(pl.lit(None, dtype=pl.Float64).alias("tau_init"))
+    gen = np.random.default_rng(4)
+    sweeps = []
+    for tau0 in (-0.5, 0.7):  # the extra initial values: other runs of ega, the contrasts ignore them
+        extra = frame.filter(pl.col("variant") == "ega").with_columns(
+            pl.lit(tau0).alias("tau_init"), (pl.col("val_loss") + 1.0).alias("val_loss")
+        )
+        sweeps.append(extra)
+    frame = pl.concat([frame.with_columns(pl.when(pl.col("variant") == "ega").then(0.0).alias("tau_init")), *sweeps])
+    gated = pl.col("variant").str.contains("ega")
+    frame = frame.with_columns(
+        pl.when(gated)
+        .then(pl.col("tau_init").fill_null(0.0) + pl.Series(gen.normal(0, 1e-3, frame.height)))
+        .otherwise(None)
+        .alias("tau_mean")
+    )
+    table = scorecard_table([type(study)("long", frame, study.settings)])
+    gain = row_of(table, "ega-gain-mope-paper")
+    assert gain["estimate"] == pytest.approx(0.05, abs=0.01)  # not shifted by the +1.0 of the other inits
+    tau = table.filter((pl.col("claim") == "tau-035") & (pl.col("kind") == "cell"))
+    assert sorted(tau.get_column("group").to_list()) == ["tau_init=-0.5", "tau_init=0", "tau_init=0.7"]
+    assert sorted(tau.get_column("start").to_list()) == pytest.approx([-0.5, 0.0, 0.7])
+
+
+def test_the_energy_direction_is_judged_from_a_random_directions_cosine() -> None:
+    study = simulated_study({"ega": 0.05, "mope": -0.03, "ega-mope": 0.08}, sizes={"nano": 100_000}, seeds=6)
+    gen = np.random.default_rng(9)
+    cos = pl.Series(gen.normal(0.30, 0.01, study.frame.height))
+    study = with_columns(study, pc1_cosine=pl.when(pl.col("variant").str.contains("ega")).then(cos).otherwise(None))
+    row = row_of(scorecard_table([study]), "ega-learns-first-pc")
+    assert row["start"] == pytest.approx(chance_cosine(64)) and 0.09 < row["start"] < 0.11
+    assert row["verdict_kind"] == "smaller", row["verdict"]  # moved from chance, short of [0.90, 1.00]
+    assert "a random direction in d = 64" in row["verdict"]
+
+
+def test_the_smallest_generalisation_gap_is_read_against_each_variant() -> None:
+    study = simulated_study({"ega": 0.05, "ega-2": 0.03, "ega-db2": 0.01}, seeds=6)
+    study = with_columns(study, gen_gap=pl.col("val_loss") - 1.3)
+    rows = scorecard_table([study]).filter(pl.col("claim") == "ega-smallest-generalisation-gap")
+    measured = rows.filter(pl.col("kind") == "cell")
+    assert set(measured.get_column("reading").to_list()) == {"against EGA-2", "against DB2", "against the baseline"}
+    assert set(measured.get_column("metric").to_list()) == {"gen_gap"}
+    assert rows.filter(pl.col("kind") == "not measured").height == 4  # EGA-4, DB4, M-F, M-P: not in this study
