@@ -18,7 +18,10 @@ analysis reading a study back (:mod:`harness.analysis.results`) and ``harness su
   it (:func:`redact_uri`); a metric is a float, and +-inf is written as NaN
   (:func:`metric_value`);
 - **statuses**: the ``status`` tag of a run (:data:`RunStatus`) and the MLflow run status it
-  ends with (:data:`MLFLOW_RUN_STATUS`).
+  ends with (:data:`MLFLOW_RUN_STATUS`);
+- **links**: every link into the MLflow UI the harness prints or writes (:func:`ui_link`,
+  :func:`run_page_link`) opens MLflow 3's "Model training" view (:data:`UI_VIEW`), never its
+  default GenAI view.
 
 MLflow is imported by the first :class:`TrackingClient`, not by this module: ``import mlflow``
 costs about 5 s on the shared 2-CPU machine (``python -X importtime -c "import mlflow"``: 5.5 s
@@ -106,6 +109,25 @@ def check_tracking_uri(uri: str) -> None:
 def is_server_uri(uri: str) -> bool:
     """Whether ``uri`` names a tracking server (reached over HTTP) rather than a database."""
     return urlparse(uri).scheme in ("http", "https", "databricks")
+
+
+# -- links into the UI -----------------------------------------------------------------------------
+
+#: The query that opens a page of the MLflow UI in MLflow 3's "Model training" view (the UI's
+#: default is the GenAI view, whose run page hides metrics behind an assistant panel).
+UI_VIEW = "workflowType=machine_learning"
+
+
+def ui_link(route: str) -> str:
+    """The UI's page ``route`` (``experiments``, ``experiments/1/runs/<id>``) as a link relative to
+    the UI's root (its routes live in the URL's fragment), in the model-training view: prefix the
+    UI's address (``http://127.0.0.1:5000/``), or use it as it is in a run's description."""
+    return f"#/{route.strip('/')}?{UI_VIEW}"
+
+
+def run_page_link(experiment_id: str, run_id: str, tab: str = "") -> str:
+    """:func:`ui_link` of a run's page, or of one of its tabs (``artifacts/report/report.html``)."""
+    return ui_link(f"experiments/{experiment_id}/runs/{run_id}" + (f"/{tab.strip('/')}" if tab else ""))
 
 
 # -- values ---------------------------------------------------------------------------------------

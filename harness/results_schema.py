@@ -60,6 +60,7 @@ RESULT_SCHEMA: dict[str, pl.DataType] = {
     "steps": pl.Int64(),
     "status": pl.String(),
 }
+#: The results table's columns, in order (the keys of :data:`RESULT_SCHEMA`).
 RESULT_COLUMNS: tuple[str, ...] = tuple(RESULT_SCHEMA)
 
 #: The curves table (``curves.parquet`` beside ``results.parquet``): one row per trial and

@@ -25,6 +25,8 @@ from harness.mlflow_client import (
     TrackingClient,
     ensure_experiment,
     http_policy,
+    run_page_link,
+    ui_link,
 )
 from harness.studies.record.recorder import StudyRecorder
 from harness.training.tracking import prepare_tracking
@@ -127,3 +129,21 @@ def test_no_module_but_the_client_calls_log_batch_or_sets_the_http_policy() -> N
         if any(text in path.read_text() for text in ("log_batch(", "MLFLOW_HTTP_REQUEST", "MlflowClient("))
     )
     assert writers == ["mlflow_client.py"]
+
+
+def test_every_link_into_the_ui_opens_the_model_training_view() -> None:
+    """The links the harness prints or writes into descriptions (the study's parent run, the
+    report in its Artifacts tab, the scorecard run, `harness ui`'s experiments page) are made
+    by one function that adds MLflow 3's ``workflowType=machine_learning`` (without it the UI
+    opens its GenAI view); no other module spells a UI route itself."""
+    assert run_page_link("1", "abc") == "#/experiments/1/runs/abc?workflowType=machine_learning"
+    assert (
+        run_page_link("1", "abc", "artifacts/report/report.html")
+        == "#/experiments/1/runs/abc/artifacts/report/report.html?workflowType=machine_learning"
+    )
+    assert ui_link("experiments") == "#/experiments?workflowType=machine_learning"
+    package = Path(__file__).resolve().parents[1] / "harness"
+    spelled = sorted(
+        path.relative_to(package).as_posix() for path in package.rglob("*.py") if "#/experiments" in path.read_text()
+    )
+    assert spelled == [], f"UI routes spelled outside harness.mlflow_client.ui_link: {spelled}"

@@ -511,6 +511,26 @@ def tau_stability(
     Runs that did not finish, or without a tau, of a gated variant are dropped and
     counted; variants without a gate (tau null everywhere) are ignored.
 
+    Parameters
+    ----------
+    df : polars.DataFrame
+        The results table (``seed``, ``column``; the factors and ``open_fraction`` if present).
+    reference, margin : float
+        The band: ``reference`` +- ``margin`` (the paper's 0.35 +- 0.05).
+    confidence : float
+        Level of the intervals; the tests' alpha is ``1 - confidence``.
+    variants, column, factors
+        The gated variants read (default: all with a tau), the run's tau, the columns
+        tested for heterogeneity.
+    content_fraction, ground_truth : float or mapping corpus -> float, optional
+        Set beside the open fraction: the content-word fraction, a synthetic corpus's truth.
+
+    Returns
+    -------
+    TauStabilityResult
+        The mean's interval and tests (``equivalent``), the prediction interval(s) and
+        ``stable``, ``heterogeneity``, ``open_fraction``, ``verdict`` and ``verdict_kind``.
+
     Examples
     --------
     Forty seeds scattered around 0.35 with sd 0.10: the mean is equivalent, a new run is

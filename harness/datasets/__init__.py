@@ -1,6 +1,8 @@
 """Corpora for the harness: registry, verified downloads, token caches, samplers,
 the synthetic salience corpus and corpus statistics.
 
+Examples
+--------
 >>> from harness.datasets import load, sample_train_batch, eval_window_starts, window_batch
 >>> corpus = load("tinyshakespeare")                                   # doctest: +SKIP
 >>> x, y = sample_train_batch(corpus.train, block_size=256, batch_size=64, seed=0, step=0)  # doctest: +SKIP

@@ -4,6 +4,8 @@ the character transformer, and the variant and size registries.
 Importing this package is light (the registries are plain data); the torch parts are
 loaded on first use of :func:`build_model` or a component class.
 
+Examples
+--------
 >>> from harness.models import VARIANTS, SIZES, build_model, make_variant
 >>> model = build_model("ega-mope", size="nano", vocab_size=65, block_size=256)
 >>> rope_ega = build_model(make_variant("rope-ega", position="rope", gate="ega"), vocab_size=65, block_size=256)

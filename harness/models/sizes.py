@@ -84,6 +84,8 @@ class ModelSize:
 #: Longest context of a custom shape (that of the presets a CPU or one GPU trains at long context).
 CUSTOM_MAX_CONTEXT_LENGTH = 8192
 
+#: The size presets, by name: ``nano`` for tests, ``paper`` (L6 H8 d256) and the larger ones of the
+#: scaling studies (``harness zoo`` prints their parameter counts).
 SIZES: dict[str, ModelSize] = {
     size.name: size
     for size in (

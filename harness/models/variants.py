@@ -67,8 +67,11 @@ GateName = Literal[
     "ega-leaky",
 ]
 ScoringName = Literal["dot", "lagged"]
+#: The positional encodings a variant may name (its ``position`` slot).
 POSITIONS: tuple[str, ...] = get_args(PositionName)
+#: The key gates a variant may name (its ``gate`` slot; ``None``: no gate).
 GATES: tuple[str, ...] = get_args(GateName)
+#: The scoring rules a variant may name (its ``scoring`` slot).
 SCORINGS: tuple[str, ...] = get_args(ScoringName)
 #: Gates that read future tokens, with how: a variant using one is a diagnostic, not a model.
 LEAKY_GATES: dict[str, str] = {"ega-leaky": "z-normalises the energy over the whole sequence, future tokens included"}
@@ -157,6 +160,31 @@ def make_variant(
 ) -> Variant:
     """Validate and build a :class:`Variant` (a named combination of components).
 
+    Parameters
+    ----------
+    name : str
+        The variant's name, as a spec or ``harness train --variant`` will call it.
+    position : str
+        The positional encoding, one of :data:`POSITIONS`.
+    gate : str
+        The key gate, one of :data:`GATES` (``"none"``: no gate).
+    scoring : str
+        ``"dot"``, or ``"lagged"`` (keys causally convolved over ``lags`` lags).
+    **options
+        ``mope_init`` (a Morlet position's initialisation, one of :data:`MOPE_INITS`),
+        ``lags`` (a positive integer, with ``scoring="lagged"``), ``output_gate`` (bool).
+
+    Returns
+    -------
+    Variant
+        Frozen and hashable; :func:`build_model` takes it as it takes a registry name.
+
+    Raises
+    ------
+    InputError
+        An unknown slot value or option, or an option its slots do not allow; the message
+        names the variant and lists the known values.
+
     Examples
     --------
     >>> make_variant("rope-ega", position="rope", gate="ega").describe()
@@ -187,7 +215,8 @@ def make_variant(
     return Variant(name=name, position=position, gate=gate, scoring=scoring, options=dict(options))
 
 
-# The registry: the two papers' models, their ablations and reference baselines.
+#: The registry, by name: the two papers' models, their ablations and reference baselines
+#: (``harness zoo`` lists them; :func:`make_variant` builds one of your own).
 VARIANTS: dict[str, Variant] = {
     v.name: v
     for v in (

@@ -33,8 +33,8 @@ columns as ``12.5%``, other floats with ``decimals`` decimals (with their sign w
 column is signed), a missing value as ``missing`` says (default ``–``; ``n/a`` for an
 interval). Column labels: :data:`LABELS`, else the name with spaces, plus ``(unit)``.
 
-Example
--------
+Examples
+--------
 >>> import polars as pl
 >>> from harness.report.document import Document, Note, Paragraph, Section, Table
 >>> from harness.report.markdown import render_markdown
@@ -168,7 +168,10 @@ class Table:
         column's text, a part in ``<<...>>`` is left out when a column in it is missing;
         the other columns of the pattern are not shown on their own.
     bold_rows : column, optional
-        A boolean column: its true rows in bold (the primary hypothesis).
+        A boolean column: its true rows in bold. Bold means settled in every rendering (the
+        HTML and the markdown set a settled verdict in bold), so only rows whose verdict is
+        settled belong here (the scorecard's replicated claims); a primary hypothesis is
+        marked by a ``*`` in its label, never by bold.
     hidden : columns
         Not shown (they carry what other options read, e.g. ``signed_rows``).
     group_by : columns

@@ -6,7 +6,8 @@ formats follow :mod:`harness.report.cells`'s rules, units go into the column lab
 value in bits beside it, rows may be grouped, and the verdict column is coloured by the
 row's *kind* (:data:`~harness.analysis.results_types.VerdictKind`, a property the
 statistics set on the verdict, never read back from its words): settled, not
-distinguishable, not testable (:data:`KIND_COLOURS`, their key under each such table).
+distinguishable, not testable (:data:`KIND_COLOURS`, their key under each such table);
+a settled verdict is also bold, as in the markdown and the terminal: bold means settled.
 
 The page loads nothing from anywhere: its CSS is inline, each table holds its own
 ``<style>`` (scoped by the table's id), figures are ``data:`` URIs (MLflow previews the page
@@ -61,8 +62,10 @@ def kind_legend() -> str:
     items = []
     for kind, meaning in VERDICT_KINDS.items():
         fill, ink = KIND_COLOURS[kind]
+        weight = "bold" if kind == SETTLED else "normal"  # bold means settled, as in markdown and the terminal
         items.append(
-            f"<span style='background:{fill};color:{ink};padding:0 .35em;border-radius:3px'>{kind}</span>: {meaning}"
+            f"<span style='background:{fill};color:{ink};font-weight:{weight};padding:0 .35em;border-radius:3px'>"
+            f"{kind}</span>: {meaning}"
         )
     return "; ".join(items)
 
@@ -91,8 +94,15 @@ def _pvalue_text(p: Any) -> Any:
 
 
 def _kind_colours(kinds: list[str | None]) -> pl.DataFrame:
+    """Each verdict cell's background, ink and weight: bold where settled, as in markdown."""
     colours = [KIND_COLOURS.get(k or NOT_TESTABLE, KIND_COLOURS[NOT_TESTABLE]) for k in kinds]
-    return pl.DataFrame({"__fill": [c[0] for c in colours], "__ink": [c[1] for c in colours]})
+    return pl.DataFrame(
+        {
+            "__fill": [c[0] for c in colours],
+            "__ink": [c[1] for c in colours],
+            "__weight": ["bold" if k == SETTLED else "normal" for k in kinds],
+        }
+    )
 
 
 def _render(gt: GT, *, nowrap: Sequence[str] = ()) -> str:
@@ -202,7 +212,10 @@ def table_html(table: Table) -> str:
             gt = gt.tab_style(style.text(weight="bold"), loc.stub(rows=pl.col(table.bold_rows)))
     if table.kind_column is not None:
         gt = gt.tab_style(
-            style=[style.fill(color=from_column("__fill")), style.text(color=from_column("__ink"))],
+            style=[
+                style.fill(color=from_column("__fill")),
+                style.text(color=from_column("__ink"), weight=from_column("__weight")),
+            ],
             locations=loc.body(columns=table.verdict_column),
         )
     gt = gt.cols_align("left", columns=[c for c in (table.verdict_column,) if c in table.shown_columns])
@@ -254,8 +267,23 @@ def render_html(
     document: Document, *, generated_by: str = "harness.report", sections: Sequence[str] | None = None
 ) -> str:
     """The document as one self-contained HTML page: the title, a line saying when and by
-    what it was generated, each section (``sections``: their keys; all by default), then
-    the document's notes."""
+    what it was generated, each section, then the document's notes.
+
+    Parameters
+    ----------
+    document : Document
+        What to render.
+    generated_by : str
+        Named in the line under the title.
+    sections : sequence of str, optional
+        The keys of the sections to render, in the document's order; all by default.
+
+    Returns
+    -------
+    str
+        The page: CSS inline, figures as ``data:`` URIs, nothing loaded from anywhere
+        (:func:`strip_external_resources`), so that MLflow's sandboxed preview shows it whole.
+    """
     title = html.escape(document.title)
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",

@@ -169,8 +169,13 @@ def trend_plot(
 
 
 def tau_plot(runs: pl.DataFrame, tau: TauStabilityResult, column: str) -> bytes:
+    """:func:`tau_figure` as PNG bytes."""
+    return _png(tau_figure(runs, tau, column))
+
+
+def tau_figure(runs: pl.DataFrame, tau: TauStabilityResult, column: str):
     """tau of every run by group, with the reference band, the mean's interval and the
-    prediction interval of a new run."""
+    prediction interval of a new run (a ``matplotlib.figure.Figure``)."""
     fig = _figure(7.0, 3.8)
     ax = fig.subplots()
     groups = ["variant"] + [c for c in ("dataset", "size", "context_length") if c in runs.columns]
@@ -212,12 +217,33 @@ def tau_plot(runs: pl.DataFrame, tau: TauStabilityResult, column: str) -> bytes:
             ax.axhline(bound, color="tab:purple", lw=1, ls=":")
         ax.plot([], [], color="tab:purple", ls=":", label=f"{tau.confidence:.0%} prediction interval (new run)")
     ax.axhline(tau.estimate, color="tab:red", lw=1, ls="--")
+    ax.set_xlim(-0.5, len(keys) - 0.5)  # every group a whole unit wide: none sits on the frame
     ax.set_xticks(range(len(keys)))
-    ax.set_xticklabels(["/".join(map(str, k)) for k in keys], rotation=20, fontsize=8, ha="right")
+    _group_labels(ax, [_tau_group_label(groups, k) for k in keys])
     ax.set_ylabel("learned tau (head mean; bar: range)")
     ax.set_title(textwrap.fill(f"tau across runs: {tau.verdict}", 90), fontsize=9)
     ax.legend(fontsize=8)
-    return _png(fig)
+    return fig
+
+
+def _tau_group_label(groups: Sequence[str], key: tuple) -> str:
+    """A group's tick label: the variant on the first line, its cell (``T=`` before the
+    context length) on the second, so that the label is as narrow as its longest part."""
+    values = dict(zip(groups, key, strict=False))
+    variant = str(values.pop("variant", ""))
+    return "\n".join(part for part in (variant, cell_label(values) if values else "") if part)
+
+
+def _group_labels(ax, labels: Sequence[str]) -> None:
+    """Tick labels that stay inside the figure and apart: level while the widest line fits
+    the width a group has, else upright (each label in its own column under its tick; the
+    saved figure grows downwards to hold them)."""
+    width_chars = 9.0 * ax.figure.get_figwidth() / max(len(labels), 1)  # characters a group has at 8 pt
+    widest = max((len(line) for label in labels for line in label.splitlines()), default=0)
+    if widest <= width_chars:
+        ax.set_xticklabels(labels, fontsize=8)
+    else:
+        ax.set_xticklabels(labels, fontsize=8, rotation=90, ha="center", va="top")
 
 
 def open_fraction_plot(runs: pl.DataFrame, tau: TauStabilityResult, column: str) -> bytes:
@@ -255,8 +281,13 @@ def open_fraction_plot(runs: pl.DataFrame, tau: TauStabilityResult, column: str)
 
 
 def mope_plot(sigmas: np.ndarray, scales) -> bytes:
+    """:func:`mope_figure` as PNG bytes."""
+    return _png(mope_figure(sigmas, scales))
+
+
+def mope_figure(sigmas: np.ndarray, scales):
     """The histogram of log10 of the MOPE widths, with the cluster centres and the corpus's
-    scales (word, clause, sentence)."""
+    scales (word, clause, sentence), each named inside the axes (a ``matplotlib.figure.Figure``)."""
     fig = _figure(6.0, 3.6)
     ax = fig.subplots()
     ax.hist(np.log10(sigmas), bins=min(40, max(10, len(sigmas) // 3)), color="tab:blue", alpha=0.7)
@@ -264,11 +295,23 @@ def mope_plot(sigmas: np.ndarray, scales) -> bytes:
         ax.axvline(np.log10(c), color="tab:red", lw=1.5)
     for name, length in scales.corpus_lengths.items():
         ax.axvline(np.log10(length), color="tab:green", ls="--", lw=1)
-        ax.text(np.log10(length), ax.get_ylim()[1] * 0.9, name, rotation=90, fontsize=8, color="tab:green")
+        # inside the axes, hanging from its top edge (x in data, y in axes units): the label
+        # never reaches the title, whatever the counts
+        ax.text(
+            np.log10(length),
+            0.98,
+            f" {name}",
+            rotation=90,
+            va="top",
+            ha="right",
+            fontsize=8,
+            color="tab:green",
+            transform=ax.get_xaxis_transform(),
+        )
     ax.set_xlabel("log10 sigma (characters); red: cluster centres, green: corpus scales")
     ax.set_ylabel("count")
     ax.set_title(f"MOPE widths: k={scales.k} clusters ({scales.criterion.upper()})")
-    return _png(fig)
+    return fig
 
 
 __all__ = [
@@ -276,8 +319,10 @@ __all__ = [
     "cell_label",
     "forest_plot",
     "interaction_plot",
+    "mope_figure",
     "mope_plot",
     "open_fraction_plot",
+    "tau_figure",
     "tau_plot",
     "trend_plot",
 ]

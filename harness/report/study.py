@@ -43,7 +43,7 @@ from harness.analysis.results import at_reference_tau_init, require_columns, req
 from harness.analysis.results_types import AnalysisSettings
 from harness.analysis.sequential import SequentialSummary
 from harness.errors import InputError
-from harness.mlflow_client import TrackingClient, redact_uri
+from harness.mlflow_client import TrackingClient, redact_uri, run_page_link
 from harness.report.document import Document, Note
 from harness.report.html import render_html
 from harness.report.markdown import render_markdown
@@ -300,12 +300,8 @@ def log_report(report: Report, *, run_id: str, tracking_uri: str, artifact_path:
     for path in report.files:
         client.log_artifact(run_id, path, artifact_path)
     client.log_metrics(run_id, report.headline_metrics, step=0)
-    # a link relative to the MLflow UI's page (its routes live in the URL's fragment): it
-    # works whatever host and port serve the UI; in MLflow 3's "Model training" view
-    link = (
-        f"#/experiments/{run.info.experiment_id}/runs/{run_id}/artifacts/{artifact_path}/{report.html_path.name}"
-        "?workflowType=machine_learning"
-    )
+    # relative to the UI's root: it works whatever host and port serve the UI
+    link = run_page_link(run.info.experiment_id, run_id, f"artifacts/{artifact_path}/{report.html_path.name}")
     client.set_tag(run_id, NOTE_TAG, parent_description(report, report_link=link))
 
 

@@ -5,8 +5,8 @@ A table is a fixed-width table of :func:`harness.report.cells.text_table`'s cell
 right-aligned). When a row does not fit the width, its verdict and its other long text
 cells go under it, indented and wrapped; a verdict is followed by its kind in brackets
 (``[settled]``), the only means plain text has (``colour=True`` also colours it with ANSI
-codes). Paragraphs, captions and notes are wrapped to the width; a figure is named, not
-drawn.
+codes: a settled verdict bold and green, as bold means settled in every rendering).
+Paragraphs, captions and notes are wrapped to the width; a figure is named, not drawn.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from harness.report.document import Document, Figure, Note, Paragraph, Section, 
 WIDTH = 100
 #: A text cell wider than this goes under its row when the row does not fit.
 _LONG_CELL = 24
-_ANSI = {SETTLED: "\x1b[32m", NOT_TESTABLE: "\x1b[2m"}
+_ANSI = {SETTLED: "\x1b[1;32m", NOT_TESTABLE: "\x1b[2m"}
 
 
 def _verdict_text(text: str, kind: str | None, colour: bool) -> str:
@@ -129,9 +129,29 @@ def render_terminal(
     colour: bool = False,
     max_rows: int | None = None,
 ) -> str:
-    """The document's ``sections`` (all by default) as plain text ``width`` columns wide
-    (a table row wider than that puts its verdict under it); ``title`` and ``notes`` add
-    the document's title and its notes."""
+    """The document's sections as plain text that fits a terminal.
+
+    Parameters
+    ----------
+    document : Document
+        What to render.
+    sections : sequence of str, optional
+        The keys of the sections to render; all by default.
+    width : int
+        Columns: a table row wider than that puts its verdict (and its other long text
+        cells) under it, indented and wrapped.
+    title, notes : bool
+        Also the document's title (first) and its notes (last).
+    colour : bool
+        ANSI colours: a settled verdict bold green, an untestable one dim.
+    max_rows : int, optional
+        Rows shown per table; a line says how many more it holds.
+
+    Returns
+    -------
+    str
+        The lines, joined by newlines; each verdict ends with its kind in brackets.
+    """
     lines = [document.title, ""] if title else []
     for k, section in enumerate(document.select(sections)):
         lines += ([""] if k else []) + _section(section, width=width, colour=colour, max_rows=max_rows)

@@ -185,14 +185,14 @@ _VERDICT_SCHEMA = {
     "verdict": pl.String,
     "verdict_kind": pl.String,
     "signed": pl.Boolean,
-    "primary": pl.Boolean,
 }
 
 
 def verdict_table(verdicts: Sequence[Verdict], *, confidence: float = 0.95) -> Table:
-    """The verdict table: one row per verdict (``effect`` with ``*`` on the primary row,
-    set in bold; the estimate with its unit; the interval; ``p (test)``; ``Holm p``;
-    seeds; the verdict coloured by its kind), the tests named in the caption."""
+    """The verdict table: one row per verdict (``effect`` with ``*`` on the primary row; the
+    estimate with its unit; the interval; ``p (test)``; ``Holm p``; seeds; the verdict
+    marked by its kind: bold where settled, in every rendering), the tests named in the
+    caption. The primary row is marked by its ``*`` only: bold means settled."""
     rows = [
         {
             "effect": f"{v.effect} *" if v.role == "primary" else v.effect,
@@ -207,7 +207,6 @@ def verdict_table(verdicts: Sequence[Verdict], *, confidence: float = 0.95) -> T
             "verdict": v.verdict,
             "verdict_kind": v.kind,
             "signed": v.signed,
-            "primary": v.role == "primary",
         }
         for v in verdicts
     ]
@@ -217,7 +216,6 @@ def verdict_table(verdicts: Sequence[Verdict], *, confidence: float = 0.95) -> T
         intervals=("ci",),
         signed=("estimate", "ci_low"),
         signed_rows="signed",
-        bold_rows="primary",
         merge={"estimate": "{estimate}<< {unit}>>", "pvalue": "{pvalue}<< ({test})>>"},
         labels={"pvalue": "p (test)"},
         missing={"estimate": "n/a", "pvalue": "n/a", "pvalue_holm": "", "n_seeds": ""},

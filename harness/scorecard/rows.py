@@ -96,6 +96,7 @@ SCORECARD_SCHEMA: dict[str, pl.DataType] = {
     f.name: _polars_type(t)
     for f, t in zip(dataclasses.fields(ScorecardRow), typing.get_type_hints(ScorecardRow).values(), strict=True)
 }
+#: The scorecard table's columns, in order (the keys of :data:`SCORECARD_SCHEMA`).
 SCORECARD_COLUMNS: tuple[str, ...] = tuple(SCORECARD_SCHEMA)
 
 

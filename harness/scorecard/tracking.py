@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from harness.mlflow_client import TrackingClient, ensure_experiment, harness_git_commit
+from harness.mlflow_client import TrackingClient, ensure_experiment, harness_git_commit, run_page_link
 
 NOTE_TAG = "mlflow.note.content"
 LINK_PREFIX = "**Scorecard:**"
@@ -23,8 +23,8 @@ DESCRIPTION_MAX_CHARS = 8000
 
 
 def run_link(experiment_id: str, run_id: str) -> str:
-    """The MLflow UI's link to a run, relative to the UI's root."""
-    return f"#/experiments/{experiment_id}/runs/{run_id}"
+    """The MLflow UI's link to a run, relative to the UI's root, in the model-training view."""
+    return run_page_link(experiment_id, run_id)
 
 
 def log_scorecard(

@@ -54,8 +54,10 @@ from harness.scorecard.calibration import skewed_false_positive
 ClaimKind = Literal[
     "replicated", "smaller", "larger", "reversed", "absent", "not resolvable", "inconclusive", "not measured"
 ]
+#: The verdicts a claim can get at one cell (:data:`KIND_MEANINGS` says what each means).
 CLAIM_KINDS: tuple[str, ...] = get_args(ClaimKind)
 TrendKind = Literal["grows", "shrinks", "flat", "difference", "not resolvable", "inconclusive"]
+#: The verdicts a claim's trend can get along size or context.
 TREND_KINDS: tuple[str, ...] = get_args(TrendKind)
 
 #: What each kind means, in one line (the page's legend and docs/scorecard.md). The intervals:

@@ -139,7 +139,7 @@ def ui(
 ) -> None:
     """Start the MLflow UI on the study's tracking store (bound to 127.0.0.1 unless told otherwise)."""
     from harness.errors import InputError
-    from harness.mlflow_client import check_tracking_uri, resolve_tracking_uri, sqlite_path
+    from harness.mlflow_client import check_tracking_uri, resolve_tracking_uri, sqlite_path, ui_link
 
     uri = resolve_tracking_uri(tracking_uri)
     if uri.startswith(("http://", "https://")):
@@ -169,9 +169,7 @@ def ui(
         "1",
     ]
     # The experiments in MLflow 3's "Model training" view (its default view is GenAI's).
-    typer.echo(
-        f"MLflow UI for {uri}: http://{host}:{port}/#/experiments?workflowType=machine_learning  (Ctrl-C stops it)"
-    )
+    typer.echo(f"MLflow UI for {uri}: http://{host}:{port}/{ui_link('experiments')}  (Ctrl-C stops it)")
     raise typer.Exit(serve_until_stopped(cmd, env=env))
 
 

@@ -129,8 +129,11 @@ def test_verdict_colours_come_from_the_kind_not_the_words() -> None:
     assert "gt_table" in table["class"]
     assert table["labels"] == ["effect", "estimate", "90% CI", "p (test)", "Holm p", "seeds", "verdict"]
     primary, ega, tau = table["rows"]
-    assert primary[0]["text"] == "interaction (superadd.) *" and "bold" in primary[0]["style"]
-    assert all("bold" not in c["style"] for c in ega)
+    # Bold means settled in every rendering: the primary row is marked by its "*" only (its
+    # verdict is not testable here), the settled verdict of ega is bold, nothing else is.
+    assert primary[0]["text"] == "interaction (superadd.) *"
+    assert all("bold" not in c["style"] for c in primary + tau)
+    assert [c for c in ega if "bold" in c["style"]] == [_cell(ega, "verdict")]
     for row, kind in ((primary, NOT_TESTABLE), (ega, SETTLED), (tau, NOT_TESTABLE)):
         assert _background(_cell(row, "verdict")) == KIND_COLOURS[kind][0]
     assert _cell(primary, "estimate")["text"] == "+0.1000 nats"  # the unit merged into the estimate
@@ -243,7 +246,7 @@ def test_parent_description_holds_the_verdict_table() -> None:
     assert lines[0] == "### Verdicts: demo — 5 seeds"
     assert lines[2] == "| effect | estimate | 95% CI | p (test) | Holm p | seeds | verdict |"
     assert lines[4] == (
-        "| **interaction (superadd.)** \\* | +0.0600 nats | [+0.0200, +0.1000] | 0.01 (t) |  | 5 | "
+        "| interaction (superadd.) \\* | +0.0600 nats | [+0.0200, +0.1000] | 0.01 (t) |  | 5 | "
         "**superadditive (95% CI excludes 0)** |"
     )
     assert lines[5] == (

@@ -18,6 +18,7 @@ This is the slow suite's only run of the smoke study (about 4 minutes on 2 cores
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -39,6 +40,30 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+
+
+def _done_lines(text: str) -> dict[str, str]:
+    """``trial id -> "step 500 val/loss 2.4566"`` of every ``DONE`` line (times left out)."""
+    found = re.findall(r"\] DONE\s+(\S+)\s+step\s+(\d+)\s+val/loss\s+(\S+)", text)
+    return {trial: f"step {step} val/loss {loss}" for trial, step, loss in found}
+
+
+def _verdict_block(text: str) -> str:
+    """The verdict table, from its ``Verdicts:`` line to its legend, whitespace collapsed."""
+    match = re.search(r"^Verdicts: .*?^ \(t:", text, re.S | re.M)
+    assert match, "no verdict table"
+    return " ".join(match.group(0).split())
+
+
+def assert_sample_numbers_match(doc: Path, printed: str) -> None:
+    """Every number of ``doc``'s sample of the main job (each DONE line's step and loss, the
+    whole verdict table) equals what the job printed: the job is deterministic, so a change
+    that moves them must regenerate the sample in the same commit."""
+    sample = "\n".join(re.findall(r"```console\n(.*?)```", doc.read_text(), re.S))
+    done, ran = _done_lines(sample), _done_lines(printed)
+    assert done and all(ran.get(trial) == line for trial, line in done.items()), (doc.name, done, ran)
+    if "Verdicts: smoke" in sample:  # getting-started shows the table as a figure (docs/figures/make.py)
+        assert _verdict_block(sample) == _verdict_block(printed), f"{doc.name}: regenerate its sample"
 
 
 def _harness() -> list[str]:
@@ -102,6 +127,8 @@ def test_readme_command_then_the_report_in_the_mlflow_ui(tmp_path: Path, shared_
     verdicts = pl.read_parquet(table.parent / "report" / "verdicts.parquet")
     (superadditivity,) = verdicts.filter(pl.col("effect") == "interaction (superadd.)")["verdict"].to_list()
     assert client.get_run(parent.info.run_id).data.tags["mlflow.note.content"].startswith("### Verdicts: smoke")
+    for doc in ("README.md", "docs/getting-started.md"):  # the samples show what the job prints
+        assert_sample_numbers_match(REPO / doc, out.stdout)
 
     # -- 2. `harness ui` on loopback --------------------------------------------------------
     if not CHROMIUM.exists():

@@ -120,7 +120,9 @@ def test_html_formats_merges_and_colours_by_kind() -> None:
     (table,) = html_tables(page)
     assert table["labels"] == ["effect", "estimate", "95% CI", "p (test)", "seeds", "verdict"]
     primary, mine, tau = table["rows"]
-    assert "bold" in primary[0]["style"] and all("bold" not in c["style"] for c in mine)
+    assert "bold" in primary[0]["style"] and all("bold" not in c["style"] for c in mine)  # bold_rows
+    assert "bold" in table_cell(primary, "verdict")["style"]  # settled: bold, as markdown shows it
+    assert "bold" not in table_cell(tau, "verdict")["style"]
     assert table_cell(primary, "estimate")["text"] == "+0.0600 nats"
     assert table_cell(mine, "estimate")["text"] == f"{MINUS}0.0100 nats"
     assert table_cell(tau, "estimate")["text"] == "0.3000"  # unsigned row, no unit
@@ -166,7 +168,7 @@ def test_terminal_fits_the_width_and_keeps_narrow_tables_on_one_line() -> None:
     lines = render_terminal(Document("x", (Section("d", "Divergence", (narrow,)),))).splitlines()
     assert lines[1].split() == ["variant", "rate"] and lines[2].split() == ["a", "25.0%"]
     coloured = render_terminal(doc, sections=("verdicts",), colour=True)
-    assert "\x1b[32m     superadditive (95% CI excludes 0) [settled]\x1b[0m" in coloured
+    assert "\x1b[1;32m     superadditive (95% CI excludes 0) [settled]\x1b[0m" in coloured  # bold green
 
 
 def test_the_model_refuses_what_it_cannot_render() -> None:

@@ -86,7 +86,8 @@ def test_the_scorecard_run_is_logged_and_linked_from_the_study(tiny_study, tmp_p
     assert clusters["kind"] == "cell" and clusters["estimate"] >= 1 and "exact" in clusters["interval"]
     parent = client.get_run(outcome.parent_run_id).data.tags
     assert parent["harness.scorecard_run"] == run.info.run_id
-    assert parent["mlflow.note.content"].rstrip().endswith(f"runs/{run.info.run_id})")
+    # the link opens MLflow's model-training view, as every run link the harness writes
+    assert parent["mlflow.note.content"].rstrip().endswith(f"runs/{run.info.run_id}?workflowType=machine_learning)")
 
 
 @pytest.mark.slow

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from harness.mlflow_client import RunStatus, TrackingClient, resolve_tracking_uri
+from harness.mlflow_client import RunStatus, TrackingClient, resolve_tracking_uri, run_page_link
 from harness.studies.record.child_runs import ChildRuns
 from harness.studies.record.parent_run import ParentRun
 from harness.studies.record.store import RecordStore
@@ -228,7 +228,7 @@ def run_ui_url(tracking_uri: str, experiment_id: str, run_id: str, *, host: str 
         base = parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[-1], query="", fragment="").geturl()
     else:
         base = f"http://{host}:{port}"
-    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}?workflowType=machine_learning"
+    return f"{base.rstrip('/')}/{run_page_link(experiment_id, run_id)}"
 
 
 def default_tracking_uri(flag: str | None, spec_uri: str | None) -> str:

@@ -88,8 +88,20 @@ def resolve_components(spec: StudySpec) -> dict[str, tuple[str, str, str]]:
 def expand_grid(spec: StudySpec, *, components: dict[str, tuple[str, str, str]] | None = None) -> list[Trial]:
     """Every trial of the study, seed-major (see module docstring).
 
-    ``components`` maps variant names to (position, gate, scoring); by default they are
-    looked up in ``harness.models.VARIANTS`` (inline variants carry their own).
+    Parameters
+    ----------
+    spec : StudySpec
+        A validated spec (:func:`~harness.studies.spec.study_spec.load_spec`).
+    components : mapping variant -> (position, gate, scoring), optional
+        The slots of each variant; by default looked up in ``harness.models.VARIANTS``
+        (inline variants carry their own).
+
+    Returns
+    -------
+    list of Trial
+        One per combination of seed, dataset, size, context length and variant (and initial
+        tau, where a tau sweep crosses the variant), seed-major: each seed's block is
+        complete before the next starts.
     """
     components = components if components is not None else resolve_components(spec)
     inline = {v.name: v for v in spec.variants if not isinstance(v, str)}

@@ -442,7 +442,33 @@ def read_spec_text(path: str | Path) -> str:
 
 
 def load_spec(path: str | Path, *, check: bool = True) -> StudySpec:
-    """Read, parse and validate a spec file; with ``check``, also against the registries."""
+    """Read, parse and validate a spec file.
+
+    Parameters
+    ----------
+    path : str or Path
+        The spec (YAML), e.g. ``studies/smoke.yaml``.
+    check : bool
+        Also check its names against the model zoo and the dataset registry, and its
+        context lengths against the sizes (:func:`check_registries`).
+
+    Returns
+    -------
+    StudySpec
+        Frozen and validated; :func:`~harness.studies.spec.grid.expand_grid` turns it into trials.
+
+    Raises
+    ------
+    InputError
+        A file that cannot be read, bad YAML, an unknown key or a bad value: one error that
+        names the file, each field and what was expected (with a "did you mean").
+
+    Examples
+    --------
+    >>> spec = load_spec("studies/smoke.yaml")  # doctest: +SKIP
+    >>> spec.name, spec.seeds  # doctest: +SKIP
+    ('smoke', [0, 1])
+    """
     path = Path(path)
     text = read_spec_text(path)
     spec = parse_spec(text, source=str(path))
