@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -69,15 +68,3 @@ def local_ray(_private_cache: Path) -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Skip a slow test once the CI's time budget is spent.
-
-    ``.ci/run`` sets ``HARNESS_SLOW_TESTS_DEADLINE`` (seconds since the epoch) so that the
-    slow suite, which runs "if time allows", never pushes the whole CI past its 30 minutes:
-    a slow test that would start after the deadline is skipped, and says so in the summary.
-    """
-    deadline = os.environ.get("HARNESS_SLOW_TESTS_DEADLINE")
-    if deadline and item.get_closest_marker("slow") is not None and time.time() > float(deadline):
-        pytest.skip("the CI's time budget for slow tests is spent (HARNESS_SLOW_TESTS_DEADLINE)")

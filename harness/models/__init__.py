@@ -4,6 +4,12 @@ the character transformer, and the variant and size registries.
 Importing this package is light (the registries are plain data); the torch parts are
 loaded on first use of :func:`build_model` or a component class.
 
+Each slot's public base class is the contract a user's component meets: :class:`KeyBias`
+(and the sigmoid gate :class:`KeyGate`) for the gate, :class:`PositionalEncoding` for the
+position, :class:`Scoring` for the scoring; a variant names a user's component as
+``package.module:Class`` (:mod:`harness.models.components`), and :func:`check_variant` runs the
+checks every study runs before it trains (``harness zoo check``).
+
 Examples
 --------
 >>> from harness.models import VARIANTS, SIZES, build_model, make_variant
@@ -51,6 +57,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "build_position",
         ],
         "gates": [
+            "KeyBias",
             "KeyGate",
             "EnergyGate",
             "FluxGate",
@@ -64,7 +71,9 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "sequence_znorm",
             "build_gate",
         ],
-        "scoring": ["DotScoring", "LaggedScoring", "build_scoring"],
+        "scoring": ["Scoring", "DotScoring", "LaggedScoring", "build_scoring"],
+        "components": ["resolve_component", "build_component", "is_user_component", "COMPONENT_GROUP"],
+        "checks": ["check_variant", "causality_probe", "VariantCheck", "CausalityResult"],
     },
     eager=[
         "SIZES",
@@ -86,9 +95,12 @@ __getattr__, __dir__, __all__ = lazy_exports(
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from harness.models.attention import CausalSelfAttention, key_biased_attention, lag_penalised_attention
+    from harness.models.checks import CausalityResult, VariantCheck, causality_probe, check_variant
+    from harness.models.components import COMPONENT_GROUP, build_component, is_user_component, resolve_component
     from harness.models.gates import (
         EnergyGate,
         FluxGate,
+        KeyBias,
         KeyGate,
         LeakyEnergyGate,
         OutputGate,
@@ -112,5 +124,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         SinusoidalPositionalEncoding,
         build_position,
     )
-    from harness.models.scoring import DotScoring, LaggedScoring, build_scoring
+    from harness.models.scoring import DotScoring, LaggedScoring, Scoring, build_scoring
     from harness.models.transformer import CharTransformer, build_model

@@ -15,6 +15,12 @@ so a gate returns ``log g`` (``logsigmoid``, stable for closed gates), shape (B,
 the attention folds it into one fused SDPA call (see :mod:`harness.models.attention`).
 Every signal uses positions <= j only; all gates are O(T) work per head.
 
+The slot's contract is :class:`KeyBias` (any per-key additive logit bias: what the harness
+passes a component, what it expects back, what it guarantees around it); :class:`KeyGate`
+is the sigmoid gate of a causal signal above, the base of every gate of the zoo. A user's
+gate subclasses either one and is named ``package.module:Class`` in a variant
+(:mod:`harness.models.components`).
+
 Families (``GATES`` below): ``ega`` / ``ega-2`` / ``ega-4`` (:class:`EnergyGate`),
 ``ega-2-pc`` / ``ega-4-pc`` (:class:`QuadraticEnergyGate`), ``ega-2-prod`` / ``ega-4-prod``
 (:class:`ProductEnergyGate`), ``ega-qnorm`` (:class:`QueryNormalisedEnergyGate`, the one
@@ -97,12 +103,73 @@ def causal_moving_average(p: Tensor, window: int) -> Tensor:
     return total / count[:, None]
 
 
-class KeyGate(nn.Module):
-    """Base class: ``log g = logsigmoid(alpha (normalise(signal) - tau))``, (B, H, T).
+class KeyBias(nn.Module):
+    """The contract of the *gate* slot: a per-key additive logit bias b_j.
 
-    Subclasses implement :meth:`signal` -> (B, H, T) or (B, 1, T) (shared by the heads).
-    tau and alpha are per-head parameters (2 H per layer). ``normalise`` is
-    :func:`causal_znorm` for every gate but the ``ega-leaky`` diagnostic.
+    Every layer's attention calls ``b = gate(x, k)`` and computes
+
+        y_i = sum_{j<=i} softmax_j(q_i . k_j / sqrt(hd) + b_j) v_j
+
+    folding b into its one fused SDPA call (an extra key column, :mod:`harness.models.attention`):
+    no T x T tensor. A per-*query* term cancels in the softmax, so a bias of the form
+    c_i - c_j (the Forgetting Transformer's cumulative log forget gate) is the per-key
+    bias -c_j; a term that mixes i and j otherwise does not fit this slot.
+
+    A subclass implements :meth:`key_bias`; the harness guarantees around it:
+
+    - input: ``x`` (B, T, d), the layer's normalised input (LayerNorm of the residual stream),
+      and ``k`` (B, H, T, hd), the layer's keys after projection and before the position's
+      rotation and the scoring; both fp32, with autocast off (:meth:`forward`);
+    - output: (B, H, T) (checked), fp32; b_j may use positions <= j only: the causality probe
+      (:func:`harness.models.checks.check_variant`, ``harness zoo check`` and the check every
+      study naming a user component runs before any trial) refuses a bias that reads later tokens;
+    - construction: by keyword, with the slot's arguments that ``__init__`` takes (all of them
+      when it takes ``**kwargs``): ``n_head``, ``d_model``; for a :class:`KeyGate` also
+      ``tau_init`` / ``alpha_init``, passed only when a config sets them (and then required);
+    - initialisation: every ``nn.Linear`` and ``nn.Embedding`` in the model, a component's
+      included, is re-initialised by the model's shared recipe, N(0, 0.02^2) with zero bias
+      (:mod:`harness.models.transformer`); parameters made with ``nn.Parameter`` keep the
+      component's own values;
+    - range: the fold carries b_j sqrt(hd) in the attention's dtype: fp32 on CPU, bf16 under a
+      GPU's autocast, which resolves about 3 significant digits (a bias of 1000 in steps of 8):
+      keep the differences that matter between neighbouring keys well above that;
+    - readings: only :class:`KeyGate` layers report gate readings (tau, alpha, the open
+      fraction); a plain ``KeyBias`` has none.
+
+    ``pairwise`` is reserved for the zoo's ``ega-qnorm`` (a bias per query and key).
+    """
+
+    #: True when the bias depends on the query too (:class:`QueryNormalisedEnergyGate`): the
+    #: attention then asks :meth:`KeyGate.pair_log_gate` for blocks of pairs instead of a per-key bias.
+    pairwise: ClassVar[bool] = False
+
+    def key_bias(self, x: Tensor, k: Tensor | None) -> Tensor:
+        """b (B, H, T) from x (B, T, d) and k (B, H, T, hd), both fp32 (see the class docstring)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement key_bias(x, k) -> (B, H, T)")
+
+    def forward(self, x: Tensor, k: Tensor | None) -> Tensor:
+        """b (B, H, T) in fp32, also under autocast (the bias is cheap; its sums need the precision)."""
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            b = self.key_bias(x.float(), k.float() if k is not None else None)
+        if k is not None and tuple(b.shape) != (x.size(0), k.size(1), x.size(1)):
+            raise ValueError(
+                f"{type(self).__name__}.key_bias returned shape {tuple(b.shape)}; the gate slot expects "
+                f"(B, H, T) = {(x.size(0), k.size(1), x.size(1))}"
+            )
+        return b
+
+
+class KeyGate(KeyBias):
+    """A sigmoid gate of a causal per-key signal: ``log g = logsigmoid(alpha (normalise(s) - tau))``.
+
+    A subclass implements :meth:`signal` -> s, (B, H, T) or (B, 1, T) (shared by the heads),
+    from the layer's normalised input x (B, T, d) and keys k (B, H, T, hd); the base class
+    z-normalises it causally (:func:`causal_znorm`: prefix mean and variance; ``normalise``
+    may be overridden) and returns log g (B, H, T) as the bias (see :class:`KeyBias` for what the
+    harness guarantees around it). tau and alpha are per-head parameters (2 H per layer),
+    initialised from ``tau_init`` / ``alpha_init``; the harness logs them per layer and head and
+    the fraction of open gates (g > 1/2). ``__init__`` takes ``n_head`` and passes
+    ``tau_init`` / ``alpha_init`` on (``super().__init__(n_head, **gate_init)``).
     """
 
     name: ClassVar[str] = ""
@@ -113,9 +180,6 @@ class KeyGate(nn.Module):
     normalise: ClassVar = staticmethod(causal_znorm)
     #: True when the signal has K components per head (B, H, K, T), each gated, the gates multiplied.
     components_multiply: ClassVar[bool] = False
-    #: True when the gate of key j depends on the query i too (:class:`QueryNormalisedEnergyGate`): the
-    #: attention then asks :meth:`pair_log_gate` for blocks of pairs instead of a per-key bias.
-    pairwise: ClassVar[bool] = False
 
     def __init__(
         self, n_head: int, *, tau_init: float = DEFAULT_TAU_INIT, alpha_init: float = DEFAULT_ALPHA_INIT
@@ -128,17 +192,15 @@ class KeyGate(nn.Module):
     def signal(self, x: Tensor, k: Tensor | None) -> Tensor:
         """Causal per-key signal from the layer's normalised input x (B, T, d) and keys k (B, H, T, hd)
         (k may be None for gates that do not read the keys)."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement signal(x, k) -> (B, H or 1, T)")
 
-    def forward(self, x: Tensor, k: Tensor | None) -> Tensor:
-        """log g (B, H, T) in fp32, also under autocast (the gate is cheap; its statistics need the precision)."""
-        with torch.autocast(device_type=x.device.type, enabled=False):
-            x, k = x.float(), (k.float() if k is not None else None)
-            if self.recompute_signal and torch.is_grad_enabled():
-                s = checkpoint(self.signal, x, k, use_reentrant=False)
-            else:
-                s = self.signal(x, k)
-            return self.log_gate(self.normalise(s))  # (B, H, T)
+    def key_bias(self, x: Tensor, k: Tensor | None) -> Tensor:
+        """log g (B, H, T) of the normalised signal."""
+        if self.recompute_signal and torch.is_grad_enabled():
+            s = checkpoint(self.signal, x, k, use_reentrant=False)
+        else:
+            s = self.signal(x, k)
+        return self.log_gate(self.normalise(s))  # (B, H, T)
 
     def log_gate(self, z: Tensor) -> Tensor:
         """log g = logsigmoid(alpha_h (z - tau_h)) for normalised signals z (B, H or 1, [K,] ..., T):

@@ -54,7 +54,29 @@ def _check_even(kind: str, width: int, what: str) -> None:
 
 
 class PositionalEncoding(nn.Module):
-    """Base class: every hook is a no-op (this is also NoPE, ``position="none"``)."""
+    """The contract of the *position* slot; every hook is a no-op here (this is also NoPE,
+    ``position="none"``). A subclass overrides the hooks it needs; the harness guarantees
+    around them:
+
+    - construction: by keyword, with the slot's arguments that ``__init__`` takes (all of
+      them when it takes ``**kwargs``): ``d_model``, ``n_head``, ``block_size`` (the longest
+      input). One instance is shared by every layer of the model;
+    - :meth:`embedding` ``(T, d)`` is added to the token embeddings once, before the first
+      block (times ``INIT_STD sqrt 2`` when :attr:`unit_amplitude`, so that cos/sin pairs
+      enter at the tokens' initial scale); row b may depend on the position b only;
+    - :meth:`rotate` gets each layer's q and k ``(B, H, T, hd)`` after projection (the gate
+      has read k already) and must return tensors of the same shapes whose row b depends on
+      rows <= b only; set :attr:`transforms_qk` when it is not the identity;
+    - :meth:`attention_bias` ``(H, T, T)`` replaces the causal mask (so it must put -inf
+      above the diagonal itself): the slow path, a T x T tensor;
+    - :meth:`lag_curvature`, :meth:`lag_slope`, :meth:`pair_bias` are folded by the attention
+      without a T x T tensor (relative MOPE, ALiBi, the Morlet kernel);
+    - initialisation: every ``nn.Linear`` and ``nn.Embedding`` in the model, a component's
+      included, is re-initialised by the shared recipe (N(0, 0.02^2), zero bias); parameters
+      made with ``nn.Parameter`` keep the component's own values;
+    - causality: ``harness zoo check``, and every study naming a user component before any
+      trial, perturbs token t and refuses a component through which an output before t moves.
+    """
 
     name: ClassVar[str] = "none"
     transforms_qk: ClassVar[bool] = False  # True when rotate() is not the identity

@@ -24,7 +24,29 @@ from torch.utils.checkpoint import checkpoint
 from harness.errors import InputError
 
 
-class DotScoring(nn.Module):
+class Scoring(nn.Module):
+    """The contract of the *scoring* slot: the keys as the scores read them,
+    ``forward(k)`` (B, H, T, hd) -> (B, H, T, hd), and score_ij = q_i . forward(k)_j / sqrt(hd).
+
+    The harness guarantees around it: k is each layer's keys after projection, the gate
+    and the position's rotation (RoPE); the output's row j must depend on rows <= j only
+    (``harness zoo check`` and every study naming a user component refuse one that does
+    not); construction is by keyword, with the slot's arguments that ``__init__`` takes (all
+    of them when it takes ``**kwargs``): ``n_head``, ``d_model``, and ``lags`` when the
+    variant sets that option (then required). Every ``nn.Linear`` in the model, a
+    component's included, is re-initialised by the shared recipe; ``nn.Parameter`` values
+    are the component's own. :attr:`transforms_keys` is False only for the identity (the
+    attention then skips the call on some paths).
+    """
+
+    name = ""
+    transforms_keys = True
+
+    def forward(self, k: Tensor) -> Tensor:
+        raise NotImplementedError(f"{type(self).__name__} must implement forward(k) -> k' (B, H, T, hd)")
+
+
+class DotScoring(Scoring):
     """Plain dot-product scoring: keys unchanged."""
 
     name = "dot"
@@ -34,7 +56,7 @@ class DotScoring(nn.Module):
         return k
 
 
-class LaggedScoring(nn.Module):
+class LaggedScoring(Scoring):
     """Keys causally convolved over ``lags`` non-negative lags (see the module docstring)."""
 
     name = "lagged"
@@ -64,7 +86,7 @@ class LaggedScoring(nn.Module):
         return out
 
 
-def build_scoring(name: str, *, n_head: int, lags: int = 4) -> nn.Module:
+def build_scoring(name: str, *, n_head: int, lags: int = 4) -> Scoring:
     """Instantiate the scoring component ``name``."""
     if name == "dot":
         return DotScoring()

@@ -39,11 +39,12 @@ from torch import Tensor, nn
 
 from harness.errors import InputError
 from harness.models.attention import CausalSelfAttention
-from harness.models.gates import DEFAULT_ALPHA_INIT, DEFAULT_TAU_INIT, KeyGate, OutputGate, build_gate
-from harness.models.positional import MorletScales, build_position
-from harness.models.scoring import LaggedScoring, build_scoring
+from harness.models.components import build_component
+from harness.models.gates import DEFAULT_ALPHA_INIT, DEFAULT_TAU_INIT, KeyBias, KeyGate, OutputGate, build_gate
+from harness.models.positional import MorletScales, PositionalEncoding, build_position
+from harness.models.scoring import LaggedScoring, Scoring, build_scoring
 from harness.models.sizes import ModelSize, get_size, resolve_size
-from harness.models.variants import Variant, get_variant
+from harness.models.variants import GATES, POSITIONS, SCORINGS, Variant, get_variant
 
 #: Standard deviation of every weight matrix and embedding table at initialisation (nanoGPT, GPT-2).
 INIT_STD = 0.02
@@ -80,11 +81,43 @@ class Block(nn.Module):
         return x + self.mlp(self.ln_2(x)), log_g
 
 
+def build_slot_position(
+    variant: Variant, d: int, H: int, block_size: int, component_dir: str | None
+) -> PositionalEncoding:
+    """The position component of ``variant``: the zoo's, or a user's (:mod:`harness.models.components`)."""
+    if variant.position in POSITIONS:
+        return build_position(variant.position, d_model=d, n_head=H, block_size=block_size, mope_init=variant.mope_init)
+    offered = {"d_model": d, "n_head": H, "block_size": block_size}
+    return build_component("position", variant.position, search_dir=component_dir, offered=offered)
+
+
+def build_slot_gate(
+    variant: Variant, d: int, H: int, gate_init: dict[str, float], component_dir: str | None
+) -> KeyBias | None:
+    """The gate of ``variant`` (None for ``none``); ``gate_init``: the ``tau_init`` / ``alpha_init``
+    a config sets (the zoo's gates take their defaults for the others; a user's gate must take them)."""
+    if variant.gate in GATES or variant.gate == "none":
+        init = {"tau_init": DEFAULT_TAU_INIT, "alpha_init": DEFAULT_ALPHA_INIT, **gate_init}
+        return build_gate(variant.gate, d_model=d, n_head=H, **init)
+    offered = {"d_model": d, "n_head": H}
+    return build_component("gate", variant.gate, search_dir=component_dir, offered=offered, required=gate_init)
+
+
+def build_slot_scoring(variant: Variant, d: int, H: int, component_dir: str | None) -> Scoring:
+    """The scoring of ``variant``; a user's scoring gets ``lags`` when the variant sets that option."""
+    if variant.scoring in SCORINGS:
+        return build_scoring(variant.scoring, n_head=H, lags=variant.lags)
+    required = {"lags": variant.options["lags"]} if "lags" in variant.options else {}
+    offered = {"d_model": d, "n_head": H}
+    return build_component("scoring", variant.scoring, search_dir=component_dir, offered=offered, required=required)
+
+
 class CharTransformer(nn.Module):
     """Decoder-only character transformer of one :class:`Variant` at one :class:`ModelSize`.
 
     ``forward(idx)`` maps token ids (B, T), T <= block_size, to logits (B, T, vocab_size).
-    Build it with :func:`build_model`.
+    Build it with :func:`build_model`. A user's component in a slot is found on the Python
+    path, else in ``component_dir`` (:mod:`harness.models.components`).
     """
 
     def __init__(
@@ -96,8 +129,9 @@ class CharTransformer(nn.Module):
         block_size: int,
         dropout: float = 0.0,
         attention_dropout: float | None = None,
-        tau_init: float = DEFAULT_TAU_INIT,
-        alpha_init: float = DEFAULT_ALPHA_INIT,
+        tau_init: float | None = None,
+        alpha_init: float | None = None,
+        component_dir: str | None = None,
     ) -> None:
         super().__init__()
         self.variant = variant
@@ -107,10 +141,10 @@ class CharTransformer(nn.Module):
         d, H, L = size.d_model, size.n_head, size.n_layer
         attention_dropout = dropout if attention_dropout is None else attention_dropout
 
+        gate_init = {k: v for k, v in (("tau_init", tau_init), ("alpha_init", alpha_init)) if v is not None}
+
         self.wte = nn.Embedding(vocab_size, d)
-        self.position = build_position(
-            variant.position, d_model=d, n_head=H, block_size=block_size, mope_init=variant.mope_init
-        )
+        self.position = build_slot_position(variant, d, H, block_size, component_dir)
         # Unit-amplitude encodings enter at the tokens' initial scale (module docstring).
         self.position_scale = FIXED_POSITION_SCALE if self.position.unit_amplitude else 1.0
         self.drop = nn.Dropout(dropout)
@@ -119,8 +153,8 @@ class CharTransformer(nn.Module):
                 CausalSelfAttention(
                     d,
                     H,
-                    gate=build_gate(variant.gate, d_model=d, n_head=H, tau_init=tau_init, alpha_init=alpha_init),
-                    scoring=build_scoring(variant.scoring, n_head=H, lags=variant.lags),
+                    gate=build_slot_gate(variant, d, H, gate_init, component_dir),
+                    scoring=build_slot_scoring(variant, d, H, component_dir),
                     output_gate=OutputGate(d, H) if variant.output_gate else None,
                     dropout=dropout,
                     attention_dropout=attention_dropout,
@@ -163,7 +197,7 @@ class CharTransformer(nn.Module):
         gates: list[Tensor] = []
         for block in self.blocks:
             x, log_g = block(x, self.position, attn_bias)
-            if collect_gates and log_g is not None:
+            if collect_gates and log_g is not None and isinstance(block.attn.gate, KeyGate):
                 gates.append(torch.exp(log_g))
         x = self.ln_f(x)
         return F.linear(x, self.wte.weight), gates  # tied embeddings: (B, T, vocab)
@@ -173,13 +207,15 @@ class CharTransformer(nn.Module):
         return self._run(idx, collect_gates=False)[0]
 
     def forward_with_gates(self, idx: Tensor) -> tuple[Tensor, Tensor | None]:
-        """Logits and the key-gate values g_j in (0, 1), (L, B, H, T); None without a key gate."""
+        """Logits and the key-gate values g_j in (0, 1), (L, B, H, T); None without a sigmoid key gate
+        (:class:`KeyGate`: a plain :class:`KeyBias` has no gate values)."""
         logits, gates = self._run(idx, collect_gates=True)
         return logits, (torch.stack(gates) if gates else None)
 
     # -- introspection for logging ------------------------------------------------------
     def key_gates(self) -> list[KeyGate]:
-        return [block.attn.gate for block in self.blocks if block.attn.gate is not None]
+        """The sigmoid key gates of the layers (:class:`KeyGate`: tau, alpha, gate values)."""
+        return [block.attn.gate for block in self.blocks if isinstance(block.attn.gate, KeyGate)]
 
     def gate_parameters(self) -> dict[str, Tensor]:
         """Per layer and head gate parameters, ``{"tau": [L, H], "alpha": [L, H]}`` ({} without a key gate)."""
@@ -221,7 +257,7 @@ class CharTransformer(nn.Module):
         return names
 
 
-_OVERRIDES = ("tau_init", "alpha_init", "attention_dropout", "n_layer", "n_head", "d_model")
+_OVERRIDES = ("tau_init", "alpha_init", "attention_dropout", "n_layer", "n_head", "d_model", "component_dir")
 
 
 def build_model(
@@ -245,13 +281,16 @@ def build_model(
         is given) attention weights.
     overrides : ``tau_init`` / ``alpha_init`` (key-gate initial values; None = default 0 / 1),
         ``attention_dropout`` (dropout on attention weights; on CPU any non-zero value sends
-        SDPA to its slow math path), ``n_layer`` / ``n_head`` / ``d_model`` (change the preset).
+        SDPA to its slow math path), ``n_layer`` / ``n_head`` / ``d_model`` (change the preset),
+        ``component_dir`` (the folder searched for a user component's module after the Python
+        path: :mod:`harness.models.components`).
 
     Raises
     ------
     InputError
-        Unknown variant, size or override, a block size beyond the preset, or an impossible
-        shape (width not divisible by heads, odd MOPE/sinusoidal width, odd RoPE head dim).
+        Unknown variant, size or override, a block size beyond the preset, an impossible
+        shape (width not divisible by heads, odd MOPE/sinusoidal width, odd RoPE head dim), or
+        a user component that cannot be imported or constructed.
 
     Examples
     --------
@@ -283,5 +322,12 @@ def build_model(
     if attention_dropout is not None and not 0.0 <= attention_dropout < 1.0:
         raise InputError(f"attention_dropout must be in [0, 1), got {attention_dropout!r}")
     return CharTransformer(
-        v, s, vocab_size=vocab_size, block_size=block_size, dropout=dropout, attention_dropout=attention_dropout, **init
+        v,
+        s,
+        vocab_size=vocab_size,
+        block_size=block_size,
+        dropout=dropout,
+        attention_dropout=attention_dropout,
+        component_dir=overrides.get("component_dir"),
+        **init,
     )

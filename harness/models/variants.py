@@ -18,6 +18,10 @@ A :class:`Variant` names one component per slot:
   (EGA z-normalised over the whole sequence: it reads future tokens);
 - ``scoring``: ``dot`` or ``lagged`` (keys causally convolved over a few lags);
 
+or, in any slot, a user's component: ``package.module:Class`` or a name an installed package
+registers (:mod:`harness.models.components`), checked here as a name only (the class is
+loaded where the model is built);
+
 plus ``options``: ``mope_init`` (``"random"``, ``"scales"`` or ``"scales-frozen"``, the
 Morlet positions only), ``lags`` (number of lags of ``lagged`` scoring, default 4) and ``output_gate``
 (``True``: the head-wise sigmoid gate on the attention output of Qiu et al. 2025).
@@ -38,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from harness.errors import InputError
+from harness.models.component_names import is_user_component
 
 #: The three slots of the attention a variant fills.
 Slot = Literal["position", "gate", "scoring"]
@@ -97,9 +102,9 @@ class Variant:
     """
 
     name: str
-    position: PositionName
-    gate: GateName = "none"
-    scoring: ScoringName = "dot"
+    position: str  # a PositionName, or a user component (harness.models.components)
+    gate: str = "none"  # a GateName, or a user component
+    scoring: str = "dot"  # a ScoringName, or a user component
     options: dict[str, Any] = field(default_factory=dict)
 
     def __hash__(self) -> int:
@@ -120,6 +125,12 @@ class Variant:
     @property
     def lags(self) -> int:
         return int(self.options.get("lags", DEFAULT_LAGS))
+
+    @property
+    def user_components(self) -> dict[str, str]:
+        """The slots a user's component fills: slot -> its name (an import path or a registered name)."""
+        zoo = {"position": POSITIONS, "gate": GATES, "scoring": SCORINGS}
+        return {slot: getattr(self, slot) for slot, names in zoo.items() if getattr(self, slot) not in names}
 
     @property
     def leaks_future(self) -> bool:
@@ -150,13 +161,21 @@ class Variant:
         }
 
 
-def _check_choice(kind: str, value: Any, choices: tuple[str, ...], variant_name: str) -> None:
-    if value not in choices:
-        raise InputError(f"variant {variant_name!r}: unknown {kind} {value!r}; known {kind}s: {', '.join(choices)}")
+def _check_choice(kind: str, value: Any, choices: tuple[str, ...], variant_name: str, *, user: bool = False) -> None:
+    """``value`` is one of ``choices`` (or, with ``user``, a user component's name)."""
+    if value in choices or (user and is_user_component(value)):
+        return
+    also = " or a user component package.module:Class" if user else ""
+    raise InputError(f"variant {variant_name!r}: unknown {kind} {value!r}; known {kind}s: {', '.join(choices)}{also}")
 
 
 def make_variant(
-    name: str, *, position: PositionName, gate: GateName = "none", scoring: ScoringName = "dot", **options: Any
+    name: str,
+    *,
+    position: PositionName | str,
+    gate: GateName | str = "none",
+    scoring: ScoringName | str = "dot",
+    **options: Any,
 ) -> Variant:
     """Validate and build a :class:`Variant` (a named combination of components).
 
@@ -192,9 +211,9 @@ def make_variant(
     """
     if not isinstance(name, str) or not name:
         raise InputError(f"a variant needs a non-empty name, got {name!r}")
-    _check_choice("position", position, POSITIONS, name)
-    _check_choice("gate", gate, GATES, name)
-    _check_choice("scoring", scoring, SCORINGS, name)
+    _check_choice("position", position, POSITIONS, name, user=True)
+    _check_choice("gate", gate, GATES, name, user=True)
+    _check_choice("scoring", scoring, SCORINGS, name, user=True)
     for key, value in options.items():
         if key not in OPTIONS:
             raise InputError(f"variant {name!r}: unknown option {key!r}; known options: {', '.join(OPTIONS)}")
@@ -208,8 +227,10 @@ def make_variant(
         elif key == "lags":
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"variant {name!r}: option lags must be a positive integer, got {value!r}")
-            if scoring != "lagged":
-                raise InputError(f"variant {name!r}: option lags needs scoring='lagged', got scoring={scoring!r}")
+            if scoring in SCORINGS and scoring != "lagged":
+                raise InputError(
+                    f"variant {name!r}: option lags needs scoring='lagged' (or a user scoring), got scoring={scoring!r}"
+                )
         elif key == "output_gate" and not isinstance(value, bool):
             raise InputError(f"variant {name!r}: option output_gate must be true or false, got {value!r}")
     return Variant(name=name, position=position, gate=gate, scoring=scoring, options=dict(options))

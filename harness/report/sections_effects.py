@@ -79,6 +79,9 @@ def overview_section(df: pl.DataFrame, study: StudyLayout) -> SectionOutput:
         f"{seeds_text(len(study.seeds))}",
         f"cells ({', '.join(cells) or 'none'}): {cell_text or 'one'}",
     ]
+    components = _components_line(df)
+    if components:
+        overview.append(components)
     if "status" in df.columns:
         counts = df.group_by("status").len().sort("status")
         overview.append("status: " + ", ".join(f"{s}={n}" for s, n in counts.iter_rows()))
@@ -89,6 +92,16 @@ def overview_section(df: pl.DataFrame, study: StudyLayout) -> SectionOutput:
     parts.headline["trials/unfinished"] = float(n_unfinished)
     parts.add("study", "Study", [Paragraph(o) for o in overview])
     return parts.done()
+
+
+def _components_line(df: pl.DataFrame) -> str | None:
+    """``components: fox = none + forget_gate:ForgetGate + dot; ...`` (position + gate + scoring of
+    each variant; a user's component by its import path), when the table has the slots."""
+    slots = ("position", "gate", "scoring")
+    if not all(c in df.columns for c in slots):
+        return None
+    rows = df.select("variant", *slots).unique(subset="variant", maintain_order=True).drop_nulls().rows()
+    return "components (position + gate + scoring): " + "; ".join(f"{v} = {' + '.join(r)}" for v, *r in rows)
 
 
 def _unfinished_lines(df: pl.DataFrame) -> list[str]:

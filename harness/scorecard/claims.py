@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -228,11 +228,6 @@ def _measure(entry: Mapping[str, Any], kind: str, where: str) -> Measure:
     )
     for name in _VARIANT_FIELDS[kind]:
         _require(entry, name, f"{where} ({kind})")
-    unknown = [v for v in measure.names() if v not in VARIANTS]
-    if unknown:
-        raise InputError(
-            f"{where}: variant {', '.join(map(repr, unknown))} is not in the model zoo; known: {', '.join(VARIANTS)}"
-        )
     if kind in ("level", "tail", "clusters") and not measure.variants:
         raise InputError(f"{where} ({kind}): missing 'variants' (the runs to read)")
     return measure
@@ -316,9 +311,24 @@ def _margin(entry: Mapping[str, Any], kind: str, sign: str, value: Any, where: s
     return margin
 
 
-def parse_claims(data: Mapping[str, Any], *, source: str = "<claims>") -> ClaimSet:
+def _zoo_variants_only(claims: Sequence[Claim], source: str) -> None:
+    """The papers' claims name zoo variants only (a user's file names its own spec variants)."""
+    for i, claim in enumerate(claims):
+        for j, measure in enumerate(claim.measures):
+            unknown = [v for v in measure.names() if v not in VARIANTS]
+            if unknown:
+                raise InputError(
+                    f"{source}: claims[{i}] ({claim.id}).measures[{j}]: variant {', '.join(map(repr, unknown))} is not "
+                    f"in the model zoo; known: {', '.join(VARIANTS)}"
+                )
+
+
+def parse_claims(data: Mapping[str, Any], *, source: str = "<claims>", papers_claims: bool = False) -> ClaimSet:
     """A :class:`ClaimSet` from the parsed YAML; :class:`InputError` naming the entry and
-    field at fault (unknown keys, kinds, signs, papers; duplicate ids; a core id missing)."""
+    field at fault (unknown keys, kinds, signs, papers; duplicate ids). ``papers_claims``: the
+    file shipped with the package, which must also hold every core id and name zoo variants
+    only; a user's own file (``harness scorecard --claims``) names the variants of its studies
+    by their spec names and has no core ids."""
     if not isinstance(data, Mapping):
         raise InputError(f"{source}: expected a mapping with 'claims'")
     defaults = data.get("defaults") or {}
@@ -330,9 +340,11 @@ def parse_claims(data: Mapping[str, Any], *, source: str = "<claims>") -> ClaimS
         if claim.id in seen:
             raise InputError(f"{source}: claim id {claim.id!r} appears twice")
         seen.add(claim.id)
-    missing = [c for c in CORE_IDS if not any(cl.id == c or cl.id.startswith(f"{c}-") for cl in claims)]
-    if missing:
-        raise InputError(f"{source}: no claim for the core id(s) {', '.join(missing)}")
+    if papers_claims:
+        _zoo_variants_only(claims, source)
+        missing = [c for c in CORE_IDS if not any(cl.id == c or cl.id.startswith(f"{c}-") for cl in claims)]
+        if missing:
+            raise InputError(f"{source}: no claim for the core id(s) {', '.join(missing)}")
     return ClaimSet(
         claims=claims,
         papers=papers,
@@ -354,7 +366,30 @@ def load_claims(path: str | Path | None = None) -> ClaimSet:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot read the claims file {path}: {exc}") from exc
-    return parse_claims(yaml.safe_load(text), source=str(path))
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not valid YAML: {exc}") from None
+    try:
+        return parse_claims(data, source=str(path))
+    except InputError as exc:
+        raise InputError(_with_line(str(exc), text)) from None
+
+
+def _with_line(message: str, text: str) -> str:
+    """``message`` with the line of the claim it names (``claims[3]`` -> ``line 41``)."""
+    import yaml
+
+    match = re.search(r"claims\[(\d+)\]", message)
+    if match is None:
+        return message
+    try:
+        root = yaml.compose(text)
+        entries = next(v for k, v in root.value if k.value == "claims").value
+        line = entries[int(match.group(1))].start_mark.line + 1
+    except (yaml.YAMLError, AttributeError, StopIteration, IndexError, TypeError):
+        return message
+    return message.replace(match.group(0), f"{match.group(0)} (line {line})", 1)
 
 
 @lru_cache(maxsize=1)
@@ -362,7 +397,7 @@ def _packaged_claims() -> ClaimSet:
     import yaml
 
     text = resources.files("harness.scorecard").joinpath("claims.yaml").read_text(encoding="utf-8")
-    return parse_claims(yaml.safe_load(text), source="harness/scorecard/claims.yaml")
+    return parse_claims(yaml.safe_load(text), source="harness/scorecard/claims.yaml", papers_claims=True)
 
 
 __all__ = [

@@ -28,6 +28,9 @@ class StudyPlan:
     address: str | None  # None: an embedded local Ray
     data_dir: str | None = None  # the folder the trials search first, absolute (None: their node's cache)
     tracking_uri_as_given: str | None = None  # as the user wrote it (a Ray job's driver checks that)
+    # The spec's folder (absolute, resolved on the driver): where a trial looks for a user
+    # component's module after the Python path; None for a spec given as an object.
+    component_dir: str | None = None
 
     @property
     def by_id(self) -> dict[str, Trial]:

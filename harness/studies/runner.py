@@ -10,7 +10,9 @@ Order of work, so that bad input starts nothing and leaves nothing behind:
    (``train.data_dir``, ``$HARNESS_DATA_DIR``), Ray (``--address``, ``$RAY_ADDRESS``, else
    an embedded local Ray); every local path absolute, as the user's working directory
    reads it, and handed to the trials in their configs;
-3. ``--dry-run`` stops here: the grid, the resources and a cost estimate;
+3. every variant naming a user's component is imported, constructed and checked (causal,
+   finite: :mod:`harness.studies.spec.components`); ``--dry-run`` stops here: the grid, the
+   resources and a cost estimate;
 4. connect to Ray and check the request against the cluster (GPUs, CPUs per node,
    shared storage on a multi-node cluster) and the corpora on every node (one task per
    node) -- on failure Ray is released again;
@@ -65,8 +67,9 @@ from harness.studies.dry_run import describe_grid, describe_resources, dry_run_t
 from harness.studies.launch import fit_with_progress, launch_tune, open_recorder
 from harness.studies.plan import CollectedOutcomes, StudyLayout, StudyPlan
 from harness.studies.record.trial_records import complete_child_run
+from harness.studies.spec.components import check_user_components
 from harness.studies.spec.grid import Trial, expand_grid
-from harness.studies.spec.study_spec import StudySpec, load_spec, read_spec_text
+from harness.studies.spec.study_spec import StudySpec, load_spec, read_spec_text, spec_folder
 from harness.studies.storage import (
     STUDY_FILE,
     check_storage,
@@ -251,16 +254,19 @@ def resolve_study(
     """Resolve and validate: parse and check the spec, expand the grid, resolve the
     tracking URI, the storage path, the data folder and the Ray address (flag > spec >
     environment > default). Every local path is made absolute here, against the user's working
-    directory, and each trial's config carries the data folder: a trial runs in a working
-    directory of Tune's, on a node that does not inherit this environment."""
-    spec_text = None
+    directory (the spec's folder, where a user's component may lie, too), and each trial's
+    config carries the data folder: a trial runs in a working directory of Tune's, on a node
+    that does not inherit this environment."""
+    spec_text, component_dir = None, None
     if not isinstance(spec, StudySpec):
         spec_text = read_spec_text(spec) if Path(spec).is_file() else None
+        component_dir = spec_folder(spec)
         spec = load_spec(spec)
     spec_text = spec_text or spec.canonical_yaml()
     data_dir = trial_data_dir(spec.train_overrides().get("data_dir"))
     trials = [
-        dataclasses.replace(t, config=t.config.model_copy(update={"data_dir": data_dir})) for t in expand_grid(spec)
+        dataclasses.replace(t, config=t.config.model_copy(update={"data_dir": data_dir}))
+        for t in expand_grid(spec, component_dir=component_dir)
     ]
     given_uri = resolve_tracking_uri(tracking_uri or spec.tracking.uri)
     return StudyPlan(
@@ -272,6 +278,7 @@ def resolve_study(
         address=resolve_address(address),
         data_dir=data_dir,
         tracking_uri_as_given=given_uri,
+        component_dir=component_dir,
     )
 
 
@@ -359,7 +366,12 @@ def start_parent_run(
         spec_text=plan.spec_text,
         spec_sha256=plan.spec.sha256(),
         params=parent_params(plan.spec, plan.trials),
-        tags={"harness.git_commit": git_commit, "harness.study_dir": layout.study_dir, "ray": ray_conn.description},
+        tags={
+            "harness.git_commit": git_commit,
+            "harness.study_dir": layout.study_dir,
+            "ray": ray_conn.description,
+            **({"harness.component_dir": plan.component_dir} if _names_user_components(plan) else {}),
+        },
         previous_run_id=(previous[1].get("parent_run_id") if previous else None),
         datasets=plan.spec.datasets,
         data_dir=plan.data_dir,
@@ -589,6 +601,7 @@ def run_study(
 
     plan = resolve_study(spec, tracking_uri=tracking_uri, storage_path=storage_path, address=address)
     spec = plan.spec
+    check_user_components(spec, plan.component_dir, say)  # imported, constructed, causal: or nothing starts
     if dry_run:
         say(dry_run_text(spec, plan.trials, storage=plan.storage, tracking_uri=plan.tracking_uri, address=plan.address))
         return StudyOutcome(study=spec.name, status="dry_run", trials=len(plan.trials), tracking_uri=plan.tracking_uri)
@@ -649,6 +662,10 @@ def run_study(
         ui_url=ui_url,
         wall_time_s=wall,
     )
+
+
+def _names_user_components(plan: StudyPlan) -> bool:
+    return plan.component_dir is not None and any(t.config.component_dir for t in plan.trials)
 
 
 def _fresh_run_name(storage: str, name: str) -> str:

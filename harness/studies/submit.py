@@ -6,7 +6,11 @@ shell writes the study into Ray's temporary working directory (see
 :mod:`harness.studies.cluster.destinations`). ``harness submit`` therefore
 
 1. checks everything here first (the spec, the dashboard address, the destinations, where the
-   cluster runs) and submits nothing on bad input;
+   cluster runs, that each user component's module is found) and submits nothing on bad
+   input; the modules of user components beside the spec travel as the job's ``py_modules``
+   (the driver on the cluster imports and checks them before any trial starts; beside a spec
+   at the working directory's root they travel with it, which Ray puts on every worker's
+   Python path);
 2. resolves the destinations as ``harness run`` would (flag > spec > ``$MLFLOW_TRACKING_URI``
    / ``$HARNESS_STORAGE_PATH`` > default), makes local paths absolute, refuses local ones
    when the dashboard is not on this machine, and passes them to the job's driver as
@@ -24,7 +28,9 @@ import asyncio
 import logging
 import os
 import shlex
+import shutil
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +41,7 @@ from ray.job_submission import JobStatus, JobSubmissionClient
 
 from harness.errors import InputError
 from harness.mlflow_client import TrackingClient, check_tracking_uri, redact_uri, resolve_tracking_uri
+from harness.models.component_names import module_source
 from harness.studies.cluster.connect import resolve_storage, shared_storage_declared
 from harness.studies.cluster.destinations import (
     RAY_JOB_TAG,
@@ -46,7 +53,8 @@ from harness.studies.cluster.destinations import (
 )
 from harness.studies.cluster.ray_auth import enable_token_auth_if_available
 from harness.studies.record.recorder import run_ui_url
-from harness.studies.spec.study_spec import StudySpec, load_spec
+from harness.studies.spec.components import user_variants
+from harness.studies.spec.study_spec import StudySpec, load_spec, spec_folder
 from harness.studies.storage import check_storage
 
 #: Settings of the client's shell that the job needs and would not inherit (sent as the
@@ -89,6 +97,10 @@ class Submission:
     storage: str
     resume: bool = False
     env_vars: dict[str, str] = field(default_factory=dict)
+    # The user's component modules found beside a spec below the working directory (files or
+    # package folders), shipped as the job's py_modules (:func:`stage_py_modules`): on the
+    # Python path of the driver and of every trial, on every node.
+    py_modules: tuple[Path, ...] = ()
 
     def driver_args(self) -> list[str]:
         args = ["harness", "run", self.spec_path, "--tracking-uri", self.tracking_uri, "--storage-path", self.storage]
@@ -103,7 +115,10 @@ class Submission:
         for local in (tracking_local_path(self.tracking_uri), storage_local_path(self.storage)):
             if local is not None and self.working_dir in local.parents:  # a local cluster's results
                 excludes.append("/" + local.relative_to(self.working_dir).as_posix())
-        return {"working_dir": str(self.working_dir), "excludes": excludes, "env_vars": dict(self.env_vars)}
+        env = {"working_dir": str(self.working_dir), "excludes": excludes, "env_vars": dict(self.env_vars)}
+        if self.py_modules:
+            env["py_modules"] = [str(path) for path in self.py_modules]
+        return env
 
     def resume_command(self) -> str:
         """``harness submit ... --resume`` with every destination spelled out (the password
@@ -172,7 +187,41 @@ def plan_submission(
     if storage_local_path(storage) is not None:
         check_storage(storage)  # remote storage is the cluster's to reach (its credentials, not ours)
     env_vars = {name: os.environ[name] for name in FORWARDED_ENV if os.environ.get(name)}
-    return Submission(spec, spec_rel, workdir, dashboard, uri, storage, resume=resume, env_vars=env_vars)
+    modules = component_modules(spec, spec_folder(spec_path), workdir)
+    return Submission(
+        spec, spec_rel, workdir, dashboard, uri, storage, resume=resume, env_vars=env_vars, py_modules=modules
+    )
+
+
+def component_modules(spec: StudySpec, spec_dir: str, working_dir: Path) -> tuple[Path, ...]:
+    """The modules of the user components the spec's variants name that lie beside the spec
+    (:func:`~harness.models.components.module_source`; InputError for one found nowhere), when
+    the spec lies below the working directory. Beside a spec at the working directory's root
+    they travel with it already: Ray puts the job's working directory on every worker's Python
+    path. The driver on the cluster imports and checks them before any trial starts."""
+    found = [
+        module_source(name, spec_dir) for variant in user_variants(spec) for name in variant.user_components.values()
+    ]
+    if Path(spec_dir) == working_dir:
+        return ()
+    return tuple(dict.fromkeys(path for path in found if path is not None))
+
+
+def stage_py_modules(modules: tuple[Path, ...], staging: Path) -> list[str]:
+    """The job's ``py_modules`` entries: a package folder as it is; a single-file module
+    ``m.py`` as a package ``m/__init__.py`` of the same source in ``staging`` (Ray 2.60's job
+    client uploads folders only: a ``.py`` entry is refused as "must be an existing directory");
+    ``import m`` finds either on every node."""
+    entries = []
+    for path in modules:
+        if path.is_dir():
+            entries.append(str(path))
+            continue
+        package = staging / path.stem
+        package.mkdir()
+        shutil.copy2(path, package / "__init__.py")
+        entries.append(str(package))
+    return entries
 
 
 # -- the job ----------------------------------------------------------------------------------
@@ -236,14 +285,19 @@ def connect_where_it_runs(submission: Submission) -> JobSubmissionClient:
 
 
 def submit_job(client: JobSubmissionClient, submission: Submission) -> str:
-    try:
-        return client.submit_job(
-            entrypoint=submission.entrypoint,
-            runtime_env=submission.runtime_env(),
-            metadata={"harness.study": submission.spec.name, "harness.spec": submission.spec_path},
-        )
-    except Exception as exc:  # noqa: BLE001 - a working directory too large, a refused request ...
-        raise InputError(f"the Ray dashboard at {submission.dashboard} refused the job: {exc}") from None
+    """Send the job (its files are uploaded here, before this returns)."""
+    with tempfile.TemporaryDirectory(prefix="harness-py-modules-") as staging:
+        runtime_env = submission.runtime_env()
+        if submission.py_modules:
+            runtime_env["py_modules"] = stage_py_modules(submission.py_modules, Path(staging))
+        try:
+            return client.submit_job(
+                entrypoint=submission.entrypoint,
+                runtime_env=runtime_env,
+                metadata={"harness.study": submission.spec.name, "harness.spec": submission.spec_path},
+            )
+        except Exception as exc:  # noqa: BLE001 - a working directory too large, a refused request ...
+            raise InputError(f"the Ray dashboard at {submission.dashboard} refused the job: {exc}") from None
 
 
 async def _tail(client: JobSubmissionClient, job_id: str, out: TextIO) -> None:

@@ -62,9 +62,15 @@ def train_command(
         "--resume",
         help="Checkpoint (.ckpt or a run's checkpoint folder) to continue; other options default to its config.",
     ),
-    position: str | None = typer.Option(None, "--position", help="Inline variant: positional encoding."),
-    gate: str | None = typer.Option(None, "--gate", help="Inline variant: key gate ('none' for no gate)."),
-    scoring: str | None = typer.Option(None, "--scoring", help="Inline variant: scoring (dot, lagged)."),
+    position: str | None = typer.Option(
+        None, "--position", help="Inline variant: positional encoding (a zoo name or package.module:Class)."
+    ),
+    gate: str | None = typer.Option(
+        None, "--gate", help="Inline variant: key gate ('none' for no gate; a zoo name or package.module:Class)."
+    ),
+    scoring: str | None = typer.Option(
+        None, "--scoring", help="Inline variant: scoring (dot, lagged, or package.module:Class)."
+    ),
     tau_init: float | None = typer.Option(None, "--tau-init", help="Initial gate threshold tau (gated variants)."),
     checkpoint_dir: Path | None = typer.Option(
         None, "--checkpoint-dir", help="Checkpoint folder. (default: ./checkpoints/<run>)"
@@ -97,6 +103,8 @@ def train_command(
         "tau_init": tau_init,
         "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir else None,
         "num_threads": num_threads,
+        # A user's component (package.module:Class) is found on the Python path, else here.
+        "component_dir": str(Path.cwd()) if _names_user_component(position, gate, scoring) else None,
     }
     from harness.training.run import (
         as_train_config,
@@ -122,6 +130,15 @@ def train_command(
     # the harness (harness.mlflow_client.QUIET_CALLS); the summary below names the run.
     result = train(config, resume_from=resume, progress_bar=True)
     _print_summary(result)
+
+
+def _names_user_component(position: str | None, gate: str | None, scoring: str | None) -> bool:
+    """Whether a slot names a component the zoo does not have (harness.models.components)."""
+    from harness.models.component_names import is_user_component
+    from harness.models.variants import GATES, POSITIONS, SCORINGS
+
+    given = ((position, POSITIONS), (gate, GATES), (scoring, SCORINGS))
+    return any(name is not None and name not in zoo and is_user_component(name) for name, zoo in given)
 
 
 def _shape_fields(base: Any, *, n_layer: int | None, n_head: int | None, d_model: int | None) -> dict[str, Any]:

@@ -41,7 +41,9 @@ class TrainConfig(BaseModel):
 
     ``variant`` is a registry name (``harness.models.VARIANTS``) or, when any of
     ``position``/``gate``/``scoring`` is given, the label of an inline combination of
-    those components (e.g. ``variant="rope-ega", position="rope", gate="ega"``).
+    those components (e.g. ``variant="rope-ega", position="rope", gate="ega"``); a slot may
+    name a user's component by its import path (``gate="forget_gate:ForgetGate"``), found on
+    the Python path, else in ``component_dir``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -100,6 +102,10 @@ class TrainConfig(BaseModel):
     tracking_uri: Annotated[str | None, MAY_CHANGE_ON_RESUME] = None
     experiment: Annotated[str, MAY_CHANGE_ON_RESUME] = "harness"
     data_dir: Annotated[str | None, MAY_CHANGE_ON_RESUME] = None
+    # The folder searched for a user component's module after the Python path (a study: its
+    # spec's folder, absolute; harness.models.components). Where the code is found, not what
+    # it is: the component's import path (position / gate / scoring) is in the contract.
+    component_dir: Annotated[str | None, MAY_CHANGE_ON_RESUME] = None
 
     @model_validator(mode="before")
     @classmethod

@@ -102,6 +102,7 @@ def build_char_model(config: TrainConfig, vocab_size: int) -> CharTransformer:
         block_size=config.context_length,
         dropout=config.dropout,
         attention_dropout=config.attention_dropout,
+        component_dir=config.component_dir,
         **overrides,
     )
 
@@ -152,7 +153,9 @@ class CharLMModule(LightningModule):
         self.config = config
         self.vocab_size = vocab_size
         self.model = model
-        self.has_gate = bool(getattr(model.variant, "has_key_gate", False))
+        # Gate readings (open fraction, content precision, energy direction) exist for sigmoid key
+        # gates only (harness.models.KeyGate); a user's plain per-key bias has none.
+        self.has_gate = bool(model.key_gates()) if hasattr(model, "key_gates") else False
         self.best_val_loss = math.inf
         self.mlflow_run_id: str | None = None
         self.eval_metrics: dict[str, float] = {}

@@ -107,3 +107,35 @@ def test_bench_attention_rejects_unknown_family(tmp_path):
     )
     assert result.exit_code != 0 and "unknown attention family 'nonsense'" in str(result.exception)
     assert not (tmp_path / "a.json").exists()
+
+
+def test_zoo_check_passes_a_gate_from_the_working_directory_and_refuses_a_leaky_one(tmp_path):
+    """`harness zoo check module:Class` in the folder of the user's module (not on PYTHONPATH):
+    every check named, exit 0; the leaky one is refused with exit 2 naming the first position that
+    leaks; one that cannot be imported is refused with the reason."""
+    from components_support import GOOD_GATE, LEAKY_GATE, write_module
+    from harness_support import run_harness
+
+    good, leaky = write_module(tmp_path, "gates", GOOD_GATE), write_module(tmp_path, "gates", LEAKY_GATE)
+    out = run_harness("zoo", "check", f"{good}:GoodGate", "--length", "24", "--no-graphs", cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"gate: {good}:GoodGate (class {good}.GoodGate, {tmp_path / good}.py)" in out.stdout
+    for check in (
+        "causal            pass",
+        "finite outputs    pass",
+        "finite gradients  pass",
+        "parameters        note",
+    ):
+        assert check in out.stdout
+    assert "+264 against baseline" in out.stdout  # 2 layers x 2 heads x (d + 2), d = 64
+
+    out = run_harness("zoo", "check", f"{leaky}:LeakyGate", "--length", "24", "--no-graphs", cwd=tmp_path, timeout=300)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert (
+        "causal            FAIL  reads the future: changing the token at position 2 moved the output at position 1"
+        in (out.stdout)
+    )
+    assert "error: variant 'LeakyGate'" in out.stderr and "fails its check before training" in out.stderr
+
+    out = run_harness("zoo", "check", "no_such_module_here:Gate", cwd=tmp_path, timeout=120)
+    assert out.returncode == 2 and "no module named 'no_such_module_here' on the Python path or in" in out.stderr

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from harness.models import VARIANTS, build_model, make_variant
+from harness.models.checks import causality_probe
 
 # Combinations the registry lacks, to check that components compose causally in any order.
 EXTRA_COMBINATIONS = [
@@ -37,23 +38,35 @@ def _perturbed_model(variant, T: int, V: int):
 
 @pytest.mark.parametrize("variant", ALL, ids=lambda v: v.name)
 def test_perturbing_token_t_leaves_earlier_logits_unchanged(variant):
+    """The probe every study runs before it trains (harness.models.checks), on every variant:
+    no output before t moves when the token at t changes, and every change reaches its own t."""
     T, V = 150, 13  # > 64 queries: relative MOPE's chunked fold is covered too
     model = _perturbed_model(variant, T, V)
-    idx = torch.randint(0, V, (2, T))
+    result = causality_probe(model, vocab_size=V, length=T, positions=(0, 5, 17, 70, T - 1))
+    assert result.causal, f"{variant.name}: {result.describe()}"
+    assert result.unseen == (), f"{variant.name}: the change at {result.unseen} did not reach its own position"
+
+
+def test_the_probe_finds_the_first_position_a_leak_reaches_against_a_naive_scan():
+    """Oracle: a loop changing one token at a time (the zoo's earlier test) on the leaky diagnostic;
+    the probe's first leak is the first token whose change moves an earlier logit, and the
+    earliest logit it moves."""
+    T, V = 24, 13
+    model = _perturbed_model(VARIANTS["ega-leaky"], T, V)
+    result = causality_probe(model, vocab_size=V, length=T, seed=3)
+    idx = torch.randint(0, V, (T,), generator=torch.Generator().manual_seed(3))
+    expected = None
     with torch.no_grad():
-        base = model(idx)
-        for t in (0, 5, 17, 70, T - 1):
+        base = model(idx[None])[0]
+        for t in range(T):
             changed = idx.clone()
-            changed[:, t] = (changed[:, t] + 1 + torch.arange(2)) % V
-            out = model(changed)
-            torch.testing.assert_close(
-                out[:, :t],
-                base[:, :t],
-                rtol=0,
-                atol=1e-6,
-                msg=lambda m, t=t: f"{variant.name}: token {t} leaked into earlier logits: {m}",
-            )
-            assert (out[:, t] - base[:, t]).abs().max() > 1e-4  # the perturbation does reach position t
+            changed[t] = (changed[t] + 1) % V
+            moved = (model(changed[None])[0][:t] - base[:t]).abs().amax(-1) > 1e-6  # (t,)
+            if bool(moved.any()):
+                expected = (t, int(torch.nonzero(moved)[0]))
+                break
+    assert expected is not None and (result.first_leak.token, result.first_leak.position) == expected
+    assert not result.causal and len(result.leaks) >= T - 3
 
 
 @pytest.mark.parametrize("variant", DIAGNOSTICS, ids=lambda v: v.name)

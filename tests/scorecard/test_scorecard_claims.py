@@ -4,6 +4,7 @@ a bad entry is refused naming it (and ``harness scorecard --claims`` exits 2 on 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -115,18 +116,31 @@ def _raw() -> dict:
     return yaml.safe_load(text)
 
 
-def test_an_unknown_variant_is_refused_naming_it(tmp_path: Path, capsys) -> None:
+def test_an_unknown_variant_is_refused_naming_it_in_the_papers_claims() -> None:
+    """The papers' claims name zoo variants; a user's own file names its studies' variants."""
     data = _raw()
     data["claims"][0]["measures"][0]["a"] = "ega-typo"
     with pytest.raises(InputError, match=r"claims\[0\] \(superadditivity\)\.measures\[0\]: variant 'ega-typo'"):
-        parse_claims(data)
+        parse_claims(data, papers_claims=True)
+    assert parse_claims(data).claims[0].measures[0].a == "ega-typo"
+
+
+def test_a_users_claims_file_needs_no_core_ids_and_its_errors_name_the_line(tmp_path: Path, capsys) -> None:
+    data = _raw()
+    mine = {**data, "claims": [{**data["claims"][3], "id": "my-gain"}, {**data["claims"][0], "kind": "vibes"}]}
     path = tmp_path / "claims.yaml"
-    path.write_text(yaml.safe_dump(data))
+    path.write_text(yaml.safe_dump(mine, sort_keys=False))
     from harness.cli import main
 
     with pytest.raises(SystemExit) as exit_info:
         main(["scorecard", "--claims", str(path), "--from", str(tmp_path), "--no-log"])
-    assert exit_info.value.code == 2 and "ega-typo" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if "kind: vibes" in text)
+    (start,) = re.findall(r"claims\[1\] \(line (\d+)\)", err)
+    assert exit_info.value.code == 2 and "kind 'vibes'" in err and int(start) < line, err
+    mine["claims"].pop()
+    path.write_text(yaml.safe_dump(mine, sort_keys=False))
+    assert [c.id for c in load_claims(path).claims] == ["my-gain"]
 
 
 @pytest.mark.parametrize(
@@ -148,4 +162,4 @@ def test_a_bad_entry_is_refused(change, message: str) -> None:
     data = _raw()
     change(data)
     with pytest.raises(InputError, match=message):
-        parse_claims(data)
+        parse_claims(data, papers_claims=True)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from components_support import GOOD_GATE, write_module
 from harness_support import (
     LocalCluster,
     cli_env,
@@ -213,6 +214,30 @@ def test_submit_records_at_the_asked_destinations(
     assert (study_dir / "results.parquet").is_file()
     assert parent.data.tags["harness.study_dir"] == str(study_dir)
     assert _outputs_in_ray_temp(cluster) == []
+
+
+def test_submit_ships_a_user_component_beside_the_spec(
+    cluster: LocalCluster, tmp_path: Path, tiny: dict, shared_data_dir: Path
+) -> None:
+    """A gate in a module beside the spec (not installed, not on any PYTHONPATH): `harness
+    submit` sends it as the job's py_modules, the driver on the cluster imports it from there and
+    checks it before any trial, every trial trains it, and MLflow records it by its import path."""
+    workdir = tmp_path / "job"  # the working directory; the spec and the module in a folder below it
+    module = write_module(workdir / "study", "gates", GOOD_GATE)
+    variants = ["baseline", {"name": "good", "gate": f"{module}:GoodGate"}]
+    _spec(workdir / "study", tiny, name="own", variants=variants)
+    uri, storage = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "results"
+    flags = ["--address", cluster.dashboard, "--tracking-uri", uri, "--storage-path", str(storage)]
+    env = _client_env(cluster)
+    out = run_harness("submit", "study/spec.yaml", *flags, cwd=workdir, env=env, timeout=JOB_TIMEOUT)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    (found,) = [line for line in out.stdout.splitlines() if f"good: gate {module}:GoodGate (class" in line]
+    assert "py_modules_files" in found and str(workdir) not in found  # the shipped copy, on the cluster's side
+    assert "good: causal over 32 tokens at nano, finite outputs and gradients" in out.stdout
+    parents, children = _study_runs(uri, "own")
+    good = [c for c in children if c.data.tags["variant"] == "good"]
+    assert len(good) == 1 and good[0].info.status == "FINISHED"
+    assert good[0].data.params["gate"] == good[0].data.tags["gate"] == f"{module}:GoodGate"
 
 
 def test_submit_no_wait_then_logs_then_resume(

@@ -16,6 +16,10 @@ directories and the MLflow child runs, and a resumed study finds its trials by t
 
 A custom size sets the trial's ``size`` to its name and ``n_layer``, ``n_head``,
 ``d_model`` to its shape, so the shape is in the trial's config, its MLflow params and its id.
+
+A variant naming a user's component (``gate: "forget_gate:ForgetGate"``) keeps that import path
+in its trial's config, tags and params; its trials also get ``component_dir``, the spec's
+folder, where the trial looks for the module after the Python path.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.models.variants import VARIANTS, GateName, PositionName, ScoringName
+from harness.models.variants import GATES, POSITIONS, SCORINGS, VARIANTS
 from harness.studies.spec.study_spec import StudySpec
 from harness.training.config import TrainConfig
 
@@ -34,9 +38,9 @@ class Trial:
 
     trial_id: str
     config: TrainConfig
-    position: PositionName
-    gate: GateName
-    scoring: ScoringName
+    position: str  # a zoo name or a user component's import path (as the spec names it)
+    gate: str
+    scoring: str
 
     def tags(self) -> dict[str, str]:
         """The factors of the trial as MLflow tags (docs/contracts.md: one tag per factor)."""
@@ -85,7 +89,17 @@ def resolve_components(spec: StudySpec) -> dict[str, tuple[str, str, str]]:
     return out
 
 
-def expand_grid(spec: StudySpec, *, components: dict[str, tuple[str, str, str]] | None = None) -> list[Trial]:
+def names_user_component(components: tuple[str, str, str]) -> bool:
+    """Whether (position, gate, scoring) names a component the zoo does not have."""
+    return any(name not in zoo for name, zoo in zip(components, (POSITIONS, GATES, SCORINGS), strict=True))
+
+
+def expand_grid(
+    spec: StudySpec,
+    *,
+    components: dict[str, tuple[str, str, str]] | None = None,
+    component_dir: str | None = None,
+) -> list[Trial]:
     """Every trial of the study, seed-major (see module docstring).
 
     Parameters
@@ -95,6 +109,9 @@ def expand_grid(spec: StudySpec, *, components: dict[str, tuple[str, str, str]] 
     components : mapping variant -> (position, gate, scoring), optional
         The slots of each variant; by default looked up in ``harness.models.VARIANTS``
         (inline variants carry their own).
+    component_dir : str, optional
+        The spec's folder: it goes to the trials of the variants naming a user component
+        (where they look for its module after the Python path).
 
     Returns
     -------
@@ -132,6 +149,8 @@ def expand_grid(spec: StudySpec, *, components: dict[str, tuple[str, str, str]] 
                             if variant in inline:
                                 v = inline[variant]
                                 fields.update(position=v.position, gate=v.gate, scoring=v.scoring)
+                            if component_dir is not None and names_user_component(components[variant]):
+                                fields["component_dir"] = component_dir
                             position, gate, scoring = components[variant]
                             trials.append(
                                 Trial(

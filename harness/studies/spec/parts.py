@@ -51,6 +51,7 @@ RUNNER_FIELDS: dict[str, str] = {
     "tracking_uri": "tracking.uri or --tracking-uri",
     "experiment": "tracking.experiment",
     "checkpoint_dir": "the study's storage (Ray Tune keeps the checkpoints)",
+    "component_dir": "the spec's folder (where a user component's module is looked for after the Python path)",
 }
 
 
@@ -79,10 +80,13 @@ class StrictModel(BaseModel):
 
 
 class InlineVariant(StrictModel):
-    """A combination of components the registry has no name for (e.g. rope + ega)."""
+    """A combination of components the registry has no name for (e.g. rope + ega), or a user's
+    component in a slot (``{name: fox, position: none, gate: "forget_gate:ForgetGate"}``: an
+    import path, found on the Python path, else beside the spec). The slots not given are the
+    baseline's: sinusoidal positions, no gate, dot-product scoring."""
 
     name: str = Field(pattern=NAME_PATTERN)
-    position: str
+    position: str = "sinusoidal"
     gate: str = "none"
     scoring: str = "dot"
 

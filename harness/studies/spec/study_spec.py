@@ -7,6 +7,8 @@ trial, the resources each trial gets, and the settings of the analysis at the en
     name: smoke
     datasets: [tinyshakespeare]
     variants: [baseline, ega, mope, ega-mope, {name: rope-ega, position: rope, gate: ega}]
+    # a user's component by its import path, found on the Python path, else beside this spec:
+    #   {name: fox, position: none, gate: "forget_gate:ForgetGate"}   (slots not given: the baseline's)
     seeds: 2                      # a count (0..n-1), an explicit list, or {min: 3, max: 20, batch: 2}
     sizes: [nano, {name: w128, n_layer: 4, n_head: 4, d_model: 128}]   # presets or custom shapes
     context_lengths: [128]
@@ -473,12 +475,20 @@ def load_spec(path: str | Path, *, check: bool = True) -> StudySpec:
     text = read_spec_text(path)
     spec = parse_spec(text, source=str(path))
     if check:
-        check_registries(spec, source=str(path))
+        check_registries(spec, source=str(path), component_dir=spec_folder(path))
     return spec
 
 
-def check_registries(spec: StudySpec, *, source: str = "<spec>") -> None:
-    """Names against the model zoo and the dataset registry; context lengths against sizes.
+def spec_folder(path: str | Path) -> str:
+    """The absolute folder of a spec file: where a user component's module is looked for after
+    the Python path (every trial gets it, resolved here, on the driver)."""
+    return str(Path(path).expanduser().resolve().parent)
+
+
+def check_registries(spec: StudySpec, *, source: str = "<spec>", component_dir: str | None = None) -> None:
+    """Names against the model zoo and the dataset registry (a user component by the form of
+    its name: it is imported and checked before the study starts, in
+    :mod:`harness.studies.spec.components`); context lengths against sizes.
 
     Raises one InputError listing every problem (so a user fixes a spec in one go)."""
 
@@ -535,7 +545,7 @@ def check_registries(spec: StudySpec, *, source: str = "<spec>") -> None:
                 "drop them or choose a size that allows them"
             )
     if not problems:
-        problems += _shape_problems(spec)
+        problems += _shape_problems(spec, component_dir)
     if problems:
         raise InputError(f"invalid study spec {source}:\n" + "\n".join(f"  {p}" for p in problems))
 
@@ -554,7 +564,7 @@ def _diagnostic_problems(spec: StudySpec) -> list[str]:
     ]
 
 
-def _shape_problems(spec: StudySpec) -> list[str]:
+def _shape_problems(spec: StudySpec, component_dir: str | None = None) -> list[str]:
     """Each custom shape against the components of each variant: one layer of that width and
     heads is built and run on a few tokens (on CPU; a layer's shape rules are those of the
     model), so whatever a component needs of the shape (an even width, an even head
@@ -580,10 +590,10 @@ def _shape_problems(spec: StudySpec) -> list[str]:
         one_layer = custom_size(1, size.n_head, size.d_model)
         for variant in variants:
             try:
-                model = build_model(variant, size=one_layer, vocab_size=2, block_size=T)
+                model = build_model(variant, size=one_layer, vocab_size=2, block_size=T, component_dir=component_dir)
                 with torch.no_grad():
                     model(torch.zeros(1, T, dtype=torch.long))
-            except (ValueError, RuntimeError) as exc:
+            except (ValueError, RuntimeError) as exc:  # InputError included: a user component's reason
                 problems.append(f"sizes[{i}] ({size.name}, {size.shape}) with variant {variant.name!r}: {exc}")
     return problems
 

@@ -1,0 +1,105 @@
+"""User components for the tests, as source text: each test writes the modules it needs into its
+own temporary folder under a name of its own (``module_name``), so that no two tests share a
+module that Python has cached, and no folder of theirs is on the Python path."""
+
+from __future__ import annotations
+
+import itertools
+import textwrap
+from pathlib import Path
+
+_counter = itertools.count()
+
+#: A gate written against KeyGate: the EGA-1 energy of the key, z-normalised causally by the base class.
+GOOD_GATE = """
+import torch
+from torch import nn
+from harness.models import KeyGate
+
+
+class GoodGate(KeyGate):
+    def __init__(self, d_model, n_head, **gate_init):
+        super().__init__(n_head, **gate_init)
+        self.weight = nn.Parameter(0.02 * torch.randn(n_head, d_model))
+
+    def signal(self, x, k):
+        return torch.einsum("btd,hd->bht", x, self.weight)
+"""
+
+#: The same energy normalised over the whole sequence: key j's gate reads every later token.
+LEAKY_GATE = """
+import torch
+from torch import nn
+from harness.models import KeyGate
+
+
+class LeakyGate(KeyGate):
+    def __init__(self, d_model, n_head):
+        super().__init__(n_head)
+        self.weight = nn.Parameter(0.02 * torch.randn(n_head, d_model))
+
+    def signal(self, x, k):
+        return torch.einsum("btd,hd->bht", x, self.weight)
+
+    @staticmethod
+    def normalise(s):
+        return (s - s.mean(-1, keepdim=True)) / (s.std(-1, keepdim=True) + 1e-5)
+"""
+
+#: Scorings: keys mixed with the previous key (causal), or with the next one (reads the future).
+SCORINGS = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+from harness.models import Scoring
+
+
+class PreviousKey(Scoring):
+    def __init__(self, n_head):
+        super().__init__()
+        self.mix = nn.Parameter(torch.full((n_head, 1, 1), 0.5))
+
+    def forward(self, k):
+        previous = F.pad(k[..., :-1, :], (0, 0, 1, 0))  # k_{j-1}
+        return k + self.mix * previous
+
+
+class NextKey(Scoring):
+    def __init__(self, n_head):
+        super().__init__()
+        self.mix = nn.Parameter(torch.full((n_head, 1, 1), 0.5))
+
+    def forward(self, k):
+        following = F.pad(k[..., 1:, :], (0, 0, 0, 1))  # k_{j+1}: the future
+        return k + self.mix * following
+"""
+
+#: A position: a learned bias per position added to the embeddings, from keyword arguments.
+POSITION = """
+import torch
+from torch import nn
+from harness.models import PositionalEncoding
+
+
+class Ramp(PositionalEncoding):
+    def __init__(self, *, d_model, block_size, **others):
+        super().__init__()
+        self.seen = dict(d_model=d_model, block_size=block_size, **others)
+        self.slope = nn.Parameter(torch.zeros(d_model))
+
+    def embedding(self, T, device):
+        return torch.arange(T, device=device, dtype=torch.float32)[:, None] / T * self.slope
+"""
+
+
+def module_name(stem: str) -> str:
+    """A module name no other test uses (Python caches imported modules by name)."""
+    return f"{stem}_{next(_counter)}_{id(_counter) % 10_000}"
+
+
+def write_module(folder: Path, stem: str, source: str) -> str:
+    """``source`` as ``<folder>/<unique name>.py``; returns the module's name."""
+    name = module_name(stem)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.py").write_text(textwrap.dedent(source))
+    return name
