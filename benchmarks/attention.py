@@ -13,8 +13,8 @@ import sys
 
 import typer
 
+from harness.bench.cli import bench_attention
 from harness.errors import InputError
-from harness.models.cli import bench_attention
 
 if __name__ == "__main__":
     try:

@@ -1,4 +1,4 @@
-"""A fault campaign (see harness/bench/chaos.py): a real study run once without faults
+"""A fault campaign (see harness/bench/chaos/): a real study run once without faults
 (the twin), then under seeded schedules of faults (trial processes, the driver, the
 MLflow server and a Ray node killed or stopped at drawn moments), each compared with the
 twin bit for bit. Same as `harness bench chaos`.
@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.bench.chaos import main
+from harness.bench.chaos.campaign import main
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

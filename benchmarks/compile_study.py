@@ -18,16 +18,14 @@ Prints a table and writes ``benchmarks/results/compile_study.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from harness.bench.machine import write_result
 from harness.bench.study_overhead import run_study_cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -115,15 +113,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 print(f"{study:<10}{arm:<15}{row['wall_s']:>9.0f}{ratio:>9}{load:>12}  {status}", flush=True)
     payload = {
         "benchmark": "compile_study",
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": f"{platform.machine()} {os.cpu_count()} CPUs",
         "rows": rows,
     }
-    out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(payload, indent=2) + "\n")
-    print(f"load: 1-minute load average before-after each run; wrote {out}")
-    return payload
+    written = write_result(args.output, payload)
+    print(f"load: 1-minute load average before-after each run; wrote {args.output}")
+    return written
 
 
 if __name__ == "__main__":

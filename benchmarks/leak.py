@@ -23,7 +23,7 @@ from pathlib import Path
 import polars as pl
 
 from harness.analysis.contrasts import main_effect
-from harness.bench.attention import machine_info, write_json
+from harness.bench.machine import write_result
 from harness.training import TrainConfig, train
 
 RESULTS = Path(__file__).resolve().parent / "results" / "leak.json"
@@ -109,14 +109,13 @@ def main() -> None:
     print(
         f"faked gain: {gain.estimate:+.4f} nats, 95 % t-interval {interval} over {gain.n_seeds} seeds; {gain.verdict}"
     )
-    write_json(
+    write_result(
         args.output,
         {
             "benchmark": "leak",
             "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "runs": rows,
             "faked_gain": gain.to_row(),
-            "machine": machine_info(),
         },
     )
     print(f"wrote {args.output}")

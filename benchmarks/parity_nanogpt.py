@@ -320,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reuse", action="store_true", help="take finished runs from the .jsonl instead of rerunning")
     parser.add_argument("--output", type=Path, default=RESULTS / "parity_nanogpt.json")
     args = parser.parse_args(argv)
-    from harness.bench.attention import write_json
+    from harness.bench.machine import write_result
 
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     unknown = [a for a in arms if a not in ARMS]
@@ -353,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
     table = summarise(rows)
     print_table(table)
-    write_json(args.output, {"recipe": RECIPE, "rows": rows, "table": table})
+    write_result(args.output, {"recipe": RECIPE, "rows": rows, "table": table})
     print(f"JSON: {args.output}")
     return 0
 

@@ -12,11 +12,10 @@ about 3 minutes on an A100.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import tempfile
 from pathlib import Path
 
+from harness.bench.machine import write_result
 from harness.training import TrainConfig, train
 
 RESULTS = Path(__file__).resolve().parent / "results" / "train_paper.json"
@@ -70,11 +69,7 @@ def main() -> None:
                 f"{result.final_train_loss:.4f}",
                 flush=True,
             )
-    device = (
-        torch.cuda.get_device_name()
-        if torch.cuda.is_available() and args.accelerator != "cpu"
-        else platform.processor()
-    )
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() and args.accelerator != "cpu" else "cpu"
     payload = {
         "benchmark": "train_paper",
         "size": args.size,
@@ -82,8 +77,7 @@ def main() -> None:
         "device": device,
         "runs": rows,
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(payload, indent=2) + "\n")
+    write_result(args.output, payload)
     print(f"wrote {args.output}")
 
 

@@ -157,7 +157,9 @@ class AnalysisSettings:
     the table holds the four factorial variants). ``smallest_effect`` (in units of
     ``metric``, nats for a loss) is the smallest effect worth detecting: "seeds needed"
     is computed at it. ``seed`` drives every resampling (bootstrap, permutation), so a
-    report is reproducible.
+    report is reproducible; each section of the study report draws from a generator of its
+    own, seeded from ``seed`` and the section's name, so that adding a section leaves the
+    others' draws as they were.
     """
 
     base: str = "baseline"

@@ -37,13 +37,11 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from harness.errors import InputError
@@ -367,27 +365,6 @@ def run_train_step_benchmark(
             if progress is not None:
                 progress(result)
     return results
-
-
-def machine_info() -> dict[str, Any]:
-    import torch
-
-    return {
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
-    }
-
-
-def write_json(path: Path, payload: dict[str, Any]) -> None:
-    """Write atomically (temporary file + rename): never a half-written result."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2))
-    tmp.replace(path)
 
 
 if __name__ == "__main__":  # memory worker: python -m harness.bench.attention '<json case spec>'

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from harness.bench.machine import write_result
 from harness.datasets.cli import text_table
 from harness.errors import InputError
 
@@ -164,11 +164,10 @@ def bench_attention(
             "peak_rss_mb": "peak RSS increase (VmHWM reset, minus VmRSS before) during a forward+backward after one "
             "warm-up pass, in a fresh process with MALLOC_MMAP_THRESHOLD_=65536",
         },
-        "machine": bm.machine_info(),
         "attention": [asdict(r) for r in results],
         "train_step": [asdict(r) for r in train_results],
     }
-    bm.write_json(output, payload)
+    write_result(output, payload)
     console.print(f"wrote {output}")
 
 
@@ -181,7 +180,7 @@ def bench_chaos(
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("benchmarks/results/chaos.json"),
 ) -> None:
     """Fault campaign: the study under seeded kills and outages, compared bit for bit with an unfaulted twin."""
-    from harness.bench.chaos import main
+    from harness.bench.chaos.campaign import main
 
     result = main(schedules=schedules, seed=seed, replay=replay, out=out)
     raise typer.Exit(1 if result["failing_seeds"] else 0)
@@ -231,8 +230,7 @@ def bench_data_load(
         for r in results
     ]
     typer.echo(text_table(rows, ("dataset", "tokens", "first load ms", "second load ms", "warm best ms", "memmap")))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"benchmark": "data_load", "results": results}, indent=2) + "\n")
+    write_result(out, {"benchmark": "data_load", "results": results})
     typer.echo(f"wrote {out}")
 
 

@@ -30,7 +30,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -40,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.bench.machine import write_result
 from harness.training.config import TrainConfig
 
 _REPO = Path(__file__).resolve().parents[2]
@@ -330,18 +330,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     payload = {
         "benchmark": "compile_cost",
         "settings": {k: v for k, v in vars(a).items() if k not in ("probe", "variant", "shape", "cache", "output")},
-        "machine": f"{platform.machine()} {os.cpu_count()} CPUs, torch {_torch_version()}",
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "load_average_before": load_before,
+        "load_average_before": load_before,  # the machine record holds the one after
         **measure(a),
-        "load_average_after": os.getloadavg(),
     }
-    print(f"load average before {load_before[0]:.2f}, after {payload['load_average_after'][0]:.2f} (1 min)")
-    out = Path(a.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(payload, indent=2) + "\n")
-    print(f"wrote {out}")
-    return payload
+    written = write_result(a.output, payload)
+    print(f"load average before {load_before[0]:.2f}, after {written['machine']['load_average'][0]:.2f} (1 min)")
+    print(f"wrote {a.output}")
+    return written
 
 
 def _torch_version() -> str:

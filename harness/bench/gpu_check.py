@@ -146,7 +146,7 @@ def _fmt(value: Any) -> str:
 def run_check(settings: Settings, output: Path, constants: Path, names: list[str], cache: Path) -> bool:
     """The phases in one shared compile cache, the table, the JSON record and the measured
     constants; True when every phase passed within the budget."""
-    from harness.bench.attention import machine_info, write_json
+    from harness.bench.machine import write_result
     from harness.training.compile import shared_cache
 
     started = time.perf_counter()
@@ -159,17 +159,15 @@ def run_check(settings: Settings, output: Path, constants: Path, names: list[str
     if over:
         print(f"FAILED: the check took {total:.0f} s, over its budget of {settings.budget_s:.0f} s")
     ok = all(p.ok for p in phases) and not over and len(phases) == len([n for n in PHASES if n in names])
-    gpu = {"gpu": torch.cuda.get_device_name(), "cuda": torch.version.cuda} if settings.device == "cuda" else {}
     record = {
         "ok": ok,
         "total_s": total,
         "phases_run": names,
         "settings": asdict(settings),
-        "environment": machine_info() | gpu,
         "phases": [asdict(p) for p in phases],
     }
-    write_json(output, record)
-    write_json(constants, measured_constants(phases, settings))
+    write_result(output, record)
+    write_result(constants, measured_constants(phases, settings))
     print(f"JSON: {output}\nmeasured constants: {constants}")
     return ok
 

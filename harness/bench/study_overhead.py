@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from harness.bench.machine import machine_record, write_result
 from harness.studies.spec.grid import expand_grid
 from harness.studies.spec.study_spec import parse_spec
 
@@ -122,8 +122,8 @@ def main(
         "study_cpu_s": study_wall * concurrency,
         "overhead_per_trial_s": (study_wall * concurrency - loop_wall) / n,
         "speedup_wall": loop_wall / study_wall,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg_1m": os.getloadavg()[0]},
     }
+    machine = machine_record()
     rows = [
         ("plain loop, wall (1 thread, one after another)", f"{loop_wall:.1f} s"),
         ("  of which train() calls", f"{train_s:.1f} s ({train_s / n:.1f} s per trial)"),
@@ -134,13 +134,10 @@ def main(
     ]
     width = max(len(r[0]) for r in rows)
     print(
-        f"Study overhead: {n} trials of {steps} steps (nano, T=64, batch 8), load avg "
-        f"{result['machine']['load_avg_1m']:.1f}"
+        f"Study overhead: {n} trials of {steps} steps (nano, T=64, batch 8), load avg {machine['load_average'][0]:.1f}"
     )
     for name, value in rows:
         print(f"  {name:<{width}}  {value}")
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
+    written = write_result(out, result, machine=machine)
     print(f"JSON: {out}")
-    return result
+    return written

@@ -13,9 +13,7 @@ variant is reported (the median is kept in the JSON too).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import platform
 import statistics
 import tempfile
 import time
@@ -24,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from harness.bench.machine import write_result
 from harness.errors import InputError
 from harness.models.sizes import get_size
 from harness.models.transformer import build_model
@@ -278,8 +277,6 @@ def main(
             "steps": steps,
             "rounds": rounds,
             "threads": threads,
-            "torch": torch.__version__,
-            "machine": f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} CPUs".strip(),
             "variants": timings,
         }
         if overhead:
@@ -312,7 +309,6 @@ def main(
             f"(loop overhead {o['loop_overhead_pct']:+.1f} %)"
         )
     out = Path(output) if output else _default_output()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(payload, indent=2) + "\n")
+    written = write_result(out, payload)
     print(f"wrote {out}")
-    return payload
+    return written

@@ -70,7 +70,9 @@ def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
 def search_roots(
     data_dir: str | os.PathLike[str] | None = None, cache_dir: str | os.PathLike[str] | None = None
 ) -> list[tuple[str, Path]]:
-    """The places searched, in order, as ``(label, folder)``."""
+    """The places searched, in order, as ``(label, folder)``, each folder absolute (a relative one
+    as this process's working directory reads it: a message then names the folder really
+    searched) and each once."""
     roots: list[tuple[str, Path]] = []
     if data_dir is not None:
         roots.append(("data_dir", Path(data_dir)))
@@ -78,7 +80,10 @@ def search_roots(
     if env:
         roots.append(("$HARNESS_DATA_DIR", Path(env)))
     roots.append(("cache", cache_root(cache_dir) / "data"))
-    return roots
+    unique: dict[Path, str] = {}
+    for label, folder in roots:
+        unique.setdefault(Path(os.path.abspath(folder.expanduser())), label)
+    return [(label, folder) for folder, label in unique.items()]
 
 
 def _unique(items: list[str]) -> list[str]:

@@ -1,14 +1,18 @@
 """The study report's sections on effects: the study overview, the pooled contrasts (main
 effects and the interaction, the primary hypothesis marked), the sequential design, the
 effects per cell with the forest and interaction plots, the multi-bootstrap over seeds and
-evaluation windows, and the trends with size and context. Each adds a
-:class:`~harness.report.document.Section` (and its tables, figures, headline metrics and
-verdicts) to the report's :class:`~harness.report.parts.Parts`."""
+evaluation windows, and the trends with size and context. Each returns its
+:class:`~harness.report.parts.SectionOutput` (its sections of the document, its tables,
+figures, headline metrics and verdicts), with what a later section reads of it beside
+(:class:`Contrasts`, the effects table); the sequential design returns how it re-reads the
+primary verdict (:class:`SequentialReading`) for :func:`~harness.report.study.build_report` to
+apply, in the open."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,7 +23,13 @@ from harness.analysis.divergence import divergence_method, divergence_table
 from harness.analysis.multibootstrap import multi_bootstrap
 from harness.analysis.planning import seeds_needed
 from harness.analysis.results import cell_columns, diverged_mask, unfinished_mask
-from harness.analysis.results_types import BOOTSTRAP_MIN_SEEDS, AnalysisSettings, ContrastResult, TrendResult
+from harness.analysis.results_types import (
+    BOOTSTRAP_MIN_SEEDS,
+    AnalysisSettings,
+    ConfidenceInterval,
+    ContrastResult,
+    TrendResult,
+)
 from harness.analysis.sequential import (
     CS_ASSUMPTION,
     SequentialSummary,
@@ -31,9 +41,9 @@ from harness.analysis.trends import effect_trend
 from harness.errors import InputError
 from harness.models.variants import DIAGNOSTIC_LABEL, is_diagnostic
 from harness.report.document import Block, Figure, Note, Paragraph
-from harness.report.parts import Parts, StudyLayout, effect_style, frame_table, seeds_text
+from harness.report.parts import SectionDraft, SectionOutput, StudyLayout, effect_style, frame_table, seeds_text
 from harness.report.plots import MAX_FOREST_ROWS, cell_label, forest_plot, interaction_plot, trend_plot
-from harness.report.verdict import Verdict, loss_unit, verdict_of
+from harness.report.verdict import Verdict, VerdictKind, loss_unit, verdict_of
 
 
 def _contrast_headline(prefix: str, res: ContrastResult) -> dict[str, float]:
@@ -55,7 +65,9 @@ def _contrast_headline(prefix: str, res: ContrastResult) -> dict[str, float]:
     return out
 
 
-def overview_section(df: pl.DataFrame, study: StudyLayout, parts: Parts) -> None:
+def overview_section(df: pl.DataFrame, study: StudyLayout) -> SectionOutput:
+    """The study at a glance: trials, variants, seeds, cells, statuses, the unfinished trials."""
+    parts = SectionDraft()
     cells = study.cells
     n_unfinished = int(unfinished_mask(df).sum())
     cell_keys = df.select(cells).unique(maintain_order=True).rows() if cells else []
@@ -79,6 +91,7 @@ def overview_section(df: pl.DataFrame, study: StudyLayout, parts: Parts) -> None
     parts.headline["trials/total"] = float(df.height)
     parts.headline["trials/unfinished"] = float(n_unfinished)
     parts.add("study", "Study", [Paragraph(o) for o in overview])
+    return parts.done()
 
 
 def _components_line(df: pl.DataFrame) -> str | None:
@@ -124,14 +137,27 @@ def _primary_label(settings: AnalysisSettings, study: StudyLayout) -> str | None
     return f"{primary.treatment} vs {primary.control}"
 
 
+@dataclass(frozen=True)
+class Contrasts:
+    """What the pooled contrasts return: the section's output, the contrasts by key (the
+    treatments' names, ``interaction``, ``primary``) and the primary hypothesis's contrast
+    (None: none could be computed), which the sequential design reads."""
+
+    output: SectionOutput
+    results: Mapping[str, ContrastResult]
+    primary: ContrastResult | None
+
+
 def contrasts_section(
-    df: pl.DataFrame, settings: AnalysisSettings, study: StudyLayout, rng: np.random.Generator, parts: Parts
-) -> dict[str, ContrastResult]:
+    df: pl.DataFrame, settings: AnalysisSettings, study: StudyLayout, rng: np.random.Generator
+) -> Contrasts:
     """Main effects against the base and the interaction, pooled over cells; the primary
     hypothesis marked; the headline family adjusted (Holm) at the end of the report."""
     common = dict(metric=settings.metric, confidence=settings.confidence, n_resamples=settings.n_resamples)
     primary_label = _primary_label(settings, study)
+    parts = SectionDraft()
     results: dict[str, ContrastResult] = {}
+    primary: list[ContrastResult] = []  # the primary hypothesis's contrast, once computed
     blocks: list[Block] = []
 
     def add(key: str, label: str, compute: Any, prefix: str) -> None:
@@ -145,7 +171,7 @@ def contrasts_section(
         role = "primary" if label == primary_label else "secondary"
         parts.verdicts.append(verdict_of(label, res, role))
         if role == "primary":
-            parts.primary = res
+            primary.append(res)
             if prefix != "primary":
                 parts.headline.update(_contrast_headline("primary", res))
 
@@ -178,10 +204,12 @@ def contrasts_section(
     if results:
         blocks += _contrasts_table(results, settings, parts)
     parts.add("effects", "Effects (paired seeds)", blocks)
-    return results
+    return Contrasts(parts.done(), results, primary[0] if primary else None)
 
 
-def _contrasts_table(results: Mapping[str, ContrastResult], settings: AnalysisSettings, parts: Parts) -> list[Block]:
+def _contrasts_table(
+    results: Mapping[str, ContrastResult], settings: AnalysisSettings, parts: SectionDraft
+) -> list[Block]:
     summary = pl.DataFrame([r.to_row() for r in results.values()], infer_schema_length=None)
     parts.tables["contrasts"] = summary
     columns = ["effect", "estimate", "ci_low", "ci_high", "pvalue", "boot_low", "boot_high", "permutation_pvalue"]
@@ -203,11 +231,42 @@ def _contrasts_table(results: Mapping[str, ContrastResult], settings: AnalysisSe
     return [table, Paragraph(text)]
 
 
-def sequential_section(df: pl.DataFrame, settings: AnalysisSettings, seq: SequentialSummary, parts: Parts) -> None:
+@dataclass(frozen=True)
+class SequentialReading:
+    """The primary verdict as a sequential study reads it: off the anytime-valid interval
+    (the confidence sequence), the only one valid after a stop that depended on the data."""
+
+    confidence_interval: ConfidenceInterval | None
+    pvalue: float | None
+    n_seeds: int
+    verdict: str
+    claim: bool
+    kind: VerdictKind
+    test: str = "anytime t"
+
+    def apply(self, verdict: Verdict) -> Verdict:
+        """``verdict`` (the primary hypothesis's, as the pooled contrasts read it) re-read."""
+        return dataclasses.replace(
+            verdict,
+            confidence_interval=self.confidence_interval,
+            pvalue=self.pvalue,
+            n_seeds=self.n_seeds,
+            test=self.test,
+            verdict=self.verdict,
+            claim=self.claim,
+            kind=self.kind,
+        )
+
+
+def sequential_section(
+    df: pl.DataFrame, settings: AnalysisSettings, seq: SequentialSummary, primary: ContrastResult | None
+) -> tuple[SectionOutput, SequentialReading | None]:
     """A sequential study: the rule, where and why it stopped, the primary effect's
-    anytime-valid interval beside the fixed-n t-interval, and the decision log; the
-    primary verdict is re-read off the anytime-valid interval (the only one valid after
-    a data-dependent stop)."""
+    anytime-valid interval beside the fixed-n t-interval, and the decision log; and how the
+    primary verdict is re-read off the anytime-valid interval (None: no primary effect).
+    ``primary`` is the pooled contrasts' primary contrast (same metric, confidence, seeds;
+    only its per-seed values and t-interval are read here)."""
+    parts = SectionDraft()
     blocks: list[Block] = []
     lines = [
         f"Rule: {seq.rule}.",
@@ -216,23 +275,42 @@ def sequential_section(df: pl.DataFrame, settings: AnalysisSettings, seq: Sequen
         "intervals of this report assume a number of seeds fixed in advance: read them as descriptive.",
         CS_ASSUMPTION,
     ]
-    parts.stopped_on_data = True
     parts.headline.update(
         {"sequential/n_seeds": float(seq.seeds_scheduled), "sequential/stopped_by": seq.stopped_by_code}
     )
     try:
-        # The effects section's primary contrast (same metric, confidence, seeds; only its
-        # per-seed values and t-interval are read here). Where that section has none,
-        # primary_effect is called for the InputError that says why.
-        res = parts.primary if parts.primary is not None else primary_effect(df, settings)
+        # Where the contrasts have no primary, primary_effect is called for the InputError that says why.
+        res = primary if primary is not None else primary_effect(df, settings)
     except InputError as exc:
         parts.skip(f"sequential: the primary effect cannot be computed ({exc})", blocks)
         parts.add("sequential", "Sequential design", blocks)
-        return
+        return parts.done(), None
     cs = confidence_sequence(res.per_seed, confidence=settings.confidence, tightest_at=seq.tightest_at)
     if res.shape is not None and res.shape.fires:
         lines.append(f"Here the {res.shape.words}: the anytime-valid interval's guarantee is in doubt.")
     blocks += [Paragraph(line) for line in lines]
+    blocks += _sequential_tables(res, cs, seq, settings, parts)
+    kind = settings.primary_or_default().kind
+    reading = SequentialReading(
+        confidence_interval=cs.confidence_interval,
+        pvalue=cs.pvalue,
+        n_seeds=cs.n,
+        verdict=sequential_verdict(kind, cs, settings.smallest_effect),
+        claim=cs.pvalue is not None and cs.pvalue <= settings.alpha,
+        kind=sequential_verdict_kind(cs, settings.smallest_effect),  # not the fixed-n interval's
+    )
+    if cs.low is not None and cs.bounded:
+        parts.headline.update({"sequential/cs_low": cs.low, "sequential/cs_high": cs.high})
+    if cs.pvalue is not None:
+        parts.headline["sequential/pvalue"] = cs.pvalue
+    parts.add("sequential", "Sequential design", blocks)
+    return parts.done(), reading
+
+
+def _sequential_tables(
+    res: ContrastResult, cs: Any, seq: SequentialSummary, settings: AnalysisSettings, parts: SectionDraft
+) -> list[Block]:
+    """The anytime-valid interval beside the fixed-n one, and the decision log."""
     level = f"{settings.confidence:.0%}"
     rows = pl.DataFrame(
         {
@@ -248,7 +326,7 @@ def sequential_section(df: pl.DataFrame, settings: AnalysisSettings, seq: Sequen
         schema_overrides={"low": pl.Float64, "high": pl.Float64},
     )
     parts.tables["sequential"] = rows
-    blocks.append(frame_table(rows, confidence=settings.confidence, stub="interval"))
+    blocks: list[Block] = [frame_table(rows, confidence=settings.confidence, stub="interval")]
     if seq.decisions:
         log = pl.DataFrame(
             [
@@ -259,28 +337,7 @@ def sequential_section(df: pl.DataFrame, settings: AnalysisSettings, seq: Sequen
         )
         parts.tables["sequential_decisions"] = log
         blocks += [Paragraph("Decision log (one row per completed batch):"), frame_table(log, intervals=())]
-    kind = settings.primary_or_default().kind
-    verdict = sequential_verdict(kind, cs, settings.smallest_effect)
-    parts.verdicts = [
-        dataclasses.replace(
-            v,
-            confidence_interval=cs.confidence_interval,
-            pvalue=cs.pvalue,
-            n_seeds=cs.n,
-            test="anytime t",
-            verdict=verdict,
-            claim=cs.pvalue is not None and cs.pvalue <= settings.alpha,
-            kind=sequential_verdict_kind(cs, settings.smallest_effect),  # not the fixed-n interval's
-        )
-        if v.role == "primary"
-        else v
-        for v in parts.verdicts
-    ]
-    if cs.low is not None and cs.bounded:
-        parts.headline.update({"sequential/cs_low": cs.low, "sequential/cs_high": cs.high})
-    if cs.pvalue is not None:
-        parts.headline["sequential/pvalue"] = cs.pvalue
-    parts.add("sequential", "Sequential design", blocks)
+    return blocks
 
 
 def cells_section(
@@ -289,9 +346,10 @@ def cells_section(
     study: StudyLayout,
     rng: np.random.Generator,
     contrasts: Mapping[str, ContrastResult],
-    parts: Parts,
-) -> pl.DataFrame | None:
-    """Every effect in every cell (Holm across the table), the forest and interaction plots."""
+) -> tuple[SectionOutput, pl.DataFrame | None]:
+    """Every effect in every cell (Holm across the table), the forest and interaction plots;
+    returns the effects table too (the trends read it; None: no effects)."""
+    parts = SectionDraft()
     effects = None
     # the primary hypothesis reads as in the verdict table: unadjusted, marked, in every cell
     primary = settings.primary_or_default() if _primary_label(settings, study) is not None else None
@@ -336,7 +394,7 @@ def cells_section(
             parts.add("interaction", "Interaction plot", [Figure("interaction", parts.pngs["interaction"])])
         except InputError as exc:
             parts.notes.append(f"interaction plot: {exc}")
-    return effects
+    return parts.done(), effects
 
 
 def multi_bootstrap_section(
@@ -344,10 +402,11 @@ def multi_bootstrap_section(
     settings: AnalysisSettings,
     study: StudyLayout,
     rng: np.random.Generator,
-    parts: Parts,
-) -> None:
+) -> SectionOutput:
+    """The interaction per cell with seeds and evaluation windows resampled together."""
+    parts = SectionDraft()
     if window_losses is None or not window_losses.height or not _has_factorial(settings, study):
-        return
+        return parts.done()
     rows = []
     wcells = cell_columns(window_losses)
     groups = window_losses.partition_by(list(wcells), as_dict=True) if wcells else {(): window_losses}
@@ -359,7 +418,7 @@ def multi_bootstrap_section(
             continue
         rows.append({**dict(zip(wcells, key, strict=False)), **res.to_row()})
     if not rows:
-        return
+        return parts.done()
     mb = pl.DataFrame(rows, infer_schema_length=None)
     parts.tables["multi_bootstrap"] = mb
     shown = mb.select(*wcells, "effect", "estimate", "ci_low", "ci_high", "n_seeds", "method", "message")
@@ -373,12 +432,14 @@ def multi_bootstrap_section(
     if len(rows) == 1 and rows[0]["ci_low"] is not None:
         parts.headline["superadditivity/multiboot_low"] = rows[0]["ci_low"]
         parts.headline["superadditivity/multiboot_high"] = rows[0]["ci_high"]
+    return parts.done()
 
 
 def trends_section(
-    df: pl.DataFrame, settings: AnalysisSettings, study: StudyLayout, effects: pl.DataFrame | None, parts: Parts
-) -> None:
+    df: pl.DataFrame, settings: AnalysisSettings, study: StudyLayout, effects: pl.DataFrame | None
+) -> SectionOutput:
     """Slopes of each effect against log parameters and log context length."""
+    parts = SectionDraft()
     trend_rows = []
     for against, png_name, xlabel, label in (
         ("params", "effects_vs_size", "parameters (log scale)", "size"),
@@ -410,10 +471,11 @@ def trends_section(
         style = effect_style(settings.metric, value="slope", per="per doubling")
         table = frame_table(shown, confidence=settings.confidence, **style)
         parts.add("trends", "Trends with size and context", [table, Paragraph(text), *figures])
+    return parts.done()
 
 
 def _trends_against(
-    df: pl.DataFrame, settings: AnalysisSettings, study: StudyLayout, against: str, label: str, parts: Parts
+    df: pl.DataFrame, settings: AnalysisSettings, study: StudyLayout, against: str, label: str, parts: SectionDraft
 ) -> list[TrendResult]:
     trends: list[TrendResult] = []
     specs = [(None, "interaction")] if _has_factorial(settings, study) else []
@@ -485,10 +547,11 @@ def label_diagnostic_rows(effects: pl.DataFrame, df: pl.DataFrame) -> pl.DataFra
     )
 
 
-def divergence_section(df: pl.DataFrame, settings: AnalysisSettings, parts: Parts) -> None:
+def divergence_section(df: pl.DataFrame, settings: AnalysisSettings) -> SectionOutput:
     """Each variant's divergence rate with its exact interval, whenever a run diverged."""
+    parts = SectionDraft()
     if not bool(diverged_mask(df).any()):
-        return
+        return parts.done()
     table = divergence_table(df, control=settings.base, confidence=settings.confidence)
     parts.tables["divergence"] = table
     parts.results["divergence"] = table
@@ -502,12 +565,14 @@ def divergence_section(df: pl.DataFrame, settings: AnalysisSettings, parts: Part
     )
     table_block = frame_table(table, confidence=settings.confidence, percent=("rate", "ci_low", "ci_high"))
     parts.add("divergence", "Divergence", [Paragraph(text), table_block])
+    return parts.done()
 
 
-def seeds_needed_section(contrasts: Mapping[str, ContrastResult], settings: AnalysisSettings, parts: Parts) -> None:
+def seeds_needed_section(contrasts: Mapping[str, ContrastResult], settings: AnalysisSettings) -> SectionOutput:
     """Seeds for a paired t-test to detect the smallest effect of interest, with the range
     that the uncertainty of the seed-to-seed sd gives; without a stated smallest effect,
     the observed-effect figure, labelled post-hoc."""
+    parts = SectionDraft()
     rows = []
     planned = settings.smallest_effect is not None
     for key, res in contrasts.items():
@@ -538,7 +603,7 @@ def seeds_needed_section(contrasts: Mapping[str, ContrastResult], settings: Anal
             if high is not None:
                 parts.headline[f"{prefix}/seeds_needed_high"] = float(high)
     if not rows:
-        return
+        return parts.done()
     table = pl.DataFrame(rows, infer_schema_length=None)
     parts.tables["seeds_needed"] = table
     level = f"{settings.confidence:.0%}"
@@ -561,6 +626,7 @@ def seeds_needed_section(contrasts: Mapping[str, ContrastResult], settings: Anal
         "Seeds needed",
         [frame_table(table, confidence=settings.confidence, units=units), Paragraph(text)],
     )
+    return parts.done()
 
 
 def _seeds_needed_units(table: pl.DataFrame, metric: str) -> dict[str, str]:
@@ -571,6 +637,8 @@ def _seeds_needed_units(table: pl.DataFrame, metric: str) -> dict[str, str]:
 
 
 __all__ = [
+    "Contrasts",
+    "SequentialReading",
     "cells_section",
     "contrasts_section",
     "divergence_section",

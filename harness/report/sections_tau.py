@@ -1,8 +1,8 @@
 """The study report's sections on the mechanisms' readings: tau's stability (mean, new
 runs, heterogeneity across groups), the open fraction of the gates against the Gaussian
-tail, and the MOPE widths' scales. Each adds a :class:`~harness.report.document.Section`
-(and its tables, figures, headline metrics and verdicts) to the report's
-:class:`~harness.report.parts.Parts`."""
+tail, and the MOPE widths' scales. Each returns its
+:class:`~harness.report.parts.SectionOutput` (its section of the document, its tables, figures,
+headline metrics and verdicts)."""
 
 from __future__ import annotations
 
@@ -18,19 +18,20 @@ from harness.analysis.tau import tau_runs, tau_stability
 from harness.analysis.tau_types import OpenFractionResult, TauStabilityResult
 from harness.errors import InputError
 from harness.report.document import Block, Figure, Paragraph
-from harness.report.parts import Parts, frame_table
+from harness.report.parts import SectionDraft, SectionOutput, frame_table, section_rng
 from harness.report.plots import mope_plot, open_fraction_plot, tau_plot
 from harness.report.verdict import Verdict, finite
 
 
 def tau_section(
-    df: pl.DataFrame, settings: AnalysisSettings, corpus_info: Mapping[str, Mapping[str, float]], parts: Parts
-) -> None:
+    df: pl.DataFrame, settings: AnalysisSettings, corpus_info: Mapping[str, Mapping[str, float]]
+) -> SectionOutput:
     """tau's stability (mean and new runs), its heterogeneity, the open fraction."""
+    parts = SectionDraft()
     column = "tau_mean"
     if column not in df.columns or df.get_column(column).drop_nulls().len() == 0:
         parts.notes.append("tau section skipped: no learned tau in the table (no gated variant, or no tau_mean column)")
-        return
+        return parts.done()
     content = {d: v["content_fraction"] for d, v in corpus_info.items() if "content_fraction" in v} or None
     truth = {d: v["salient_fraction"] for d, v in corpus_info.items() if "salient_fraction" in v} or None
     try:
@@ -44,7 +45,7 @@ def tau_section(
         )
     except InputError as exc:
         parts.notes.append(f"tau: {exc}")
-        return
+        return parts.done()
     parts.results["tau"] = tau
     parts.headline.update(_tau_headline(tau))
     parts.verdicts.append(
@@ -79,6 +80,7 @@ def tau_section(
         blocks.append(_open_fraction_part(of, tau, runs, column, corpus_info, parts))
     blocks += [Figure(n, parts.pngs[n]) for n in ("tau", "open_fraction") if n in parts.pngs]
     parts.add("tau", "tau: the learned EGA threshold", blocks)
+    return parts.done()
 
 
 def _tau_headline(tau: TauStabilityResult) -> dict[str, float]:
@@ -175,7 +177,7 @@ def _open_fraction_part(
     runs: pl.DataFrame,
     column: str,
     corpus_info: Mapping[str, Mapping[str, float]],
-    parts: Parts,
+    parts: SectionDraft,
 ) -> Paragraph:
     parts.pngs["open_fraction"] = open_fraction_plot(runs, tau, column)
     parts.headline["open_fraction/mean"] = of.estimate
@@ -210,17 +212,20 @@ def _open_fraction_part(
 
 
 def mope_section(
-    mope_sigmas: Any, settings: AnalysisSettings, corpus_info: Mapping[str, Mapping[str, float]], parts: Parts
-) -> None:
+    mope_sigmas: Any, settings: AnalysisSettings, corpus_info: Mapping[str, Mapping[str, float]]
+) -> SectionOutput:
+    """The learned MOPE widths clustered into scales, beside the corpus's word, clause and
+    sentence lengths (the clustering draws from the section's own generator)."""
+    parts = SectionDraft()
     sigmas = _to_numpy_sigmas(mope_sigmas)
     if sigmas is None or sigmas.size < 2:
-        return
-
+        return parts.done()
+    rng = section_rng(settings.seed, "mope")
     try:
-        scales = mope_scales(sigmas, corpus_lengths=_corpus_lengths(corpus_info), rng=settings.seed)
+        scales = mope_scales(sigmas, corpus_lengths=_corpus_lengths(corpus_info), rng=rng)
     except InputError as exc:
         parts.notes.append(f"MOPE scales: {exc}")
-        return
+        return parts.done()
     parts.results["mope_scales"] = scales
     parts.headline["mope/n_clusters"] = float(scales.k)
     tab = pl.DataFrame(
@@ -238,6 +243,7 @@ def mope_section(
         Figure("mope_scales", parts.pngs["mope_scales"]),
     ]
     parts.add("mope", "MOPE scales", blocks)
+    return parts.done()
 
 
 def _to_numpy_sigmas(mope_sigmas: Any) -> np.ndarray | None:

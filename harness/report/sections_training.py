@@ -18,7 +18,7 @@ from harness.analysis.over_training import (
 from harness.analysis.results import cell_label
 from harness.analysis.results_types import AnalysisSettings
 from harness.report.document import Block, Figure, Paragraph
-from harness.report.parts import Parts, frame_table
+from harness.report.parts import SectionDraft, SectionOutput, frame_table
 from harness.report.plots_training import Curve, Panel, Reference, over_training_plot
 
 
@@ -75,12 +75,13 @@ def _stability(frame: pl.DataFrame, cells: list[str]) -> pl.DataFrame:
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
-def training_section(curves: pl.DataFrame | None, settings: AnalysisSettings, parts: Parts) -> None:
+def training_section(curves: pl.DataFrame | None, settings: AnalysisSettings) -> SectionOutput:
     """Effects and tau over training (skipped, with a note, without a curves table or with
     one evaluation only)."""
+    parts = SectionDraft()
     if curves is None or curves.height == 0 or curves.get_column("step").n_unique() < 2:
         parts.notes.append("effects over training skipped: no curves table with two or more evaluations")
-        return
+        return parts.done()
     effects = effects_over_training(curves, settings)
     blocks: list[Block] = [
         Paragraph(
@@ -107,9 +108,12 @@ def training_section(curves: pl.DataFrame | None, settings: AnalysisSettings, pa
         blocks.append(Figure("effects_over_training", parts.pngs["effects_over_training"]))
     _tau_over_training(curves, settings, parts, blocks)
     parts.add("training", "Over training", blocks)
+    return parts.done()
 
 
-def _tau_over_training(curves: pl.DataFrame, settings: AnalysisSettings, parts: Parts, blocks: list[Block]) -> None:
+def _tau_over_training(
+    curves: pl.DataFrame, settings: AnalysisSettings, parts: SectionDraft, blocks: list[Block]
+) -> None:
     """tau of the gated runs along training, one curve per initial value, against its band."""
     if "tau_mean" not in curves.columns or curves.get_column("tau_mean").drop_nulls().len() == 0:
         return

@@ -3,8 +3,11 @@
 MLflow parent run.
 
 :func:`build_report` computes every section the table allows (a section whose columns
-or variants are missing is skipped with a note), builds the document, then writes, all at
-once at the end:
+or variants are missing is skipped with a note); each section returns its output
+(:class:`~harness.report.parts.SectionOutput`) and draws from a random generator of its own,
+and what one section changes of another's (the sequential design re-reads the primary verdict
+the contrasts made) is applied here, in the open. It then builds the document and writes,
+all at once at the end:
 
 - ``report.html``: one self-contained page (:func:`~harness.report.html.render_html`: CSS
   inline, plots as ``data:`` URIs: MLflow's artifact viewer shows HTML in a sandboxed
@@ -32,12 +35,11 @@ from __future__ import annotations
 import io
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from harness.analysis.results import at_reference_tau_init, require_columns, require_table
@@ -48,7 +50,7 @@ from harness.mlflow_client import TrackingClient, redact_uri, run_page_link
 from harness.report.document import Document, Note
 from harness.report.html import render_html
 from harness.report.markdown import render_markdown
-from harness.report.parts import Parts, StudyLayout, seeds_text
+from harness.report.parts import SectionOutput, StudyLayout, joined, section_rng, seeds_text
 from harness.report.sections_effects import (
     cells_section,
     contrasts_section,
@@ -128,7 +130,8 @@ def build_report(
         every other column is optional and its section is skipped with a note when absent.
     settings : AnalysisSettings
         Factorial variant names, primary hypothesis, smallest effect of interest, tau
-        reference and margin, confidence, resampling seed.
+        reference and margin, confidence, resampling seed (each section draws from its own
+        generator, seeded from it and the section's name: :func:`~harness.report.parts.section_rng`).
     out_dir : path
         Created if needed; the report's files are (over)written there.
     window_losses : polars.DataFrame, optional
@@ -150,30 +153,41 @@ def build_report(
     require_columns(df, ("variant", settings.metric))
     corpus_info = dict(corpus_info or {})
     study = StudyLayout.of(df, title)
-    parts = Parts()
-    rng = np.random.default_rng(settings.seed)
-    overview_section(df, study, parts)
+    seed = settings.seed
     paired, reference_tau = at_reference_tau_init(df)
+    outputs = [overview_section(df, study)]
     if reference_tau is not None and paired.height < df.height:
-        parts.notes.append(
+        note = (
             f"tau's initial value is swept: the contrasts read the runs at tau_init = {reference_tau:g} (and the "
             f"variants the sweep left alone); the other {df.height - paired.height} run(s) serve tau's analysis"
         )
-    contrasts = contrasts_section(paired, settings, study, rng, parts)
+        outputs.append(SectionOutput(notes=(note,)))
+    contrasts = contrasts_section(paired, settings, study, section_rng(seed, "contrasts"))
+    outputs.append(contrasts.output)
+    reading = None
     if sequential is not None:
-        sequential_section(paired, settings, sequential, parts)
-    effects = cells_section(paired, settings, study, rng, contrasts, parts)
+        output, reading = sequential_section(paired, settings, sequential, contrasts.primary)
+        outputs.append(output)
+    output, effects = cells_section(paired, settings, study, section_rng(seed, "cells"), contrasts.results)
+    outputs.append(output)
     if window_losses is not None:
         window_losses = at_reference_tau_init(window_losses)[0]
-    multi_bootstrap_section(window_losses, settings, study, rng, parts)
-    trends_section(paired, settings, study, effects, parts)
-    divergence_section(paired, settings, parts)
-    seeds_needed_section(contrasts, settings, parts)
-    tau_section(df, settings, corpus_info, parts)
-    mope_section(mope_sigmas, settings, corpus_info, parts)
-    training_section(curves, settings, parts)
-    parts.results.update(contrasts)
-    return _write_report(df, settings, study, Path(out_dir), parts)
+    outputs += [
+        multi_bootstrap_section(window_losses, settings, study, section_rng(seed, "multi_bootstrap")),
+        trends_section(paired, settings, study, effects),
+        divergence_section(paired, settings),
+        seeds_needed_section(contrasts.results, settings),
+        tau_section(df, settings, corpus_info),
+        mope_section(mope_sigmas, settings, corpus_info),
+        training_section(curves, settings),
+        SectionOutput(results=contrasts.results),
+    ]
+    parts = joined(outputs)
+    verdicts = list(parts.verdicts)
+    if reading is not None:  # the sequential design re-reads the primary verdict (the contrasts made it)
+        verdicts = [reading.apply(v) if v.role == "primary" else v for v in verdicts]
+    # A sequential study stopped on its data: its other verdicts are descriptive (_write_report).
+    return _write_report(df, settings, study, Path(out_dir), parts, verdicts, stopped_on_data=sequential is not None)
 
 
 def parent_description(report: Report, *, report_link: str = "report/report.html") -> str:
@@ -213,25 +227,36 @@ def parent_description(report: Report, *, report_link: str = "report/report.html
 
 
 def _write_report(
-    df: pl.DataFrame, settings: AnalysisSettings, study: StudyLayout, out_dir: Path, parts: Parts
+    df: pl.DataFrame,
+    settings: AnalysisSettings,
+    study: StudyLayout,
+    out_dir: Path,
+    parts: SectionOutput,
+    verdicts: Sequence[Verdict],
+    *,
+    stopped_on_data: bool,
 ) -> Report:
     """Adjust the headline family, build the document, render it, then write every file
-    (each via a temporary name)."""
-    verdicts = headline_family(parts.verdicts, alpha=settings.alpha)
-    if parts.stopped_on_data:
+    (each via a temporary name). ``parts``: every section's output, joined; ``verdicts``: theirs
+    as the verdict table reads them; ``stopped_on_data``: a sequential study, whose verdicts
+    other than the primary are descriptive."""
+    verdicts = headline_family(verdicts, alpha=settings.alpha)
+    if stopped_on_data:
         verdicts = [v if v.role == "primary" else descriptive_verdict(v) for v in verdicts]
+    headline = dict(parts.headline)
     for v in verdicts:
         if v.pvalue_holm is not None:
-            parts.headline[f"holm/{v.effect.replace(' (superadd.)', '').replace(' ', '_')}"] = v.pvalue_holm
+            headline[f"holm/{v.effect.replace(' (superadd.)', '').replace(' ', '_')}"] = v.pvalue_holm
     few = 0 < len(study.seeds) < 5
     heading = f"{study.name}{f' — {seeds_text(len(study.seeds))}: too few for narrow intervals' if few else ''}"
-    parts.tables["verdicts"] = (
+    tables = dict(parts.tables)
+    tables["verdicts"] = (
         pl.DataFrame([v.to_row() for v in verdicts], infer_schema_length=None, schema_overrides=_VERDICT_SCHEMA)
         if verdicts
         else pl.DataFrame(schema={"effect": pl.String, "verdict": pl.String})
     )
-    parts.tables["results"] = df
-    headline = {_metric_key(k): float(v) for k, v in parts.headline.items() if finite(v)}
+    tables["results"] = df
+    headline = {_metric_key(k): float(v) for k, v in headline.items() if finite(v)}
     document = Document(
         f"Study report: {study.name}",
         (verdict_section(verdicts, heading=heading, confidence=settings.confidence), *parts.sections),
@@ -244,7 +269,7 @@ def _write_report(
     md_path = _write(out_dir / "summary.md", markdown.encode("utf-8"))
     png_paths = {name: _write(out_dir / f"{name}.png", data) for name, data in parts.pngs.items()}
     table_paths = {}
-    for name, table in parts.tables.items():
+    for name, table in tables.items():
         buf = io.BytesIO()
         _parquet_safe(table).write_parquet(buf)
         table_paths[name] = _write(out_dir / f"{name}.parquet", buf.getvalue())

@@ -2,15 +2,14 @@
 record, the progress view), and Tune's experiment, new or restored (a resumed study); a
 sequential study's searcher.
 
-Ray Tune, the MLflow recorder and the progress view (both subclass Tune's ``Callback``) are
-imported inside the functions that use them, for the start-up cost measured in
+Ray Tune, the MLflow recorder, its Tune callback and the progress view (both subclass Tune's
+``Callback``) are imported inside the functions that use them, for the start-up cost measured in
 :mod:`harness.studies.runner`.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
@@ -39,20 +38,12 @@ def _trial_name(trial: Any) -> str:
     return str(trial.config["trial"])
 
 
-def make_trainable(plan: StudyPlan, layout: StudyLayout, fault_nan: dict[str, int] | None) -> Any:
+def make_trainable(plan: StudyPlan) -> Any:
     """The Tune trainable: :func:`run_trial` with every trial's config and the trial's resources."""
     from ray import tune  # see the note on imports at the top of this module
 
-    fault_step = os.environ.get("HARNESS_FAULT_KILL_AT_STEP")
-    local_dir = layout.local_dir
     return tune.with_resources(
-        tune.with_parameters(
-            run_trial,
-            trials={t.trial_id: t.config.model_dump() for t in plan.trials},
-            fault_kill_at_step=int(fault_step) if fault_step else None,
-            fault_dir=str(local_dir / "faults") if fault_step and local_dir else None,
-            fault_nan=fault_nan,
-        ),
+        tune.with_parameters(run_trial, trials={t.trial_id: t.config.model_dump() for t in plan.trials}),
         {"cpu": plan.spec.resources.cpus, "gpu": plan.spec.resources.gpus},
     )
 
@@ -146,7 +137,6 @@ def launch_tune(
     layout: StudyLayout,
     recorder: StudyRecorder,
     previous: tuple[str, dict[str, Any]] | None,
-    fault_nan: dict[str, int] | None,
     *,
     callbacks: Sequence[Any],
     out: TextIO,
@@ -158,13 +148,13 @@ def launch_tune(
     study's searcher. Returns the tuner, the progress view and the trials a resumed study
     already finished."""
     # See the note on imports at the top of this module.
-    from harness.studies.record.recorder import MlflowStudyCallback
+    from harness.studies.record.tune_callback import MlflowStudyCallback
     from harness.studies.tune.progress import StudyProgress
     from harness.studies.tune.seed_search import searcher_for
     from harness.studies.tune.snapshot_keeper import KeepLastGoodSnapshot
 
     tolerate_repeated_actor_failure()  # one worker death is one failure (harness.studies.tune.state)
-    trainable = make_trainable(plan, layout, fault_nan)
+    trainable = make_trainable(plan)
     shown = scheduled_trials(plan.spec, plan.trials, layout.study_dir)  # a sequential study: its batches so far
     progress = StudyProgress(
         [t.trial_id for t in shown],

@@ -16,14 +16,18 @@ from harness.studies.spec.study_spec import StudySpec
 
 @dataclass(frozen=True)
 class StudyPlan:
-    """A checked spec, its grid and where everything goes (the first phase's result)."""
+    """A checked spec, its grid and where everything goes (the first phase's result). Every path
+    the user gave is resolved here, on the driver, against the user's working directory: a
+    trial runs in a working directory of Tune's, where a relative path means another folder."""
 
     spec: StudySpec
     spec_text: str
-    trials: list[Trial]
-    tracking_uri: str
-    storage: str
+    trials: list[Trial]  # their configs carry data_dir, absolute
+    tracking_uri: str  # a local database's path absolute (resolved against the user's working directory)
+    storage: str  # a local folder absolute
     address: str | None  # None: an embedded local Ray
+    data_dir: str | None = None  # the folder the trials search first, absolute (None: their node's cache)
+    tracking_uri_as_given: str | None = None  # as the user wrote it (a Ray job's driver checks that)
     # The spec's folder (absolute, resolved on the driver): where a trial looks for a user
     # component's module after the Python path; None for a spec given as an object.
     component_dir: str | None = None

@@ -54,7 +54,7 @@ from harness.studies.storage import (
 )
 from harness.studies.tune.curves_table import study_curves
 
-if TYPE_CHECKING:  # the recorder subclasses Ray Tune's Callback: imported by record_study (see there)
+if TYPE_CHECKING:  # the recorder is imported by record_study (see there)
     from harness.studies.record.recorder import StudyRecorder
 
 
@@ -185,8 +185,7 @@ def record_study(
         results table yet (its driver died: resume it first), or the tracking store
         cannot be reached or written.
     """
-    # The recorder subclasses Ray Tune's Callback: imported here so that `harness report
-    # --from results.parquet` does not pay Ray Tune's import (about 3 s).
+    # Imported here, where the record is written: a bad study folder is refused without it.
     from harness.studies.record.recorder import StudyRecorder, default_tracking_uri
 
     stored = read_study_dir(study_dir, study=study)

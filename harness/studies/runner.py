@@ -6,13 +6,16 @@ Order of work, so that bad input starts nothing and leaves nothing behind:
 2. resolve where things go (flag > spec > environment > default):
    tracking URI (``--tracking-uri``, ``tracking.uri``, ``$MLFLOW_TRACKING_URI``,
    ``sqlite:///mlflow.db`` in the working directory), storage (``--storage-path``,
-   ``storage_path``, ``$HARNESS_STORAGE_PATH``, ``./results``), Ray (``--address``,
-   ``$RAY_ADDRESS``, else an embedded local Ray);
+   ``storage_path``, ``$HARNESS_STORAGE_PATH``, ``./results``), the data folder
+   (``train.data_dir``, ``$HARNESS_DATA_DIR``), Ray (``--address``, ``$RAY_ADDRESS``, else
+   an embedded local Ray); every local path absolute, as the user's working directory
+   reads it, and handed to the trials in their configs;
 3. every variant naming a user's component is imported, constructed and checked (causal,
    finite: :mod:`harness.studies.spec.components`); ``--dry-run`` stops here: the grid, the
    resources and a cost estimate;
 4. connect to Ray and check the request against the cluster (GPUs, CPUs per node,
-   shared storage on a multi-node cluster) -- on failure Ray is released again;
+   shared storage on a multi-node cluster) and the corpora on every node (one task per
+   node) -- on failure Ray is released again;
 5. check the tracking store (an experiment may be created, never a run);
 6. only now: the parent run, the Tune experiment directory, the trials.
 
@@ -52,7 +55,14 @@ from harness.studies.cluster.connect import (
     resolve_address,
     resolve_storage,
 )
-from harness.studies.cluster.destinations import RAY_JOB_TAG, is_uri, job_driver, refuse_ephemeral_destinations
+from harness.studies.cluster.corpora import check_corpora_on_nodes, trial_data_dir
+from harness.studies.cluster.destinations import (
+    RAY_JOB_TAG,
+    absolute_tracking_uri,
+    is_uri,
+    job_driver,
+    refuse_ephemeral_destinations,
+)
 from harness.studies.dry_run import describe_grid, describe_resources, dry_run_text
 from harness.studies.launch import fit_with_progress, launch_tune, open_recorder
 from harness.studies.plan import CollectedOutcomes, StudyLayout, StudyPlan
@@ -84,8 +94,8 @@ if TYPE_CHECKING:  # the lazy imports below, for the annotations
     from harness.studies.record.recorder import StudyRecorder
 
 # Imports that stay inside the phases that use them, for a measured start-up cost: Ray
-# (``ray.tune``: about 3-4 s here), the MLflow recorder and the live progress view (both
-# subclass Ray Tune's ``Callback``) and the analysis (scipy, statsmodels, matplotlib: about
+# (``ray.tune``: about 3-4 s here), the MLflow recorder with its Tune callback and the live
+# progress view (both subclass Ray Tune's ``Callback``) and the analysis (scipy, statsmodels, matplotlib: about
 # 1.5-3 s). A bad spec, a bad destination and ``--dry-run`` answer without paying for them
 # (``harness run studies/smoke.yaml --dry-run``: 2.6 s, against 7.3 s with the recorder
 # imported first; medians of 5 on the shared 2-CPU machine).
@@ -117,36 +127,14 @@ class StudyOutcome:
 # -- checks before the study starts --------------------------------------------------------
 
 
-#: Test-only fault injection: ``HARNESS_FAULT_NAN_TRIALS=<trial id>[@step],...`` makes the
-#: training loss of those trials NaN from ``step`` on (default 1), to test divergence handling.
-FAULT_NAN_ENV = "HARNESS_FAULT_NAN_TRIALS"
-
-
-def fault_nan_trials(trials: Sequence[Trial]) -> dict[str, int] | None:
-    """``$HARNESS_FAULT_NAN_TRIALS`` parsed against the grid (an unknown id is an error)."""
-    raw = os.environ.get(FAULT_NAN_ENV, "").strip()
-    if not raw:
-        return None
-    known = {t.trial_id for t in trials}
-    out: dict[str, int] = {}
-    for item in filter(None, (part.strip() for part in raw.split(","))):
-        tid, _, step = item.partition("@")
-        if tid not in known:
-            raise InputError(f"{FAULT_NAN_ENV}: no trial {tid!r} in this study; its trials: {', '.join(sorted(known))}")
-        if step and not step.isdigit():
-            raise InputError(f"{FAULT_NAN_ENV}: {item!r}: the step after '@' must be a non-negative integer")
-        out[tid] = int(step) if step else 1
-    return out or None
-
-
-def prepare_corpora(spec: StudySpec) -> None:
+def prepare_corpora(plan: StudyPlan) -> None:
     """Load (and if needed download, checksum-verified, into the cache) every corpus of the
-    study once on the driver, before anything starts: a missing or corrupt corpus is one
+    study once on the driver, before Ray starts: a missing or corrupt corpus is one
     InputError here instead of every trial failing with it. Done for the embedded local Ray,
-    whose trials share this machine's cache; cluster nodes fetch their own."""
-    data_dir = spec.train_overrides().get("data_dir")
-    for name in spec.datasets:
-        load(name, data_dir=data_dir)
+    whose trials share this machine's cache; on a cluster each node is checked once Ray is
+    connected (:func:`~harness.studies.cluster.corpora.check_corpora_on_nodes`)."""
+    for name in plan.spec.datasets:
+        load(name, data_dir=plan.data_dir)
 
 
 # -- per-window losses and MOPE scales of the finished trials ------------------------------
@@ -264,39 +252,48 @@ def resolve_study(
     address: str | None,
 ) -> StudyPlan:
     """Resolve and validate: parse and check the spec, expand the grid, resolve the
-    tracking URI, the storage path and the Ray address (flag > spec > environment > default)."""
+    tracking URI, the storage path, the data folder and the Ray address (flag > spec >
+    environment > default). Every local path is made absolute here, against the user's working
+    directory (the spec's folder, where a user's component may lie, too), and each trial's
+    config carries the data folder: a trial runs in a working directory of Tune's, on a node
+    that does not inherit this environment."""
     spec_text, component_dir = None, None
     if not isinstance(spec, StudySpec):
         spec_text = read_spec_text(spec) if Path(spec).is_file() else None
         component_dir = spec_folder(spec)
         spec = load_spec(spec)
     spec_text = spec_text or spec.canonical_yaml()
-    trials = expand_grid(spec, component_dir=component_dir)
+    data_dir = trial_data_dir(spec.train_overrides().get("data_dir"))
+    trials = [
+        dataclasses.replace(t, config=t.config.model_copy(update={"data_dir": data_dir}))
+        for t in expand_grid(spec, component_dir=component_dir)
+    ]
+    given_uri = resolve_tracking_uri(tracking_uri or spec.tracking.uri)
     return StudyPlan(
         spec=spec,
         spec_text=spec_text,
         trials=trials,
-        tracking_uri=resolve_tracking_uri(tracking_uri or spec.tracking.uri),
+        tracking_uri=absolute_tracking_uri(given_uri),
         storage=resolve_storage(storage_path, spec),
         address=resolve_address(address),
+        data_dir=data_dir,
+        tracking_uri_as_given=given_uri,
         component_dir=component_dir,
     )
 
 
-def check_before_start(plan: StudyPlan) -> dict[str, int] | None:
+def check_before_start(plan: StudyPlan) -> None:
     """Check before anything starts, what can be checked without Ray: the storage path, the
-    tracking URI (a file store or a missing directory), the test-only fault injection, and
-    on an embedded local Ray the GPUs and the corpora (downloaded and verified once, here);
-    as a Ray job's driver, no destination inside Ray's temporary working directory.
-    Returns the trials whose loss the fault injection turns NaN (None: no injection)."""
-    refuse_ephemeral_destinations(tracking_uri=plan.tracking_uri, storage=plan.storage)  # as a Ray job's driver
+    tracking URI (a file store or a missing directory), and on an embedded local Ray the GPUs
+    and the corpora (downloaded and verified once, here); as a Ray job's driver, no destination
+    inside Ray's temporary working directory."""
+    # As a Ray job's driver: the rule reads the URI as the user wrote it (a relative path is lost).
+    refuse_ephemeral_destinations(tracking_uri=plan.tracking_uri_as_given or plan.tracking_uri, storage=plan.storage)
     check_storage(plan.storage)
     check_tracking_uri(plan.tracking_uri)
-    fault_nan = fault_nan_trials(plan.trials)
     if plan.address is None:
         check_local_gpus(plan.spec)
-        prepare_corpora(plan.spec)
-    return fault_nan
+        prepare_corpora(plan)
 
 
 def find_resumable(plan: StudyPlan) -> tuple[str, dict[str, Any]]:
@@ -377,7 +374,7 @@ def start_parent_run(
         },
         previous_run_id=(previous[1].get("parent_run_id") if previous else None),
         datasets=plan.spec.datasets,
-        data_dir=plan.spec.train_overrides().get("data_dir"),
+        data_dir=plan.data_dir,
     )
     job = job_driver()
     if job is not None and job.job_id:  # the run `harness submit` looks for when the job ends
@@ -608,19 +605,20 @@ def run_study(
     if dry_run:
         say(dry_run_text(spec, plan.trials, storage=plan.storage, tracking_uri=plan.tracking_uri, address=plan.address))
         return StudyOutcome(study=spec.name, status="dry_run", trials=len(plan.trials), tracking_uri=plan.tracking_uri)
-    fault_nan = check_before_start(plan)
+    check_before_start(plan)
     previous = find_resumable(plan) if resume else None
 
     recorder = open_recorder(plan)
     with ray_session(plan.address) as ray_conn:
         check_cluster(spec, ray_conn, plan.storage)
+        check_corpora_on_nodes(spec.datasets, plan.data_dir)  # each node, before the first trial
         recorder.connect()  # may create the experiment; never a run
         layout = study_layout(plan, previous)
         say(start_line(plan, ray_conn, resuming=previous is not None))
         git_commit = start_parent_run(recorder, plan, layout, ray_conn, previous)
         try:
             tuner, progress, already = launch_tune(
-                plan, layout, recorder, previous, fault_nan, callbacks=callbacks, out=out, live=live, say=say
+                plan, layout, recorder, previous, callbacks=callbacks, out=out, live=live, say=say
             )
             write_study_files(plan, layout, recorder, previous, git_commit)
             grid = fit_with_progress(tuner, progress, already)

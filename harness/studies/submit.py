@@ -5,11 +5,12 @@ A Ray job does not inherit the environment of the shell that submits it, so
 shell writes the study into Ray's temporary working directory (see
 :mod:`harness.studies.cluster.destinations`). ``harness submit`` therefore
 
-1. checks everything here first (the spec, the dashboard address, the destinations, that
-   each user component's module is found) and submits nothing on bad input; the modules of
-   user components beside the spec travel as the job's ``py_modules`` (the driver on the
-   cluster imports and checks them before any trial starts; beside a spec at the working
-   directory's root they travel with it, which Ray puts on every worker's Python path);
+1. checks everything here first (the spec, the dashboard address, the destinations, where the
+   cluster runs, that each user component's module is found) and submits nothing on bad
+   input; the modules of user components beside the spec travel as the job's ``py_modules``
+   (the driver on the cluster imports and checks them before any trial starts; beside a spec
+   at the working directory's root they travel with it, which Ray puts on every worker's
+   Python path);
 2. resolves the destinations as ``harness run`` would (flag > spec > ``$MLFLOW_TRACKING_URI``
    / ``$HARNESS_STORAGE_PATH`` > default), makes local paths absolute, refuses local ones
    when the dashboard is not on this machine, and passes them to the job's driver as
@@ -44,6 +45,8 @@ from harness.models.component_names import module_source
 from harness.studies.cluster.connect import resolve_storage, shared_storage_declared
 from harness.studies.cluster.destinations import (
     RAY_JOB_TAG,
+    absolute_tracking_uri,
+    locate_cluster,
     refuse_local_destinations,
     storage_local_path,
     tracking_local_path,
@@ -155,16 +158,6 @@ def resolve_dashboard(address: str | None) -> str:
     return url.rstrip("/")
 
 
-def absolute_tracking_uri(uri: str) -> str:
-    """A relative ``sqlite:///mlflow.db`` made absolute here (the job's driver resolves
-    relative paths in its own working directory, not in this one)."""
-    local = tracking_local_path(uri)
-    if local is None or urlparse(uri).scheme.lower() != "sqlite":
-        return uri
-    query = uri.split("?", 1)[1] if "?" in uri else ""
-    return f"sqlite:///{local}" + (f"?{query}" if query else "")
-
-
 def plan_submission(
     spec_path: str | os.PathLike[str],
     *,
@@ -190,9 +183,6 @@ def plan_submission(
         ) from None
     uri = absolute_tracking_uri(resolve_tracking_uri(tracking_uri or spec.tracking.uri))
     storage = resolve_storage(storage_path, spec)
-    refuse_local_destinations(
-        dashboard=dashboard, tracking_uri=uri, storage=storage, storage_shared=shared_storage_declared(spec)
-    )
     check_tracking_uri(uri)  # no network: a file store, a missing or read-only folder
     if storage_local_path(storage) is not None:
         check_storage(storage)  # remote storage is the cluster's to reach (its credentials, not ours)
@@ -272,16 +262,26 @@ def head_node_ip(dashboard: str) -> str | None:
     return next((ip for ip in ips if ip), None)
 
 
-def check_cluster_side(submission: Submission) -> None:
-    """After connecting: the destinations against where the cluster really is (a tunnel or a
-    port-forward makes a remote dashboard look local)."""
+def connect_where_it_runs(submission: Submission) -> JobSubmissionClient:
+    """Connect to the dashboard, refusing destinations local to this machine for a cluster that is
+    not on it (:func:`~harness.studies.cluster.destinations.locate_cluster`, the one probe: a
+    dashboard address naming another machine is refused before any contact; for one naming this
+    machine, the head node's IP asked of the dashboard decides, since a tunnel or a port-forward
+    makes a remote cluster look local)."""
+    client: JobSubmissionClient | None = None
+
+    def head_ip() -> str | None:
+        nonlocal client
+        client = connect(submission.dashboard)
+        return head_node_ip(submission.dashboard)
+
     refuse_local_destinations(
-        dashboard=submission.dashboard,
+        place=locate_cluster(submission.dashboard, head_ip),
         tracking_uri=submission.tracking_uri,
         storage=submission.storage,
         storage_shared=shared_storage_declared(submission.spec),
-        head_ip=head_node_ip(submission.dashboard),
     )
+    return client if client is not None else connect(submission.dashboard)
 
 
 def submit_job(client: JobSubmissionClient, submission: Submission) -> str:
@@ -427,8 +427,7 @@ def submit_study(
         working_dir=working_dir,
         resume=resume,
     )
-    client = connect(submission.dashboard)
-    check_cluster_side(submission)
+    client = connect_where_it_runs(submission)
     job_id = submit_job(client, submission)
     say(f"Study {submission.spec.name}: Ray job {job_id} on {submission.dashboard}" + (" (resuming)" if resume else ""))
     say(f"  driver: {redact_uri(submission.entrypoint)}")

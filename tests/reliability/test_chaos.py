@@ -1,4 +1,4 @@
-"""The fault campaign (harness/bench/chaos.py, benchmarks/chaos.py): its schedules are a
+"""The fault campaign (harness/bench/chaos/, benchmarks/chaos.py): its schedules are a
 function of their seed alone (a failing one replays exactly), any 8 consecutive schedules
 inject every kind of fault, the comparison with the twin catches each kind of difference it
 is meant to, and (slow) a short campaign of a few faults ends equal to its twin."""
@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.bench.chaos import KINDS, REPORT_PHASE, StudyRecord, compare, draw_schedule, main, schedule_seeds
+from harness.bench.chaos.campaign import main
+from harness.bench.chaos.comparison import StudyRecord, compare
+from harness.bench.chaos.faults import FAULT_KINDS
+from harness.bench.chaos.schedule import KINDS, REPORT_PHASE, draw_schedule, schedule_seeds
 
 
 def test_a_schedule_is_a_function_of_its_seed() -> None:
@@ -25,6 +28,10 @@ def test_a_schedule_is_a_function_of_its_seed() -> None:
         assert schedule.cluster == any(f.kind == "node_leave" for f in schedule.faults)
         ats = [f.at for f in schedule.faults if f.at != REPORT_PHASE]
         assert ats == sorted(ats)  # fired in the order of the study's progress
+
+
+def test_every_kind_has_its_fault() -> None:
+    assert sorted(FAULT_KINDS) == sorted(KINDS)
 
 
 def test_any_eight_consecutive_schedules_inject_every_kind() -> None:

@@ -1,4 +1,4 @@
-"""What the fault campaign (harness/bench/chaos.py) found, replayed deterministically.
+"""What the fault campaign (harness/bench/chaos/) found, replayed deterministically.
 
 Schedule 144272504 (``python benchmarks/chaos.py --replay 144272504``: a trial's process
 killed, the driver stopped by SIGTERM and resumed, the tracking server stopped during the

@@ -14,7 +14,7 @@ import polars as pl
 import pyarrow.fs
 import pytest
 import yaml
-from harness_support import TINY
+from harness_support import TINY, run_harness
 from polars.testing import assert_frame_equal
 from ray.tune import Callback
 from typer.testing import CliRunner
@@ -100,24 +100,27 @@ def _assert_same_table(a: pl.DataFrame, b: pl.DataFrame) -> None:
 
 
 def test_a_study_writes_every_evaluation_and_mlflow_rebuilds_the_same_table(
-    write_spec, study_env: dict, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    write_spec, study_env: dict, tmp_path: Path
 ) -> None:
     """2 variants x 2 seeds, 20 steps, an evaluation every 5; one trial diverges at step 12
     (after its evaluations at 5 and 10). The study's curves.parquet holds every evaluation of
-    every trial, the same table MLflow gives back, and `harness report --from` rebuilds it."""
+    every trial, the same table MLflow gives back, and `harness report --from` rebuilds it.
+
+    The study runs as `harness run` in a subprocess: the test-only NaN injection is read in the
+    trials' processes, which its embedded Ray starts (harness.studies.tune.fault_injection)."""
     diverging = "ega_s1_nano_T32_tinyshakespeare"
     spec = write_spec(seeds=2, train={**TINY["train"], "max_steps": 20, "eval_every": 5})
-    monkeypatch.setenv("HARNESS_FAULT_NAN_TRIALS", f"{diverging}@12")
-    outcome = run_study(spec, report=False, **study_env)
-    assert outcome.status == "finished", study_env["stream"].getvalue()
-    results = outcome.results
+    args = ["run", str(spec), "--tracking-uri", study_env["tracking_uri"], "--storage-path", study_env["storage_path"]]
+    done = run_harness(*args, cwd=tmp_path, env={"HARNESS_FAULT_NAN_TRIALS": f"{diverging}@12"}, timeout=900)
+    assert done.returncode == 0 and "Study tiny finished" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    (study_dir,) = [p.parent for p in Path(study_env["storage_path"]).glob("tiny/*/harness_study.json")]
+    results = pl.read_parquet(study_dir / "results.parquet")
     assert dict(zip(results["trial_id"], results["status"], strict=True)) == {
         tid: "diverged" if tid == diverging else "finished" for tid in results["trial_id"]
     }
 
-    curves = _curves_file(outcome)
+    curves = pl.read_parquet(study_dir / CURVES_FILE)
     assert curves.columns == list(CURVE_COLUMNS) and dict(curves.schema) == CURVE_SCHEMA
-    assert_frame_equal(curves, outcome.curves)
     steps = {tid: frame["step"].to_list() for (tid,), frame in curves.group_by("trial_id", maintain_order=True)}
     evaluations = list(range(5, 21, 5))
     assert steps == {tid: [5, 10] if tid == diverging else evaluations for tid in results["trial_id"]}
@@ -135,7 +138,6 @@ def test_a_study_writes_every_evaluation_and_mlflow_rebuilds_the_same_table(
     _assert_same_table(curves_frame(study_env["tracking_uri"], "tiny"), curves)
 
     # A study folder written before the table existed: `harness report --from` rebuilds it there.
-    study_dir = Path(outcome.study_dir)
     (study_dir / CURVES_FILE).unlink()
     out = tmp_path / "report"
     args = ["report", "tiny", "--from", str(study_dir), "--tracking-uri", study_env["tracking_uri"], "--out", str(out)]
@@ -181,6 +183,7 @@ def test_a_resumed_study_has_each_evaluation_once(write_spec, study_env: dict) -
     reports = trial_reports(pyarrow.fs.LocalFileSystem(), str(Path(second.study_dir) / tid))
     assert [r["step"] for r in reports if "val/loss" in r and "status" not in r].count(5) == 2  # reported twice
     curves = _curves_file(second)
+    assert_frame_equal(curves, second.curves)  # the outcome carries the table it wrote
     assert curves.height == 8 and curves.select("trial_id", "step").is_unique().all()
     assert set(curves["status"]) == {"finished"}
     _assert_same_table(curves_frame(study_env["tracking_uri"], "tiny"), curves)

@@ -8,8 +8,11 @@ import json
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
+import polars as pl
 import pytest
+from harness_support import run_harness
 from mlflow import MlflowClient
 from ray.tune import Callback
 
@@ -82,10 +85,20 @@ def test_interrupted_study_resumes_without_repeating_finished_trials(write_spec,
         run_study(changed, resume=True, **study_env)
 
 
+def _faulted_study(spec: Path, tmp_path: Path, **env: str) -> tuple[Any, Path, str]:
+    """``harness run SPEC`` in a subprocess with the test-only fault settings ``env`` (read in
+    the trials' processes, which its embedded Ray starts: harness.studies.tune.fault_injection);
+    returns the finished process, the study's folder and the tracking URI."""
+    uri = f"sqlite:///{tmp_path / 'faulted.db'}"
+    args = ["run", str(spec), "--tracking-uri", uri, "--storage-path", str(tmp_path / "faulted")]
+    done = run_harness(*args, cwd=tmp_path, env=env, timeout=900)
+    found = [p.parent for p in (tmp_path / "faulted").glob("*/*/harness_study.json")]
+    assert len(found) == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    return done, found[0], uri
+
+
 @pytest.mark.slow
-def test_killed_trial_is_retried_from_its_checkpoint(
-    write_spec, study_env: dict, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_killed_trial_is_retried_from_its_checkpoint(write_spec, tmp_path: Path, shared_data_dir: Path) -> None:
     """A trial process killed at step 7 (after the step-5 checkpoint) is restarted by Tune
     from that checkpoint and ends exactly where an uninterrupted run ends."""
     from harness.studies.spec.grid import expand_grid
@@ -93,42 +106,44 @@ def test_killed_trial_is_retried_from_its_checkpoint(
     from harness.training import train
 
     spec = write_spec(variants=["ega-mope"], seeds=[3], retries=1)
-    monkeypatch.setenv("HARNESS_FAULT_KILL_AT_STEP", "7")
-    outcome = run_study(spec, report=False, **study_env)
-    assert outcome.status == "finished", study_env["stream"].getvalue()
-    assert "RETRY" in study_env["stream"].getvalue()
-    assert (Path(outcome.study_dir) / "faults" / "ega-mope_s3_nano_T32_tinyshakespeare.killed").is_file()
+    faults = tmp_path / "faults"
+    done, study_dir, uri = _faulted_study(spec, tmp_path, HARNESS_FAULT_KILL_AT_STEP="7", HARNESS_FAULT_DIR=str(faults))
+    assert done.returncode == 0 and "Study tiny finished" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "RETRY" in done.stdout
+    assert (faults / "ega-mope_s3_nano_T32_tinyshakespeare.killed").is_file()
     (trial,) = expand_grid(load_spec(spec))
     plain = train(
         trial.config.model_copy(update={"checkpoint_dir": str(tmp_path / "plain")}),
         mlflow_logging=False,
         progress_bar=False,
     )
-    row = outcome.results.row(0, named=True)
+    row = pl.read_parquet(study_dir / "results.parquet").row(0, named=True)
     assert row["val_loss"] == pytest.approx(plain.final_val_loss, rel=1e-6)
 
-    client = MlflowClient(study_env["tracking_uri"])
-    (child,) = [r for r in client.search_runs([outcome.experiment_id]) if r.data.tags.get("harness.role") == "trial"]
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("tiny").experiment_id
+    (child,) = [r for r in client.search_runs([experiment]) if r.data.tags.get("harness.role") == "trial"]
     assert child.info.status == "FINISHED" and child.data.tags["harness.retries"] == "1"
     assert sorted(m.step for m in client.get_metric_history(child.info.run_id, "val/loss")) == [5, 10]
 
 
 @pytest.mark.slow
-def test_trial_that_keeps_failing_is_recorded_as_failed(
-    write_spec, study_env: dict, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_trial_that_keeps_failing_is_recorded_as_failed(write_spec, tmp_path: Path, shared_data_dir: Path) -> None:
     """Without retries, a killed trial ends the study as failed: status tag, MLflow FAILED,
     a results row with status failed and no losses; the other trial is unaffected."""
     spec = write_spec(variants=["baseline", "ega"], retries=0, max_concurrent_trials=1)
-    monkeypatch.setenv("HARNESS_FAULT_KILL_AT_STEP", "7")
-    outcome = run_study(spec, report=False, **study_env)
+    faults = str(tmp_path / "faults")
+    done, study_dir, uri = _faulted_study(spec, tmp_path, HARNESS_FAULT_KILL_AT_STEP="7", HARNESS_FAULT_DIR=faults)
     # The fault marker makes the kill happen once per trial: both die once, neither retries.
-    assert outcome.status == "finished" and outcome.counts["failed"] == 2
-    assert "ERROR" in study_env["stream"].getvalue()
-    table = outcome.results
+    assert done.returncode == 1 and "2 trial(s) failed" in done.stderr, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Study tiny finished" in done.stdout and "2 failed" in done.stdout and "ERROR" in done.stdout
+    table = pl.read_parquet(study_dir / "results.parquet")
     assert set(table["status"]) == {"failed"} and table["val_loss"].null_count() == 2
-    client = MlflowClient(study_env["tracking_uri"])
-    children = [r for r in client.search_runs([outcome.experiment_id]) if r.data.tags.get("harness.role") == "trial"]
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("tiny").experiment_id
+    runs = client.search_runs([experiment])
+    children = [r for r in runs if r.data.tags.get("harness.role") == "trial"]
     assert len(children) == 2
     assert all(c.info.status == "FAILED" and c.data.tags["status"] == "failed" for c in children)
-    assert client.get_run(outcome.parent_run_id).info.status == "FINISHED"
+    (parent,) = [r for r in runs if r.data.tags.get("harness.role") == "study"]
+    assert parent.info.status == "FINISHED"

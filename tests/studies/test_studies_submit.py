@@ -19,6 +19,7 @@ from harness.studies.cluster.destinations import (
     JobDriver,
     is_local_address,
     job_driver,
+    locate_cluster,
     refuse_ephemeral_destinations,
     refuse_local_destinations,
 )
@@ -133,19 +134,37 @@ def test_local_addresses() -> None:
     assert not is_local_address("http://no-such-host.invalid:8265")  # does not resolve: not here
 
 
-def test_a_remote_dashboard_refuses_local_destinations(tmp_path: Path) -> None:
+def _never_asked() -> str | None:
+    raise AssertionError("the head node was asked, but the address alone tells")
+
+
+def test_where_the_cluster_runs_is_one_probe() -> None:
+    """An address naming another machine: elsewhere, without contact. An address naming this
+    machine: the head node's IP decides (a tunnel leads elsewhere), the address when the
+    dashboard cannot tell."""
+    elsewhere = locate_cluster(REMOTE, _never_asked)
+    assert not elsewhere.here and REMOTE in elsewhere.why
+    assert locate_cluster("http://127.0.0.1:8265", lambda: None).here
+    assert locate_cluster("http://127.0.0.1:8265", lambda: "127.0.0.1").here
+    tunnel = locate_cluster("http://127.0.0.1:8265", lambda: "203.0.113.7")
+    assert not tunnel.here and "its head node is 203.0.113.7" in tunnel.why
+
+
+def test_a_cluster_elsewhere_refuses_local_destinations(tmp_path: Path) -> None:
     db, results = f"sqlite:///{tmp_path / 'mlflow.db'}", str(tmp_path / "results")
+    elsewhere = locate_cluster(REMOTE, _never_asked)
     with pytest.raises(InputError) as err:
-        refuse_local_destinations(dashboard=REMOTE, tracking_uri=db, storage=results, storage_shared=False)
+        refuse_local_destinations(place=elsewhere, tracking_uri=db, storage=results, storage_shared=False)
     message = str(err.value)
     assert REMOTE in message and "not on this machine" in message
     assert f"--tracking-uri {db}" in message and "--tracking-uri http://MLFLOW:5000" in message
     assert f"--storage-path {results}" in message and "s3://" in message and "storage_shared: true" in message
     # A network filesystem declared shared and a tracking server are what a remote cluster takes.
-    refuse_local_destinations(dashboard=REMOTE, tracking_uri="http://mlflow:5000", storage=results, storage_shared=True)
-    refuse_local_destinations(dashboard=REMOTE, tracking_uri="https://m", storage="s3://b/s", storage_shared=False)
+    refuse_local_destinations(place=elsewhere, tracking_uri="http://mlflow:5000", storage=results, storage_shared=True)
+    refuse_local_destinations(place=elsewhere, tracking_uri="https://m", storage="s3://b/s", storage_shared=False)
     # On this machine, local destinations are fine.
-    refuse_local_destinations(dashboard="http://127.0.0.1:8265", tracking_uri=db, storage=results, storage_shared=False)
+    here = locate_cluster("http://127.0.0.1:8265", lambda: None)
+    refuse_local_destinations(place=here, tracking_uri=db, storage=results, storage_shared=False)
 
 
 def test_submit_to_a_remote_dashboard_with_local_destinations_is_refused_before_contact(

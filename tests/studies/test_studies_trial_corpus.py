@@ -1,4 +1,4 @@
-"""A trial's corpus on its node (``harness.studies.tune.trainable.ensure_corpus``): found or
+"""A trial's corpus on its node (``harness.studies.cluster.corpora.ensure_corpus``): found or
 fetched checksum-verified, else one error naming the corpus and the node."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.studies.tune.trainable import CorpusUnavailable, ensure_corpus
+from harness.studies.cluster.corpora import CorpusUnavailable, ensure_corpus
 
 
 def test_a_corpus_present_on_the_node_is_used(shared_data_dir: Path) -> None:

@@ -6,6 +6,7 @@ retry, whether or not the trial's ``result.json`` on storage caught up with it."
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -239,6 +240,33 @@ def test_a_torn_snapshot_is_replaced_by_the_last_complete_copy(tmp_path: Path) -
     assert json.loads((tmp_path / SNAPSHOT).read_text()) == state
     assert restore_torn_snapshot(str(tmp_path)) is None  # whole now: nothing to do
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([SNAPSHOT, LAST_GOOD])  # no temporary left
+
+
+def test_the_keeper_reads_the_snapshot_again_only_when_its_size_or_time_changed(tmp_path: Path) -> None:
+    """Tune calls the keeper at every save; a snapshot with the size and modification time of
+    the one read last is not read again (so its copy stays), any change in either is."""
+    from harness.studies.tune.snapshot_keeper import KeepLastGoodSnapshot
+
+    snapshot = tmp_path / SNAPSHOT
+    first = {"trial_data": [], "runner_data": {"_session_str": "2026-12-01_00-00-00"}, "stats": {"n": 1}}
+    snapshot.write_text(json.dumps(first))
+    keeper = KeepLastGoodSnapshot(str(tmp_path))
+    assert keeper.get_state() is None
+    assert json.loads((tmp_path / LAST_GOOD).read_text()) == first
+    stat = snapshot.stat()
+    same_size = {**first, "stats": {"n": 2}}
+    snapshot.write_text(json.dumps(same_size))
+    os.utime(snapshot, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same size, same time: taken as unchanged
+    keeper.get_state()
+    assert json.loads((tmp_path / LAST_GOOD).read_text()) == first  # not read again
+    os.utime(snapshot, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # written again
+    keeper.get_state()
+    assert json.loads((tmp_path / LAST_GOOD).read_text()) == same_size
+    longer = {**first, "stats": {"n": 30}}
+    snapshot.write_text(json.dumps(longer))
+    os.utime(snapshot, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # the time of the one read last
+    keeper.get_state()
+    assert json.loads((tmp_path / LAST_GOOD).read_text()) == longer  # its size changed
 
 
 def test_a_torn_snapshot_without_a_copy_is_a_clear_error(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from harness.studies.record.recorder import StudyRecorder
 def test_ui_url_opens_the_parent_run_in_the_model_training_view(uri: str, expected_base: str) -> None:
     recorder = StudyRecorder(uri, "smoke")
     assert recorder.ui_url() is None  # no parent run yet
-    recorder.experiment_id, recorder.parent_run_id = "7", "abc123"
+    recorder.store.experiment_id, recorder.parent.run_id = "7", "abc123"  # as connect() and start_parent() set them
     url = recorder.ui_url()
     assert url == f"{expected_base}/#/experiments/7/runs/abc123?workflowType=machine_learning"
     assert "SECRET" not in url

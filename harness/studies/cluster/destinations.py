@@ -13,8 +13,8 @@ that copy*: it succeeds, and its record is lost. Two checks, one on each side of
   directory's default) and lies outside Ray's session directory, which holds the job's
   temporary copy of the working directory;
 - :func:`refuse_local_destinations` (the client: ``harness submit``) refuses a local SQLite
-  URI or a local storage path when the dashboard is not on this machine, since the driver
-  would write them on the cluster's head, not here.
+  URI or a local storage path when the cluster is not on this machine (one probe:
+  :func:`locate_cluster`), since the driver would write them on the cluster's head, not here.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import ipaddress
 import json
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -70,6 +70,18 @@ def tracking_local_path(uri: str, cwd: Path | None = None) -> Path | None:
     if path is None:
         return None
     return ((cwd or Path.cwd()) / path.expanduser()).resolve()
+
+
+def absolute_tracking_uri(uri: str, cwd: Path | None = None) -> str:
+    """A SQLite URI with a relative path (``sqlite:///mlflow.db``) made absolute against ``cwd``
+    (default: the working directory), so that it names the same database wherever it is used
+    later (a Ray job's driver, ``harness report --from`` in another folder); any other URI
+    as it is (a file store is refused elsewhere, not rewritten)."""
+    local = tracking_local_path(uri, cwd)
+    if local is None or urlparse(uri).scheme.lower() != "sqlite":
+        return uri
+    query = uri.split("?", 1)[1] if "?" in uri else ""
+    return f"sqlite:///{local}" + (f"?{query}" if query else "")
 
 
 def storage_local_path(storage: str, cwd: Path | None = None) -> Path | None:
@@ -235,22 +247,35 @@ def is_local_address(address: str) -> bool:
     return any(is_local_ip(ip) for ip in resolved)
 
 
-def refuse_local_destinations(
-    *, dashboard: str, tracking_uri: str, storage: str, storage_shared: bool, head_ip: str | None = None
-) -> None:
-    """Before submitting to a cluster that is not on this machine -- its dashboard address
-    names another machine, or (through a tunnel or port-forward) its head node ``head_ip``
-    is not one of this machine's addresses -- a local SQLite URI (or file store) and a local
-    storage path not declared shared would be written by the driver on the cluster's head,
-    not here. :class:`InputError` saying what to use instead."""
-    if head_ip is not None:
-        if is_local_ip(head_ip):
-            return
-        where = f"the Ray cluster behind {dashboard} is not on this machine (its head node is {head_ip})"
-    elif is_local_address(dashboard):
+@dataclass(frozen=True)
+class ClusterPlace:
+    """Whether the Ray cluster behind a dashboard runs on this machine, and how that was told."""
+
+    here: bool
+    why: str  # for a cluster elsewhere: what says so, in words
+
+
+def locate_cluster(dashboard: str, head_ip: Callable[[], str | None]) -> ClusterPlace:
+    """The one probe of where a cluster runs, as ``harness submit`` sees it. A dashboard address
+    that names another machine puts the cluster there, without any contact; one that names this
+    machine may still lead elsewhere (a tunnel, a port-forward), so the IP of the cluster's head
+    node, asked of the dashboard (``head_ip()``, called only then; None: it cannot tell),
+    decides: one of this machine's addresses, or not."""
+    if not is_local_address(dashboard):
+        return ClusterPlace(False, f"the Ray dashboard {dashboard} is not on this machine")
+    ip = head_ip()
+    if ip is None or is_local_ip(ip):
+        return ClusterPlace(True, f"the Ray dashboard {dashboard} is on this machine")
+    return ClusterPlace(False, f"the Ray cluster behind {dashboard} is not on this machine (its head node is {ip})")
+
+
+def refuse_local_destinations(*, place: ClusterPlace, tracking_uri: str, storage: str, storage_shared: bool) -> None:
+    """For a cluster that is not on this machine (``place``, from :func:`locate_cluster`), a
+    local SQLite URI (or file store) and a local storage path not declared shared would be
+    written by the driver on the cluster's head, not here: :class:`InputError` saying what to use
+    instead. Nothing is refused for a cluster on this machine."""
+    if place.here:
         return
-    else:
-        where = f"the Ray dashboard {dashboard} is not on this machine"
     problems = []
     if tracking_local_path(tracking_uri) is not None:
         problems.append(
@@ -263,4 +288,4 @@ def refuse_local_destinations(
             f"on the cluster's nodes instead. Use {STORAGE_ADVICE}."
         )
     if problems:
-        raise InputError(f"{where}, so the study's driver runs there:\n" + "\n".join(problems))
+        raise InputError(f"{place.why}, so the study's driver runs there:\n" + "\n".join(problems))

@@ -26,7 +26,7 @@ from harness.studies.storage import read_bytes, trial_reports
 from harness.studies.tune.trainable import FINAL_ARTIFACTS, FINAL_RESULT
 from harness.training.description import DESCRIBED_STATUSES, trial_description
 
-if TYPE_CHECKING:  # the recorder subclasses Ray Tune's Callback: callers import it
+if TYPE_CHECKING:  # callers import the recorder (its imports wait for the phase that records)
     from harness.studies.record.recorder import StudyRecorder
 
 

@@ -265,6 +265,34 @@ def _seeds_tag(value: Any) -> str:
     return "schedule" if isinstance(value, (dict, SeedSchedule)) else "list"
 
 
+def seeds_entry(value: Any) -> list[int] | Any:
+    """The spec's ``seeds`` as written -> a list of seeds (a count ``n`` is 0..n-1), or the
+    mapping of a :class:`SeedSchedule` as it is (validated as one); ValueError naming what is
+    expected for anything else (a bool, zero, an empty or repeating list)."""
+    expected = (
+        "a count of seeds (a positive integer: 10 means seeds 0..9), "
+        "a non-empty list of distinct non-negative integers, "
+        "or sequential seeds {min: 3, max: 20, batch: 2}"
+    )
+    if isinstance(value, (dict, SeedSchedule)):
+        return value  # validated as a SeedSchedule
+    if isinstance(value, bool):
+        raise ValueError(f"expected {expected}, got {value!r}")
+    if isinstance(value, int):
+        if value < 1:
+            raise ValueError(f"expected {expected}; {value} seeds would run nothing")
+        return list(range(value))
+    if isinstance(value, list):
+        if not value:
+            raise ValueError(f"expected {expected}, got an empty list")
+        if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value):
+            raise ValueError(f"expected {expected}, got {value!r}")
+        if len(set(value)) != len(value):
+            raise ValueError(f"seeds repeat in {value!r}: a repeated seed would run the same trial twice")
+        return value
+    raise ValueError(f"expected {expected}, got {value!r}")
+
+
 SeedsEntry = Annotated[
     Annotated[list[int], Tag("list")] | Annotated[SeedSchedule, Tag("schedule")],
     Discriminator(_seeds_tag),

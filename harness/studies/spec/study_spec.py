@@ -79,6 +79,7 @@ from harness.studies.spec.parts import (
     Tracking,
     TrainOverrides,
     VariantEntry,
+    seeds_entry,
 )
 from harness.training.config import TrainConfig
 
@@ -113,28 +114,7 @@ class StudySpec(StrictModel):
     @field_validator("seeds", mode="before")
     @classmethod
     def _seeds(cls, value: Any) -> list[int] | Any:
-        expected = (
-            "a count of seeds (a positive integer: 10 means seeds 0..9), "
-            "a non-empty list of distinct non-negative integers, "
-            "or sequential seeds {min: 3, max: 20, batch: 2}"
-        )
-        if isinstance(value, (dict, SeedSchedule)):
-            return value  # validated as a SeedSchedule
-        if isinstance(value, bool):
-            raise ValueError(f"expected {expected}, got {value!r}")
-        if isinstance(value, int):
-            if value < 1:
-                raise ValueError(f"expected {expected}; {value} seeds would run nothing")
-            return list(range(value))
-        if isinstance(value, list):
-            if not value:
-                raise ValueError(f"expected {expected}, got an empty list")
-            if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value):
-                raise ValueError(f"expected {expected}, got {value!r}")
-            if len(set(value)) != len(value):
-                raise ValueError(f"seeds repeat in {value!r}: a repeated seed would run the same trial twice")
-            return value
-        raise ValueError(f"expected {expected}, got {value!r}")
+        return seeds_entry(value)
 
     @field_validator("datasets", "context_lengths", "tau_inits")
     @classmethod

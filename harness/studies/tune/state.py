@@ -115,6 +115,19 @@ def _write_atomically(fs: Any, path: str, data: bytes) -> None:
     fs.move(tmp, path)
 
 
+def snapshot_stamp(experiment_path: str) -> tuple[str, int, int] | None:
+    """``(path, size, mtime in ns)`` of Tune's newest snapshot: what changes when Tune writes it
+    again. None when there is none, or its filesystem keeps no modification time (then only
+    reading it tells)."""
+    fs, _, snapshot = _newest_snapshot(experiment_path)
+    if snapshot is None:
+        return None
+    info = fs.get_file_info(snapshot)
+    if info.mtime_ns is None or info.size is None:
+        return None
+    return snapshot, int(info.size), int(info.mtime_ns)
+
+
 def keep_last_good_snapshot(experiment_path: str) -> bool:
     """Copy Tune's newest snapshot to :data:`LAST_GOOD` when it parses; returns whether it did."""
     fs, fs_path, snapshot = _newest_snapshot(experiment_path)

@@ -3,9 +3,10 @@
 Each trial
 
 1. looks its :class:`~harness.training.config.TrainConfig` up by trial id (the configs
-   travel once through Ray's object store with ``tune.with_parameters``) and makes sure its
-   corpus is on this node (:func:`ensure_corpus`: found, or fetched checksum-verified, or
-   the trial fails naming the corpus and the node);
+   travel once through Ray's object store with ``tune.with_parameters``; every path in them
+   absolute, resolved by the driver) and makes sure its corpus is on this node
+   (:func:`~harness.studies.cluster.corpora.ensure_corpus`: found, or fetched
+   checksum-verified, or the trial fails naming the corpus and the node);
 2. sets torch's threads to the CPUs Tune gave it (Ray's workers start with one thread);
 3. resumes from ``ray.tune.get_checkpoint()`` when Tune restarts it (a retry after a
    failure, or a resumed study): the harness checkpoint makes the resumed run end
@@ -26,17 +27,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import signal
-import socket
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.datasets.corpus import load
-from harness.errors import InputError
+from harness.studies.cluster.corpora import ensure_corpus
 from harness.studies.tune.state import write_manifest
 from harness.training.config import TrainConfig
 
@@ -69,37 +66,6 @@ FINAL_METRICS = {
 }
 
 
-class CorpusUnavailable(InputError):
-    """A trial's corpus is neither on its node nor can be fetched there."""
-
-
-def this_node() -> str:
-    """``host (ip, Ray node <id>)`` of the calling process: which machine of a cluster it is."""
-    import ray
-
-    where = [socket.gethostname()]
-    try:
-        where.append(ray.util.get_node_ip_address())
-        where.append(f"Ray node {ray.get_runtime_context().get_node_id()}")
-    except Exception:  # noqa: BLE001 - outside Ray: the host name says enough
-        pass
-    return f"{where[0]} ({', '.join(where[1:])})" if len(where) > 1 else where[0]
-
-
-def ensure_corpus(dataset: str, data_dir: str | None) -> None:
-    """The trial's corpus on this node, before anything trains: found (``data_dir``,
-    ``$HARNESS_DATA_DIR``, this node's cache) or fetched into this node's cache (the
-    mirrors of ``$HARNESS_DATA_MIRROR``, then the card's addresses), checksum-verified and
-    renamed into place only when complete, so that no trial trains on a partial file.
-    Otherwise :class:`CorpusUnavailable` naming the corpus and the node: the trial fails
-    (Tune may retry it on another node)."""
-
-    try:
-        load(dataset, data_dir=data_dir, progress=False)
-    except InputError as exc:
-        raise CorpusUnavailable(f"corpus {dataset!r} is not available on node {this_node()}: {exc}") from None
-
-
 def trial_cpus(context: Any) -> int:
     """CPUs of the trial's resource bundle (at least one thread)."""
     try:
@@ -120,12 +86,7 @@ def _scalars(metrics: Any) -> dict[str, float]:
     return out
 
 
-def _report_callback(
-    checkpoint_dir: Path,
-    fault_kill_at_step: int | None,
-    fault_marker: Path | None,
-    fault_nan_at_step: int | None = None,
-) -> Any:
+def _report_callback(checkpoint_dir: Path) -> Any:
     """A Lightning callback reporting every evaluation to Tune (built here so that
     Lightning is imported only inside the trial process)."""
     import ray.tune
@@ -157,27 +118,6 @@ def _report_callback(
                 self._reported = written
             else:
                 ray.tune.report(metrics)
-
-        def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
-            # Test-only fault injection (HARNESS_FAULT_NAN_TRIALS): from the given step on, the
-            # weights hold NaN, so the training loss is NaN, as in a real divergence; the
-            # training loop's own divergence check must end the run as "diverged".
-            if fault_nan_at_step is not None and trainer.global_step >= fault_nan_at_step:
-                import torch
-
-                with torch.no_grad():
-                    next(pl_module.parameters()).fill_(float("nan"))
-
-        def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-            # Test-only fault injection (HARNESS_FAULT_KILL_AT_STEP): the trial process dies
-            # once, as a preempted worker would; the marker makes it happen only once.
-            if fault_kill_at_step is None or fault_marker is None or trainer.global_step < fault_kill_at_step:
-                return
-            if fault_marker.exists():
-                return
-            fault_marker.parent.mkdir(parents=True, exist_ok=True)
-            fault_marker.write_text(str(trainer.global_step))
-            os.kill(os.getpid(), signal.SIGKILL)
 
     return TuneReport()
 
@@ -213,22 +153,16 @@ def _write_final(directory: Path, result: Any, module: Any) -> None:
     write_run_tables(directory, model=getattr(module, "model", None), window_losses=result.window_losses)
 
 
-def run_trial(
-    config: dict[str, Any],
-    *,
-    trials: dict[str, dict[str, Any]],
-    fault_kill_at_step: int | None = None,
-    fault_dir: str | None = None,
-    fault_nan: dict[str, int] | None = None,
-) -> None:
+def run_trial(config: dict[str, Any], *, trials: dict[str, dict[str, Any]]) -> None:
     """Tune function trainable (wrap with ``tune.with_parameters(run_trial, trials=...)``).
 
-    ``fault_kill_at_step``/``fault_dir`` and ``fault_nan`` (trial id -> step) are test-only
-    fault injections (``HARNESS_FAULT_KILL_AT_STEP``, ``HARNESS_FAULT_NAN_TRIALS``)."""
+    Its callbacks: the report to Tune, and the test-only faults that this process's environment
+    asks for (:mod:`harness.studies.tune.fault_injection`; none in a real study)."""
     import ray.tune
     import torch
 
     from harness.models.numerics import flush_denormals
+    from harness.studies.tune.fault_injection import fault_callbacks  # Lightning: see the note on imports
     from harness.training.compile import runs_sharing_graph
     from harness.training.run import train  # torch and Lightning: see the note on imports
 
@@ -256,13 +190,12 @@ def run_trial(
                 shutil.copy2(restored / LAST_CHECKPOINT, checkpoint_dir / LAST_CHECKPOINT)
                 resume_from = checkpoint_dir / LAST_CHECKPOINT
         ensure_corpus(cfg.dataset, cfg.data_dir)
-        marker = Path(fault_dir) / f"{trial_id}.killed" if fault_dir else None
-        reporter = _report_callback(checkpoint_dir, fault_kill_at_step, marker, (fault_nan or {}).get(trial_id))
+        reporter = _report_callback(checkpoint_dir)
         # The study's trials with this trial's graph share one cold compile (compile: auto).
         sharing = runs_sharing_graph(cfg, (TrainConfig(**t) for t in trials.values()))
         result = train(
             cfg,
-            callbacks=[reporter],
+            callbacks=[reporter, *fault_callbacks(trial_id, trials)],
             mlflow_logging=False,
             resume_from=resume_from,
             progress_bar=False,
