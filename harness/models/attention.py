@@ -32,6 +32,8 @@ forward traces into one compiled graph (``tests/models/test_models_host_syncs.py
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -244,26 +246,7 @@ class CausalSelfAttention(nn.Module):
         log_g = gate(x, k) if gate is not None else None  # (B, H, T): per key, or the last query's row
         q, k = position.rotate(q, k)
         k = self.scoring(k)
-        gamma, slope = position.lag_curvature(), position.lag_slope()
-
-        def pair_bias(start: int, stop: int) -> Tensor:
-            """b_ij for queries start..stop-1, keys 0..stop-1: (B or 1, H, C, stop)."""
-            i = torch.arange(start, stop, device=x.device, dtype=torch.float32)  # (C,)
-            j = torch.arange(stop, device=x.device, dtype=torch.float32)  # (S,)
-            lag = i[:, None] - j[None, :]  # (C, S)
-            bias = x.new_zeros((), dtype=torch.float32)
-            if moments is not None:
-                bias = bias + gate.pair_log_gate(moments, start, stop)  # (B, H, C, S)
-            elif log_g is not None:
-                bias = bias + log_g[..., None, :stop]  # (B, H, 1, S)
-            if position.pairwise:
-                bias = bias + position.pair_bias(i, j)  # (H, C, S)
-            if gamma is not None:
-                bias = bias - gamma[:, None, None] * lag * lag
-            if slope is not None:
-                bias = bias - slope[:, None, None] * lag
-            return bias
-
+        pair_bias = _pair_bias(x, position, gate, moments, log_g)
         dropout_p = self.attention_dropout if self.training else 0.0
         y = pairwise_biased_attention(q, k, v, pair_bias, dropout_p=dropout_p)  # (B, H, T, hd)
         return self._finish(y, x, self.proj.weight), log_g
@@ -382,6 +365,35 @@ class CausalSelfAttention(nn.Module):
             outputs.append(F.scaled_dot_product_attention(*parts, dropout_p=dropout_p, is_causal=True, scale=scale))
         y = in_head_order(outputs, steep + shallow)  # (B, H, T, width)
         return self._finish(y, x, self._folded_proj_weight(width)), log_g
+
+
+def _pair_bias(
+    x: Tensor, position: PositionalEncoding, gate: KeyGate | None, moments: Any, log_g: Tensor | None
+) -> Callable[[int, int], Tensor]:
+    """The additive bias of :meth:`CausalSelfAttention._pairwise` for a chunk of queries:
+
+    b_ij = log g_ij (or log g_j) + pair_bias(i, j) - gamma_h (i - j)^2 - m_h (i - j)"""
+    gamma, slope = position.lag_curvature(), position.lag_slope()
+
+    def pair_bias(start: int, stop: int) -> Tensor:
+        """b_ij for queries start..stop-1, keys 0..stop-1: (B or 1, H, C, stop)."""
+        i = torch.arange(start, stop, device=x.device, dtype=torch.float32)  # (C,)
+        j = torch.arange(stop, device=x.device, dtype=torch.float32)  # (S,)
+        lag = i[:, None] - j[None, :]  # (C, S)
+        bias = x.new_zeros((), dtype=torch.float32)
+        if moments is not None:
+            bias = bias + gate.pair_log_gate(moments, start, stop)  # (B, H, C, S)
+        elif log_g is not None:
+            bias = bias + log_g[..., None, :stop]  # (B, H, 1, S)
+        if position.pairwise:
+            bias = bias + position.pair_bias(i, j)  # (H, C, S)
+        if gamma is not None:
+            bias = bias - gamma[:, None, None] * lag * lag
+        if slope is not None:
+            bias = bias - slope[:, None, None] * lag
+        return bias
+
+    return pair_bias
 
 
 def _constant_columns(like: Tensor, column: int, count: int, value: float) -> Tensor:

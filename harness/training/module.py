@@ -140,6 +140,50 @@ def auc_from_histograms(pos: Tensor, neg: Tensor) -> Tensor:
     return wins / (pos.sum(-1) * neg.sum(-1)).clamp_min(1.0)
 
 
+def model_telemetry(model: torch.nn.Module) -> dict[str, float]:
+    """The learned gate, Morlet and MOPE parameters of ``model`` as metrics (see
+    :meth:`CharLMModule.parameter_telemetry`)."""
+    metrics: dict[str, float] = {}
+    for name, values in model.gate_parameters().items():
+        values = values.detach().float().cpu()  # (L, H)
+        for (layer, head), v in np.ndenumerate(values.numpy().reshape(values.shape[0], -1)):
+            metrics[f"gate/{name}/l{layer}h{head}"] = float(v)
+        metrics[f"gate/{name}_mean"] = float(values.mean())
+    for name, values in model.wavelet_parameters().items():  # (L,): one filter per layer
+        for layer, v in enumerate(values.detach().float().cpu().tolist()):
+            metrics[f"gate/morlet_{name}/l{layer}"] = float(v)
+    for name, values in model.mope_parameters().items():
+        values = values.detach().float().cpu()
+        metrics[f"mope/{name}_mean"] = float(values.mean())
+        metrics[f"mope/{name}_min"] = float(values.min())
+        metrics[f"mope/{name}_max"] = float(values.max())
+    return metrics
+
+
+def final_metrics(
+    model: torch.nn.Module, val: float, train: float, losses: Mapping[str, Tensor], gate_summary: Mapping[str, float]
+) -> dict[str, float]:
+    """The ``final/*`` metrics of the last evaluation: losses (val, train, test when looked at),
+    the generalisation gap, bits per character (loss / ln 2), the parameter count, tau's mean and
+    the gate's readings at the end."""
+    final = {
+        "final/val_loss": val,
+        "final/train_loss": train,
+        "final/gen_gap": val - train,
+        "final/val_bpc": val / _LN2,
+        "num_parameters": float(model.num_parameters()),
+    }
+    if "test" in losses:
+        final["final/test_loss"] = float(losses["test"].mean())
+    tau = model.gate_parameters().get("tau")
+    if tau is not None:
+        final["final/tau_mean"] = float(tau.detach().float().mean())
+    for key in ("open_fraction", "content_precision", "content_recall", "content_auc", "pc1_cosine"):
+        if f"gate/{key}" in gate_summary:
+            final[f"final/{key}"] = gate_summary[f"gate/{key}"]
+    return final
+
+
 class CharLMModule(LightningModule):
     """Character language model training for any zoo variant.
 
@@ -322,21 +366,7 @@ class CharLMModule(LightningModule):
             self._energy_probe = None
         self.window_losses = {s: v.numpy().copy() for s, v in losses.items()}
         if self._final_eval:
-            final = {
-                "final/val_loss": val,
-                "final/train_loss": train,
-                "final/gen_gap": val - train,
-                "final/val_bpc": val / _LN2,
-                "num_parameters": float(self.model.num_parameters()),
-            }
-            if "test" in losses:
-                final["final/test_loss"] = float(losses["test"].mean())
-            tau = self.model.gate_parameters().get("tau")
-            if tau is not None:
-                final["final/tau_mean"] = float(tau.detach().float().mean())
-            for key in ("open_fraction", "content_precision", "content_recall", "content_auc", "pc1_cosine"):
-                if f"gate/{key}" in gate_summary:
-                    final[f"final/{key}"] = gate_summary[f"gate/{key}"]
+            final = final_metrics(self.model, val, train, losses, gate_summary)
             metrics.update(final)
             self.final_metrics = dict(final)
         self.record_metrics(metrics, prog_bar=("val/loss",))
@@ -347,21 +377,7 @@ class CharLMModule(LightningModule):
         their means ``gate/tau_mean``), the learned Morlet gate filter per layer
         (``gate/morlet_omega/l0``, ``gate/morlet_sigma/l0``), MOPE omega/sigma summaries
         (``mope/omega_mean`` ...)."""
-        metrics: dict[str, float] = {}
-        for name, values in self.model.gate_parameters().items():
-            values = values.detach().float().cpu()  # (L, H)
-            for (layer, head), v in np.ndenumerate(values.numpy().reshape(values.shape[0], -1)):
-                metrics[f"gate/{name}/l{layer}h{head}"] = float(v)
-            metrics[f"gate/{name}_mean"] = float(values.mean())
-        for name, values in self.model.wavelet_parameters().items():  # (L,): one filter per layer
-            for layer, v in enumerate(values.detach().float().cpu().tolist()):
-                metrics[f"gate/morlet_{name}/l{layer}"] = float(v)
-        for name, values in self.model.mope_parameters().items():
-            values = values.detach().float().cpu()
-            metrics[f"mope/{name}_mean"] = float(values.mean())
-            metrics[f"mope/{name}_min"] = float(values.min())
-            metrics[f"mope/{name}_max"] = float(values.max())
-        return metrics
+        return model_telemetry(self.model)
 
     def _gate_summary(self) -> dict[str, float]:
         state = self._eval_state
