@@ -51,10 +51,10 @@ def lag_chunk_size(T: int, *, curvature: bool, slope: float | None = None) -> in
 
 
 def slope_fits_window(slope: float, T: int) -> bool:
-    """Whether one fold over a window of T keys stays precise for a head of slope m: m T <=
-    LAG_SLOPE_SPAN, i.e. :func:`lag_chunk_size` returns T for it (the columns, centred on the
-    window, stay within LAG_SLOPE_SPAN / 2)."""
-    return abs(slope) * T <= LAG_SLOPE_SPAN
+    """Whether one fold over a window of T keys stays precise for a head of slope m: when
+    :func:`lag_chunk_size` (the one slope rule, m T <= LAG_SLOPE_SPAN) gives it the whole window
+    (the columns, centred on the window, stay within LAG_SLOPE_SPAN / 2)."""
+    return lag_chunk_size(T, curvature=False, slope=slope) == T
 
 
 def lag_penalised_attention(
