@@ -203,6 +203,8 @@ def predicted_rows(
         sizes = sorted({str(s) for s in df.get_column("size").drop_nulls().to_list()})
         if len(sizes) < MIN_SIZES:
             why = f"{refusal(len(sizes), math.nan, None)} ({', '.join(sizes)})"
+            if claim.setting.size in sizes:  # the papers' size was trained: its cells are the measurement
+                why = f"nothing to extrapolate: the papers' size ({claim.setting.size}) was measured (read its cells)"
             out.append(_refused(claim, measure, study, group, df, why, levels=len(sizes)))
             continue
         try:
