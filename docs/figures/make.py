@@ -25,6 +25,11 @@ The figures (docs/figures/), what each is drawn from, and the page that shows it
 - ``attention-cost.png``: ``harness bench attention`` JSON (``--attention``, else a sweep of
   T = 256, 1024, 4096 on 1 thread) (zoo).
 
+``--publish SCORECARD_DIR --prefix NAME`` draws only the figures of a published real scorecard
+(scorecard): ``scorecard.png`` from its ``scorecard.parquet`` and, as ``NAME-<figure>.png``,
+the figures :data:`PUBLISHED_FIGURES` that ``harness scorecard`` wrote beside it (each core
+claim over training, and predicted against parameters where the study had three sizes).
+
 Screenshots need Playwright (the ``test`` extra) and Debian's Chromium (``/usr/bin/chromium``,
 ``apt-get install chromium``). Every PNG is reduced to a 256-colour palette and must stay under
 :data:`MAX_PNG_BYTES`.
@@ -56,6 +61,16 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 #: Largest PNG the manual takes (the site serves them as they are).
 MAX_PNG_BYTES = 300_000
+#: The figures of a real scorecard the manual shows (those the scorecard drew; others are skipped).
+PUBLISHED_FIGURES = (
+    "training-superadditivity",
+    "training-ega-gain-ega-paper",
+    "training-tau-035",
+    "training-open-fraction-36",
+    "predicted-superadditivity",
+    "predicted-ega-gain-ega-paper",
+    "predicted-mope-gain",
+)
 #: Width of the browser window every screenshot is taken at (the width the manual is checked at).
 VIEWPORT_WIDTH = 1280
 #: The attention families drawn, baseline first (``harness bench attention --families``).
@@ -391,7 +406,7 @@ def scorecard_figure(parquet: Path):
     title = (
         f"Scorecard: {table.get_column('claim').n_unique()} claims against {', '.join(studies) or 'no study'}; "
         f"{shown.height} cells with an interval drawn, {table.height - shown.height} other rows (not measured, "
-        "trends, counts) in scorecard.html"
+        "over training, trends, predictions, counts) in scorecard.html"
     )
     fig.suptitle(textwrap.fill(title, 120), fontsize=9)
     return fig
@@ -417,7 +432,8 @@ def _scorecard_panel(ax, rows, title: str) -> None:
 def _scorecard_label(row: dict) -> str:
     reading = f" ({row['reading'].split(' ', 1)[0]})" if row.get("reading") else ""
     cell = f"{row['size']}, T={row['context_length']}" if row.get("size") else ""
-    return f"{row['claim']}{reading}  {cell}  n={row['n_seeds']}"
+    group = f"  {row['group']}" if row.get("group") else ""  # e.g. tau_init=0.7: one row per initial value
+    return f"{row['claim']}{reading}  {cell}{group}  n={row['n_seeds']}"
 
 
 # ----------------------------------------------------------------------------- main
@@ -432,6 +448,14 @@ def report_figures(study: Study, work: Path, out: Path) -> None:
         save_png(mlflow_parent_png(page, study), "mlflow-parent-run.png", out)
 
 
+def published_figures(scorecard_dir: Path, prefix: str, out: Path) -> None:
+    """``scorecard.png`` of a published scorecard and its figures named in :data:`PUBLISHED_FIGURES`."""
+    save_png(figure_png(scorecard_figure(scorecard_dir / "scorecard.parquet")), "scorecard.png", out)
+    for name in PUBLISHED_FIGURES:
+        if (scorecard_dir / f"{name}.png").is_file():
+            save_png((scorecard_dir / f"{name}.png").read_bytes(), f"{prefix}-{name}.png", out)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     add = parser.add_argument
@@ -440,7 +464,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     add("--attention", type=Path, help="harness bench attention JSON; default: a small sweep")
     add("--calibration", type=Path, default=REPO / "docs" / "calibration.md", help="the calibration page")
     add("--out", type=Path, default=OUT, help="where the PNGs go (default: docs/figures, what the site serves)")
+    add("--publish", type=Path, help="a real scorecard's --out folder: draw only its figures (with --prefix)")
+    add("--prefix", default="published", help="name prefix of the published figures (e.g. the study's name)")
     args = parser.parse_args(argv)
+    if args.publish:
+        published_figures(args.publish.resolve(), args.prefix, args.out)
+        return 0
     with tempfile.TemporaryDirectory(prefix="harness-figures-") as tmp:
         work = Path(tmp)
         study = Study.read(args.study.resolve()) if args.study else run_smoke_study(work)
