@@ -118,8 +118,22 @@ def _finish(fig, axes, panels: Sequence[Panel], title: str, total: int) -> bytes
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=6, loc="best")
     more = f" (first {len(panels)} of {total} panels)" if total > len(panels) else ""
-    fig.suptitle(textwrap.fill(title + more, int(14 * fig.get_figwidth())), fontsize=9)
+    wrapped = textwrap.fill(title + more, int(14 * fig.get_figwidth()))
+    _room_for_title(fig, wrapped.count("\n") + 1)
+    fig.suptitle(wrapped, fontsize=9)
     return _png(fig)
+
+
+def _room_for_title(fig, lines: int, line_in: float = 0.17) -> None:
+    """Grow the figure at the top by ``line_in`` inches a title line beyond the two that
+    :func:`_grid`'s 0.75 in of top margin holds, keeping the panels' size and margins."""
+    extra = max(0, lines - 2) * line_in
+    if not extra:
+        return
+    height = fig.get_figheight()
+    fig.set_figheight(height + extra)
+    new = height + extra
+    fig.subplots_adjust(top=1 - (0.75 + extra) / new, bottom=0.5 / new)
 
 
 def over_training_plot(
