@@ -279,6 +279,7 @@ def _parent(uri: str):
     return parent, [r for r in runs if r.data.tags.get("harness.role") == "trial"]
 
 
+@pytest.mark.slow  # a real sequential study of several batches (~1 min on 2 cores)
 def test_a_rule_met_at_once_runs_only_the_first_batch(write_spec, study_env: dict) -> None:
     # At 3 seeds the interval made tightest at sqrt(3 * 4) seeds is bounded (about 6.4 sd wide each side).
     spec = write_spec(analysis=PAIR, seeds={"min": 3, "max": 4, "batch": 1}, stop_when={"precision": 5.0})
@@ -310,6 +311,7 @@ def test_a_rule_met_at_once_runs_only_the_first_batch(write_spec, study_env: dic
     assert "anytime t: anytime-valid t-mixture test" in " ".join(outcome.report.verdict_table.split())  # wrapped
 
 
+@pytest.mark.slow  # a real sequential study of several batches (~1 min on 2 cores)
 def test_a_rule_never_met_runs_up_to_max(write_spec, study_env: dict) -> None:
     spec = write_spec(analysis=PAIR, seeds={"min": 2, "max": 4, "batch": 1}, stop_when={"precision": 1e-9})
     outcome = run_study(spec, **study_env)
