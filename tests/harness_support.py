@@ -192,3 +192,19 @@ class FlakyProxy:
         self.server.shutdown()
         self.server.server_close()
         self._thread.join(timeout=10)
+
+
+#: One zoo variant per code path of the attention layer (positions, the folded gate, absolute and
+#: relative MOPE, ALiBi's slope fold, the pairwise query chunks): the every-variant tests run these
+#: in the fast suite and the others in the slow suite, which CI runs on every change.
+FAST_VARIANTS = frozenset(
+    {"baseline", "rope", "alibi", "ega", "mope", "ega-mope", "mope-rel", "ega-qnorm", "mope-bias"}
+)
+
+
+def per_code_path(values: Any, name: Any = lambda v: v) -> list:
+    """``values`` as pytest parameters, those whose ``name(value)`` is not in :data:`FAST_VARIANTS`
+    marked ``slow``."""
+    import pytest
+
+    return [pytest.param(v, marks=() if name(v) in FAST_VARIANTS else pytest.mark.slow) for v in values]

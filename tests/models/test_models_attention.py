@@ -422,7 +422,7 @@ def test_alibi_fold_equals_the_float64_oracle_forward_and_gradients(T):
 
 
 @pytest.mark.parametrize("gate_name", ["none", "ega"])
-@pytest.mark.parametrize("T", [1024, 2048, 2100])
+@pytest.mark.parametrize("T", [1024, *(pytest.param(t, marks=pytest.mark.slow) for t in (2048, 2100))])  # chunks: slow
 def test_alibi_layer_folds_every_head_within_the_float64_oracle(T, gate_name):
     """The layer's ALiBi path (CausalSelfAttention._slope_folded): at T = 1024 every head's slope
     folds over the whole window (m_h T <= LAG_SLOPE_SPAN), one SDPA call; at T = 2100 the two

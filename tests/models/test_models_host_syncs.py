@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from harness_support import per_code_path
 
 from harness.bench.host_syncs import HostReadRefused, HostReads
 from harness.models import VARIANTS, build_model
@@ -60,7 +61,7 @@ def _check(variant: str, T: int, *, bf16: bool, n_layer: int = 1, n_head: int = 
 
 
 @pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("variant", per_code_path(sorted(VARIANTS)))
 def test_no_forward_pass_reads_the_device(variant: str, bf16: bool) -> None:
     """T = 130: relative MOPE in three chunks of 64, the last a partial one."""
     _check(variant, 130, bf16=bf16)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from harness_support import per_code_path
 
 from harness.models import VARIANTS, build_model, make_variant
 from harness.models.checks import causality_probe
@@ -94,17 +95,7 @@ def _unigram_entropy(text: str) -> float:
     return float(-(p * p.log()).sum())
 
 
-#: One variant per code path of the attention layer (positions, the folded gate, absolute and
-#: relative MOPE, ALiBi's slope fold, the pairwise query chunks) stays in the fast suite; the
-#: others (~8 s each on 2 cores) run in the slow suite, which CI runs on every change.
-LOSS_FALLS_FAST = {"baseline", "rope", "alibi", "ega", "mope", "ega-mope", "mope-rel", "ega-qnorm", "mope-bias"}
-
-
-@pytest.mark.parametrize(
-    "variant",
-    [pytest.param(v, marks=() if v.name in LOSS_FALLS_FAST else pytest.mark.slow) for v in VARIANTS.values()],
-    ids=lambda v: v.name,
-)
+@pytest.mark.parametrize("variant", per_code_path(VARIANTS.values(), lambda v: v.name), ids=lambda v: v.name)
 def test_every_variant_loss_falls_on_repetitive_text(variant):
     torch.manual_seed(0)
     vocab = sorted(set(TOY_TEXT))

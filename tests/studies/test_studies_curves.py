@@ -99,6 +99,7 @@ def _assert_same_table(a: pl.DataFrame, b: pl.DataFrame) -> None:
     assert_frame_equal(a.sort("trial_id", "step"), b.sort("trial_id", "step"))
 
 
+@pytest.mark.slow  # a real study, then its rebuild from MLflow (~25 s on 2 cores)
 def test_a_study_writes_every_evaluation_and_mlflow_rebuilds_the_same_table(
     write_spec, study_env: dict, tmp_path: Path
 ) -> None:
