@@ -28,6 +28,7 @@ import polars as pl
 from scipy import stats
 
 from harness.analysis.results import (
+    at_reference_tau_init,
     cell_label,
     numeric_column,
     require_columns,
@@ -547,7 +548,8 @@ def tau_stability(
     if not margin > 0:
         raise InputError(f"margin must be positive, got {margin}")
     rows, n_dropped = _gated_rows(df, column, variants)
-    units, seeds = _unit_means(rows, column)
+    mean_rows, mean_tau_init = _mean_rows(rows)
+    units, seeds = _unit_means(mean_rows, column)
     n = len(units)
     numbers: dict[str, Any] = dict(
         confidence_interval=None, pvalue=None, tost_pvalue=None, equivalent=False, stable=False
@@ -579,6 +581,7 @@ def tau_stability(
         else "t prediction interval for a new seed"
     )
     numbers["n_band_units"] = len(units) if numbers.get("band_unit", unit) == "seeds" else rows.height
+    at_init = f" at tau_init = {mean_tau_init:g}" if mean_tau_init is not None else ""
     return TauStabilityResult(
         estimate=float(np.mean(units)),
         reference=reference,
@@ -587,15 +590,27 @@ def tau_stability(
         n_runs=rows.height,
         per_seed=readonly_array(units),
         seeds=seeds,
-        method=(f"over {unit} of the per-run mean tau: t-interval, TOST vs {reference:g} ± {margin:g}, {where}"),
+        method=(
+            f"over {unit} of the per-run mean tau{at_init}: t-interval, TOST vs {reference:g} ± {margin:g}, {where}"
+        ),
         head_spread=_head_spread(rows),
         heterogeneity=tuple(_holm(heterogeneity)),
         open_fraction=open_fraction,
         n_dropped=n_dropped,
         confidence=confidence,
         message=message,
+        mean_tau_init=mean_tau_init,
         **numbers,
     )
+
+
+def _mean_rows(rows: pl.DataFrame) -> tuple[pl.DataFrame, float | None]:
+    """The runs the mean reads: all of them, or those at the reference initial value when tau
+    starts at several (:func:`~harness.analysis.results.at_reference_tau_init`); runs that end
+    in different places by design would make a pooled mean describe no run."""
+    if "tau_init" not in rows.columns or rows.get_column("tau_init").drop_nulls().n_unique() < 2:
+        return rows, None
+    return at_reference_tau_init(rows)
 
 
 def _head_spread(rows: pl.DataFrame) -> float | None:

@@ -187,6 +187,11 @@ class TauStabilityResult:
     cells' intervals, and ``stable`` needs every cell's interval inside the band.
     ``within_band_fraction`` is the share of the units the claim is about inside the band
     (``band_unit``: seeds with one run per seed, runs otherwise).
+
+    When the runs start tau at several values (``tau_init``), a mean pooled over them would
+    average runs that end in different places: the mean, its tests and ``per_seed`` read the
+    runs at the reference initial value (``mean_tau_init``, as the contrasts do), while the
+    cells and the heterogeneity table keep every initial value.
     """
 
     estimate: float
@@ -214,6 +219,7 @@ class TauStabilityResult:
     cells: tuple[CellStability, ...] = ()
     band_unit: str = "seeds"
     n_band_units: int = 0
+    mean_tau_init: float | None = None
 
     @property
     def band(self) -> ConfidenceInterval:

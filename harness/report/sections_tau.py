@@ -85,6 +85,8 @@ def tau_section(
 
 def _tau_headline(tau: TauStabilityResult) -> dict[str, float]:
     out: dict[str, Any] = {"tau/mean": tau.estimate, "tau/n_seeds": float(tau.n_seeds)}
+    if tau.mean_tau_init is not None:
+        out["tau/mean_tau_init"] = tau.mean_tau_init
     for name, ci in (
         ("ci", tau.confidence_interval),
         ("tost_ci", tau.equivalence_interval),
@@ -105,8 +107,14 @@ def _tau_headline(tau: TauStabilityResult) -> dict[str, float]:
 def _tau_text(tau: TauStabilityResult) -> str:
     level, eq_level = f"{tau.confidence:.0%}", f"{1.0 - 2.0 * (1.0 - tau.confidence):.0%}"
     band = format_interval(tau.band, False, 3)
+    at_init = (
+        f" of the runs started at tau = {tau.mean_tau_init:g} (the contrasts' reference; every initial value is in "
+        "the cells and the heterogeneity table)"
+        if tau.mean_tau_init is not None
+        else ""
+    )
     text = (
-        f"Mean {tau.estimate:.4f} over {tau.n_seeds} seeds ({tau.n_runs} runs), {level} CI "
+        f"Mean {tau.estimate:.4f}{at_init} over {tau.n_seeds} seeds ({tau.n_runs} runs), {level} CI "
         f"{format_interval(tau.confidence_interval, False, 4)}; t-test against {tau.reference:g}: "
         f"p={format_pvalue(tau.pvalue)}. Equivalence of the mean to the band {band}: TOST "
         f"p={format_pvalue(tau.tost_pvalue)}, {eq_level} CI {format_interval(tau.equivalence_interval, False, 4)}. "

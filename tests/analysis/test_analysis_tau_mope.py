@@ -86,6 +86,27 @@ def test_heterogeneity_nested_matches_scipy_and_detects_dependence_on_init() -> 
     assert [h.factor for h in stab.heterogeneity] == ["tau_init", "variant"]
 
 
+def test_mean_reads_the_reference_initial_value_when_tau_starts_at_several() -> None:
+    """Runs started at -0.5, 0 and 0.7 that end at -0.15, 0.2 and 1.0: pooled, their mean
+    (0.35) sits in the band though no run does; the mean reads tau_init = 0 (as the contrasts
+    do) and stability still looks at every initial value."""
+    gen = np.random.default_rng(5)
+    ends = {-0.5: -0.15, 0.0: 0.2, 0.7: 1.0}
+    rows = [
+        {"seed": s, "tau_init": init, "variant": "ega", "tau_mean": end + gen.normal(0, 0.01)}
+        for s in range(6)
+        for init, end in ends.items()
+    ]
+    res = tau_stability(pl.DataFrame(rows))
+    at_zero = [r["tau_mean"] for r in rows if r["tau_init"] == 0.0]
+    assert res.mean_tau_init == 0.0 and res.n_seeds == 6 and res.n_runs == 18
+    assert res.estimate == pytest.approx(np.mean(at_zero))
+    assert not res.equivalent and not res.stable and len(res.cells) == 3
+    assert "at tau_init = 0" in res.method
+    one_start = tau_stability(pl.DataFrame([r for r in rows if r["tau_init"] == 0.0]))
+    assert one_start.mean_tau_init is None and one_start.estimate == pytest.approx(res.estimate)
+
+
 def test_open_fraction_against_gaussian_tail_and_content_fraction(make_study) -> None:
     df = make_study(seeds=8, rng=4)  # open fraction = 1 - Phi(tau) + zero-mean noise
     res = open_fraction_analysis(df, content_fraction={"tinyshakespeare": 0.41})
