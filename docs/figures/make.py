@@ -26,8 +26,8 @@ The figures (docs/figures/), what each is drawn from, and the page that shows it
   T = 256, 1024, 4096 on 1 thread) (zoo).
 
 ``--publish SCORECARD_DIR --prefix NAME`` draws only the figures of a published real scorecard
-(scorecard): ``scorecard.png`` from its ``scorecard.parquet`` and, as ``NAME-<figure>.png``,
-the figures :data:`PUBLISHED_FIGURES` that ``harness scorecard`` wrote beside it (each core
+(scorecard): as ``NAME-scorecard.png`` :func:`scorecard_figure` of its ``scorecard.parquet`` and,
+as ``NAME-<figure>.png``, the figures :data:`PUBLISHED_FIGURES` that ``harness scorecard`` wrote beside it (each core
 claim over training, and predicted against parameters where the study had three sizes).
 
 Screenshots need Playwright (the ``test`` extra) and Debian's Chromium (``/usr/bin/chromium``,
@@ -449,8 +449,9 @@ def report_figures(study: Study, work: Path, out: Path) -> None:
 
 
 def published_figures(scorecard_dir: Path, prefix: str, out: Path) -> None:
-    """``scorecard.png`` of a published scorecard and its figures named in :data:`PUBLISHED_FIGURES`."""
-    save_png(figure_png(scorecard_figure(scorecard_dir / "scorecard.parquet")), "scorecard.png", out)
+    """``PREFIX-scorecard.png`` of a published scorecard and its figures named in :data:`PUBLISHED_FIGURES`
+    (``scorecard.png``, the manual's example of the figure, is the first published card's: long-cpu)."""
+    save_png(figure_png(scorecard_figure(scorecard_dir / "scorecard.parquet")), f"{prefix}-scorecard.png", out)
     for name in PUBLISHED_FIGURES:
         if (scorecard_dir / f"{name}.png").is_file():
             save_png((scorecard_dir / f"{name}.png").read_bytes(), f"{prefix}-{name}.png", out)
