@@ -450,7 +450,7 @@ def report_figures(study: Study, work: Path, out: Path) -> None:
 
 def published_figures(scorecard_dir: Path, prefix: str, out: Path) -> None:
     """``PREFIX-scorecard.png`` of a published scorecard and its figures named in :data:`PUBLISHED_FIGURES`
-    (``scorecard.png``, the manual's example of the figure, is the first published card's: long-cpu)."""
+    (``scorecard.png``, the manual's example of the figure, is drawn by the ``scorecard`` group)."""
     save_png(figure_png(scorecard_figure(scorecard_dir / "scorecard.parquet")), f"{prefix}-scorecard.png", out)
     for name in PUBLISHED_FIGURES:
         if (scorecard_dir / f"{name}.png").is_file():

@@ -46,7 +46,7 @@ from harness.scorecard.cells import (
 from harness.scorecard.claims import Claim, ClaimSet, Measure, load_claims
 from harness.scorecard.family import adjust_training_rows, adjust_within_claims
 from harness.scorecard.prediction import predicted_rows
-from harness.scorecard.readers import READERS, equivalence_interval, seed_sd
+from harness.scorecard.readers import READERS, equivalence_interval, measured_under_load, seed_sd
 from harness.scorecard.rows import SCORECARD_COLUMNS, SCORECARD_SCHEMA, ScorecardRow, rows_frame
 from harness.scorecard.training import training_rows, with_stability
 from harness.scorecard.verdicts import Intervals, classify_trend
@@ -215,12 +215,20 @@ def claim_rows(claim: Claim, studies: Sequence[StudyResults], claims: ClaimSet) 
         for study in studies:
             cells = readable_cells(claim, measure, study)
             cell_rows = [r for cell, part in cells for r in measure_cell(claim, measure, study, cell, part, claims)]
-            found += cell_rows + _trend_rows(claim, measure, study, [c for c, _ in cells], cell_rows, claims)
+            found += cell_rows
+            if _under_load(claim, measure, study, cells, claims):
+                continue  # its cells say why: no trend or prediction from throughput measured under load
+            found += _trend_rows(claim, measure, study, [c for c, _ in cells], cell_rows, claims)
             if cell_rows:
                 found += predicted_rows(claim, measure, study, [c for c, _ in cells], claims)
                 found += training_rows(claim, measure, study, claims)
         rows += found or [_not_measured(claim, measure)]
     return rows
+
+
+def _under_load(claim: Claim, measure: Measure, study: StudyResults, cells, claims: ClaimSet) -> bool:
+    margin = claims.margin_for(claim, study.settings.smallest_effect)
+    return any(measured_under_load(claim, measure, part, margin) for _, part in cells)
 
 
 def scorecard_rows(studies: Iterable[StudyResults], claims: ClaimSet | None = None) -> list[ScorecardRow]:

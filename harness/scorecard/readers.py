@@ -152,8 +152,36 @@ def _common(claim: Claim, s: AnalysisSettings) -> dict[str, Any]:
     return dict(metric=claim.metric, confidence=s.confidence, rng=s.seed, n_resamples=s.n_resamples)
 
 
+THROUGHPUT_METRIC = "log_tokens_per_s"
+
+
+def measured_under_load(claim: Claim, measure: Measure, rows: pl.DataFrame, margin: float) -> str | None:
+    """Why a cell's throughput cannot be read (None: it can). A seed changes no step's work,
+    so one variant's tokens/s should agree across its seeds to within noise; where they spread
+    by more than twice the claim's margin (max - min of log tokens/s > 2 delta) the trials'
+    speed followed what else the machine ran, and the contrast would measure that load."""
+    if claim.metric != THROUGHPUT_METRIC:
+        return None
+    rows, _ = at_reference_tau_init(rows)
+    finished = rows.filter(pl.col("status") == "finished") if "status" in rows.columns else rows
+    for variant in measure.names():
+        values = finished.filter(pl.col("variant") == variant).get_column(THROUGHPUT_METRIC).drop_nulls()
+        if values.len() >= 2 and float(values.max() - values.min()) > 2.0 * margin:
+            ratio = float(np.exp(values.max() - values.min()))
+            return (
+                f"the tokens/s of {variant} varied {ratio:.2f}x between its seeds, more than 2 x the {margin:g} "
+                "margin allows, though a seed changes no step's work: the trials shared the machine and "
+                "throughput measured its load; `harness bench train` measures a variant alone"
+            )
+    return None
+
+
 def read_contrast(claim: Claim, measure: Measure, rows: pl.DataFrame, ctx: ReadContext) -> CellRead:
-    """``metric(control) - metric(treatment)`` paired by seed, at tau's reference initial value."""
+    """``metric(control) - metric(treatment)`` paired by seed, at tau's reference initial value;
+    a throughput contrast is refused where it was :func:`measured_under_load`."""
+    load = measured_under_load(claim, measure, rows, ctx.claims.margin_for(claim, ctx.settings.smallest_effect))
+    if load is not None:
+        raise InputError(load)
     rows, _ = at_reference_tau_init(rows)
     res = main_effect(rows, str(measure.treatment), str(measure.control), **_common(claim, ctx.settings))
     return _effect_read(claim, res, ctx)

@@ -6,6 +6,8 @@ component from its chance level."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import polars as pl
 import pytest
@@ -98,3 +100,36 @@ def test_the_smallest_generalisation_gap_is_read_against_each_variant() -> None:
     assert set(measured.get_column("reading").to_list()) == {"against EGA-2", "against DB2", "against the baseline"}
     assert set(measured.get_column("metric").to_list()) == {"gen_gap"}
     assert rows.filter(pl.col("kind") == "not measured").height == 4  # EGA-4, DB4, M-F, M-P: not in this study
+
+
+def _throughput_study(load: float) -> object:
+    """The 2x2 at three sizes, ega 2 % slower than the baseline in every seed; seed 1's
+    trials ran ``load`` times slower (the machine was shared while it ran)."""
+    study = simulated_study(
+        {"ega": 0.05, "mope": -0.03, "ega-mope": 0.08},
+        seeds=4,
+        sizes={"nano": 100_000, "L3H4d96": 340_000, "L4H4d128": 800_000},
+        contexts=(128,),
+    )
+    gen = np.random.default_rng(7)
+    speed = 1e5 * np.exp(gen.normal(0.0, 0.005, study.frame.height))
+    slower = pl.when(pl.col("variant").str.contains("ega")).then(0.98).otherwise(1.0)
+    loaded = pl.when(pl.col("seed") == 1).then(1.0 / load).otherwise(1.0)
+    return with_columns(study, tokens_per_s=pl.Series(speed) * slower * loaded)
+
+
+def test_throughput_measured_under_load_is_refused_with_its_reason_and_no_trend() -> None:
+    """A seed changes no step's work: one variant's tokens/s spread over its seeds by more
+    than twice the claim's 5 % margin is the machine's load, and the cells say so; no trend
+    or prediction is drawn from them. On a quiet machine the 2 % cost is read: within the
+    margin, as the paper says (replicated)."""
+    quiet = scorecard_table([_throughput_study(load=1.0)]).filter(pl.col("claim") == "ega-compute-cost")
+    cells = quiet.filter(pl.col("kind") == "cell")
+    assert cells.height == 3 and set(cells.get_column("verdict_kind")) == {"replicated"}
+    assert quiet.filter(pl.col("kind") == "trend").height == 1
+
+    loaded = scorecard_table([_throughput_study(load=1.6)]).filter(pl.col("claim") == "ega-compute-cost")
+    assert set(loaded.get_column("kind")) == {"cell"}, "no trend, no prediction from loaded throughput"
+    for verdict in loaded.get_column("verdict"):
+        assert re.search(r"varied 1\.[56]\dx between its seeds", verdict) and "shared the machine" in verdict, verdict
+    assert set(loaded.get_column("verdict_kind")) == {"inconclusive"}
