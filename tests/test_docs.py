@@ -179,6 +179,29 @@ def test_main_job_sample_is_what_the_code_prints(doc: str) -> None:
     assert link.endswith("?workflowType=machine_learning"), link
 
 
+def test_quoted_dry_runs_are_what_the_dry_run_prints_now() -> None:
+    """The cost docs/scorecard.md quotes for the papers' studies ("Replicating the papers on one
+    GPU") is `--dry-run`'s output today: every quoted line is a line the dry run prints for that
+    study on this machine, so a change to the cost model or a spec shows up here, not in a reader's
+    GPU bill. (The lines quoted do not depend on the machine's CPU count: GPU studies.)"""
+    from harness.studies.dry_run import dry_run_text
+    from harness.studies.spec.grid import expand_grid
+    from harness.studies.spec.study_spec import load_spec
+
+    blocks = re.findall(r"```text\n(.*?)```", (REPO / "docs" / "scorecard.md").read_text(), re.S)
+    quoted = [b for b in blocks if re.search(r"^Study [\w-]+: \d+ trials", b, re.M)]
+    assert quoted, "docs/scorecard.md quotes no dry run"
+    for block in quoted:
+        studies = re.findall(r"^Study ([\w-]+): ", block, re.M)
+        printed = set()
+        for name in studies:
+            spec = load_spec(REPO / "studies" / f"{name}.yaml")
+            text = dry_run_text(spec, expand_grid(spec), storage="results", tracking_uri="mlflow.db", address=None)
+            printed |= {line.strip() for line in text.splitlines()}
+        for line in filter(None, (x.strip() for x in block.splitlines())):
+            assert line in printed, f"docs/scorecard.md quotes a dry-run line the code no longer prints: {line}"
+
+
 def test_pages_link_previous_next_and_the_repository(site: Path) -> None:
     """Each page ends with links to the previous and the next page of the nav; the config
     names the repository (HARNESS_REPO_URL, set where the site is published)."""
