@@ -179,10 +179,25 @@ def prediction_plot(
                 span = [[pred.estimate - pred.low], [pred.high - pred.estimate]]
                 ax.errorbar([pred.at], [pred.estimate], yerr=span, fmt="D", capsize=4, color=color, mfc="white")
         _reference(ax, reference, zero)
-        ax.set_xscale("log")
+        _parameter_ticks(ax, panel)
         ax.set_xlabel("parameters (log scale); ◇ predicted at the papers' size", fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)
     return _finish(fig, axes, shown, title, len(panels))
+
+
+def _parameter_ticks(ax, panel: Panel) -> None:
+    """A log axis labelled only where there is something: each measured size and the papers'
+    size, in millions (``0.34 M``); log scale's own minor labels collide at sizes 2x apart."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    ax.set_xscale("log")
+    at = {float(x) for curve in panel.curves for x in curve.x}
+    at |= {float(p.at) for p in panel.predictions if p is not None}
+    if at:
+        ax.xaxis.set_major_locator(FixedLocator(sorted(at)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1e6:.2g} M"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.tick_params(axis="x", labelsize=7)
 
 
 __all__ = ["MAX_PANELS", "Curve", "Extrapolation", "Panel", "Reference", "over_training_plot", "prediction_plot"]
