@@ -575,13 +575,7 @@ def tau_stability(
     if n_dropped:
         message = "; ".join(m for m in (message, f"dropped {n_dropped} unfinished gated run(s)") if m)
     unit = "seeds" if "seed" in rows.columns else "runs"
-    where = (
-        "t prediction interval per cell for a new seed's run"
-        if numbers.get("cells")
-        else "t prediction interval for a new seed"
-    )
     numbers["n_band_units"] = len(units) if numbers.get("band_unit", unit) == "seeds" else rows.height
-    at_init = f" at tau_init = {mean_tau_init:g}" if mean_tau_init is not None else ""
     return TauStabilityResult(
         estimate=float(np.mean(units)),
         reference=reference,
@@ -590,9 +584,7 @@ def tau_stability(
         n_runs=rows.height,
         per_seed=readonly_array(units),
         seeds=seeds,
-        method=(
-            f"over {unit} of the per-run mean tau{at_init}: t-interval, TOST vs {reference:g} ± {margin:g}, {where}"
-        ),
+        method=_method_words(unit, mean_tau_init, reference, margin, bool(numbers.get("cells"))),
         head_spread=_head_spread(rows),
         heterogeneity=tuple(_holm(heterogeneity)),
         open_fraction=open_fraction,
@@ -602,6 +594,12 @@ def tau_stability(
         mean_tau_init=mean_tau_init,
         **numbers,
     )
+
+
+def _method_words(unit: str, mean_tau_init: float | None, reference: float, margin: float, per_cell: bool) -> str:
+    at_init = f" at tau_init = {mean_tau_init:g}" if mean_tau_init is not None else ""
+    where = "t prediction interval " + ("per cell for a new seed's run" if per_cell else "for a new seed")
+    return f"over {unit} of the per-run mean tau{at_init}: t-interval, TOST vs {reference:g} ± {margin:g}, {where}"
 
 
 def _mean_rows(rows: pl.DataFrame) -> tuple[pl.DataFrame, float | None]:
