@@ -1,0 +1,36 @@
+"""Every card in ``published/`` is what today's rules read from the tables published beside
+it: a change to the scorecard's rules that changes a published verdict fails here until the
+card (and the manual's words about it) are read again (docs/scorecard.md, "A real scorecard")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from harness.scorecard import scorecard_table
+from harness.scorecard.cli import studies_from_path
+
+PUBLISHED = Path(__file__).resolve().parents[2] / "published"
+FOLDERS = sorted(p for p in PUBLISHED.iterdir() if (p / "scorecard" / "scorecard.parquet").is_file())
+#: What a row is, and what it says.
+KEY = ["study", "claim", "reading", "kind", "size", "context_length", "group", "step"]
+SAYS = ["n_seeds", "estimate", "ci_low", "ci_high", "verdict_kind", "verdict"]
+
+
+def test_there_is_a_published_card() -> None:
+    assert FOLDERS, f"no published card under {PUBLISHED}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+def test_a_published_card_is_what_todays_rules_read_from_its_tables(folder: Path) -> None:
+    read = scorecard_table(studies_from_path(folder / "results.parquet"))
+    published = pl.read_parquet(folder / "scorecard" / "scorecard.parquet")
+
+    def rows(table: pl.DataFrame) -> pl.DataFrame:
+        return table.select(KEY + SAYS).sort(KEY, nulls_last=True)
+
+    assert_frame_equal(rows(read), rows(published), check_exact=False, rel_tol=1e-9, abs_tol=1e-12)
