@@ -65,6 +65,7 @@ MAX_PNG_BYTES = 300_000
 PUBLISHED_FIGURES = (
     "training-superadditivity",
     "training-ega-gain-ega-paper",
+    "training-mope-gain",
     "training-tau-035",
     "training-open-fraction-36",
     "predicted-superadditivity",
