@@ -7,7 +7,9 @@ import :data:`RESULT_SCHEMA` from here.
 
 Columns (docs/contracts.md), in order: ``study, trial_id, dataset, size, params, context_length,
 variant, position, gate, scoring, seed, tau_init, val_loss, test_loss, train_loss,
-best_val_loss, gen_gap, tau_mean, tau_heads, open_fraction, pc1_cosine, tokens_per_s, steps, status``.
+best_val_loss, gen_gap, tau_mean, tau_heads, open_fraction, pc1_cosine, tokens_per_s, steps, val_windows,
+status``. ``val_windows`` is how many validation windows the final losses rest on (the final
+evaluation's set: the whole validation split by default; null in tables written before it was kept).
 ``tau_heads`` is a list column: the run's learned tau of every head, layer by layer
 (``gate/tau/l0h0, l0h1, ...``; null for variants without a gate). ``pc1_cosine`` is the final
 |cos| between the gate's energy projection and the first principal component of its input
@@ -58,6 +60,7 @@ RESULT_SCHEMA: dict[str, pl.DataType] = {
     "pc1_cosine": pl.Float64(),
     "tokens_per_s": pl.Float64(),
     "steps": pl.Int64(),
+    "val_windows": pl.Int64(),
     "status": pl.String(),
 }
 #: The results table's columns, in order (the keys of :data:`RESULT_SCHEMA`).

@@ -44,6 +44,7 @@ _METRIC_COLUMNS = {
     "final/open_fraction": "open_fraction",
     "final/pc1_cosine": "pc1_cosine",
     "final/tokens_per_s": "tokens_per_s",
+    "final/val_windows": "val_windows",
     "num_parameters": "params",
 }
 _TAG_COLUMNS = ("variant", "position", "gate", "scoring", "dataset", "size", "context_length", "seed", "status")

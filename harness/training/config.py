@@ -83,6 +83,10 @@ class TrainConfig(BaseModel):
     # -- evaluation ----------------------------------------------------------------
     eval_every: PositiveInt = 250
     eval_windows: PositiveInt | None = 256  # fixed evaluation windows per split (None: cover the split)
+    # Windows per split read once more at the last evaluation, where the final numbers come from
+    # (None: the whole validation split, and as many windows of the train split); the curves
+    # over training stay on the eval_windows set (harness.training.data).
+    final_eval_windows: PositiveInt | None = None
     eval_batch_size: Annotated[PositiveInt, MAY_CHANGE_ON_RESUME] = 64
 
     # -- hardware -------------------------------------------------------------------

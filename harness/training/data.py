@@ -7,9 +7,20 @@ save, no fast-forwarding).
 
 Evaluation uses :func:`harness.datasets.eval_window_starts`: non-overlapping windows
 fixed by the split's length and the context length alone, identical for every variant
-and seed (paired comparisons), ``config.eval_windows`` of them per split (evenly spaced).
-The validation loader yields one split per batch, tagged with the split name and the
-window indices, so the module can keep a loss per window for the final artifact.
+and seed (paired comparisons). Two sets per split:
+
+- the *periodic* set, ``config.eval_windows`` windows (evenly spaced), read at every
+  evaluation: the curves over training rest on it, so every point of a curve is read on the
+  same windows;
+- the *final* set, ``config.final_eval_windows`` windows (``None``: the whole validation split,
+  about 870 windows of 128 characters on TinyShakespeare), read once more at the last
+  evaluation: the final numbers rest on it. The train split (about nine times longer) gets as
+  many windows as the validation split, evenly spaced, so both halves of the generalisation gap
+  rest on the same number of windows.
+
+The validation loader yields one split and one set per batch, tagged with the split name, the
+set (``"periodic"`` or ``"final"``) and the window indices, so the module can keep a loss per
+window for the final artifact.
 """
 
 from __future__ import annotations
@@ -28,6 +39,9 @@ from harness.errors import InputError
 
 #: Splits evaluated at every evaluation (``test`` only at the final one, where it exists).
 EVAL_SPLITS = ("val", "train", "test")
+
+#: The two window sets of a split: read at every evaluation, and at the last one only.
+PERIODIC, FINAL = "periodic", "final"
 
 
 @dataclass(frozen=True)
@@ -109,16 +123,25 @@ class TrainBatchStream(IterableDataset):
             step += 1
 
 
-class _EvalBatches(Dataset):
-    """A list of ready-made evaluation batches (dicts), one split per batch."""
+def final_window_count(val_tokens: int, *, block_size: int, final_eval_windows: int | None) -> int | None:
+    """How many windows every split gets at the final evaluation: ``final_eval_windows``, or
+    (``None``) as many as the whole validation split holds, ``(len(val) - 1) // T``."""
+    if final_eval_windows is not None:
+        return final_eval_windows
+    return max(1, (val_tokens - 1) // block_size)
 
-    def __init__(self, windows: list[EvalWindows], batch_size: int) -> None:
+
+class _EvalBatches(Dataset):
+    """A list of ready-made evaluation batches (dicts), one split and one window set per batch."""
+
+    def __init__(self, windows: list[tuple[str, EvalWindows]], batch_size: int) -> None:
         self.batches: list[dict[str, Any]] = []
-        for w in windows:
+        for window_set, w in windows:
             for lo in range(0, len(w), batch_size):
                 hi = min(lo + batch_size, len(w))
                 batch: dict[str, Any] = {
                     "split": w.split,
+                    "set": window_set,
                     "window": torch.arange(lo, hi),
                     "x": w.x[lo:hi],
                     "y": w.y[lo:hi],
@@ -145,7 +168,11 @@ class CharDataModule(LightningDataModule):
     block_size, batch_size, seed
         Context length, training batch size and the run's seed.
     eval_windows, eval_batch_size
-        Fixed windows per split (``None``: cover the split) and windows per eval batch.
+        Fixed windows per split read at every evaluation (``None``: cover the split) and
+        windows per eval batch.
+    final_eval_windows
+        Windows per split read at the final evaluation (``None``: the whole validation split,
+        and as many of the train split).
     start_step
         The global step the training stream starts at (the step a run resumes from).
     pin_memory
@@ -161,6 +188,7 @@ class CharDataModule(LightningDataModule):
         seed: int,
         eval_windows: int | None,
         eval_batch_size: int,
+        final_eval_windows: int | None = None,
         start_step: int = 0,
         pin_memory: bool = False,
     ) -> None:
@@ -178,18 +206,18 @@ class CharDataModule(LightningDataModule):
                 f"training window of {block_size + 1}; use a shorter --context-length"
             )
         masks = getattr(corpus, "content_mask", None) or {}
-        self.windows: dict[str, EvalWindows] = {}
+        n_final = final_window_count(len(corpus.val), block_size=block_size, final_eval_windows=final_eval_windows)
+        self.windows: dict[str, EvalWindows] = {}  # the periodic set of each split
+        self.final_windows: dict[str, EvalWindows] = {}  # the final set of each split
         for split in EVAL_SPLITS:
             tokens = getattr(corpus, split, None)
             if tokens is None:
                 continue
-            self.windows[split] = make_eval_windows(
-                tokens,
-                split=split,
-                block_size=block_size,
-                max_windows=eval_windows,
-                content_mask=masks.get(split) if split == "val" else None,
-            )
+            content = masks.get(split) if split == "val" else None
+            for target, count in ((self.windows, eval_windows), (self.final_windows, n_final)):
+                target[split] = make_eval_windows(
+                    tokens, split=split, block_size=block_size, max_windows=count, content_mask=content
+                )
 
     @property
     def has_content_mask(self) -> bool:
@@ -206,6 +234,13 @@ class CharDataModule(LightningDataModule):
         # batch_size=None: the stream yields whole batches; in-process (sampling costs microseconds).
         return DataLoader(stream, batch_size=None, num_workers=0, pin_memory=self.pin_memory)
 
+    def window_set(self, window_set: str) -> dict[str, EvalWindows]:
+        """The windows of every split in ``window_set`` (:data:`PERIODIC` or :data:`FINAL`)."""
+        return self.windows if window_set == PERIODIC else self.final_windows
+
     def val_dataloader(self) -> DataLoader:
-        batches = _EvalBatches([self.windows[s] for s in EVAL_SPLITS if s in self.windows], self.eval_batch_size)
+        # The periodic set first, then the final set (read at the last evaluation only).
+        sets = [(PERIODIC, self.windows[s]) for s in EVAL_SPLITS if s in self.windows]
+        sets += [(FINAL, self.final_windows[s]) for s in EVAL_SPLITS if s in self.final_windows]
+        batches = _EvalBatches(sets, self.eval_batch_size)
         return DataLoader(batches, batch_size=None, shuffle=False, num_workers=0, pin_memory=self.pin_memory)

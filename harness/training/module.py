@@ -20,8 +20,12 @@ count this gives bit-identical losses. It does not hold across machines or threa
 embedding gradient) make GPU runs reproducible only up to float noise.
 
 Evaluation (the validation loop, every ``eval_every`` steps and at the end): the loss of
-every fixed window of the validation and training splits (and of the test split at the
-final evaluation), gate parameters and open-gate fractions, MOPE summaries. All metrics of
+every fixed window of the periodic set of the validation and training splits, gate
+parameters and open-gate fractions, MOPE summaries. The last evaluation also reads the final
+set of every split (the whole validation split by default, the test split where it exists:
+:mod:`harness.training.data`): the ``final/*`` metrics, the per-window losses and the gate
+readings at the end rest on it, while ``val/loss`` stays the periodic set's, so that every
+point of a curve is read on the same windows. All metrics of
 an evaluation go through :meth:`CharLMModule.record_metrics`: ``self.log`` (so
 ``trainer.callback_metrics`` holds them at ``on_validation_end``, where a Ray Tune
 callback reports them) and :attr:`CharLMModule.eval_metrics` (full-precision floats, read
@@ -45,6 +49,7 @@ from harness.mlflow_client import redact_uri
 from harness.models.transformer import CharTransformer, build_model
 from harness.models.variants import Variant
 from harness.training.config import TrainConfig
+from harness.training.data import FINAL, PERIODIC
 from harness.training.device_plan import DevicePlan, choose_device_plan
 from harness.training.energy_probe import EnergyDirectionProbe
 
@@ -163,14 +168,16 @@ def model_telemetry(model: torch.nn.Module) -> dict[str, float]:
 def final_metrics(
     model: torch.nn.Module, val: float, train: float, losses: Mapping[str, Tensor], gate_summary: Mapping[str, float]
 ) -> dict[str, float]:
-    """The ``final/*`` metrics of the last evaluation: losses (val, train, test when looked at),
-    the generalisation gap, bits per character (loss / ln 2), the parameter count, tau's mean and
-    the gate's readings at the end."""
+    """The ``final/*`` metrics of the last evaluation, read on the final window set: losses (val,
+    train, test when looked at), the generalisation gap, bits per character (loss / ln 2), the
+    number of validation windows they rest on, the parameter count, tau's mean and the gate's
+    readings at the end."""
     final = {
         "final/val_loss": val,
         "final/train_loss": train,
         "final/gen_gap": val - train,
         "final/val_bpc": val / _LN2,
+        "final/val_windows": float(len(losses["val"])),
         "num_parameters": float(model.num_parameters()),
     }
     if "test" in losses:
@@ -289,10 +296,18 @@ class CharLMModule(LightningModule):
     def on_validation_start(self) -> None:
         self._final_eval = self._force_final or self.global_step >= self.config.max_steps
         self.eval_metrics = {}
-        windows = self.trainer.datamodule.windows if self.trainer.datamodule is not None else {}
+        datamodule = self.trainer.datamodule
+        sets = (PERIODIC, FINAL) if self._final_eval else (PERIODIC,)
         L, H = self.model.size.n_layer, self.model.size.n_head
         self._eval_state = {
-            "losses": {s: torch.full((len(w),), math.nan, dtype=torch.float64) for s, w in windows.items()},
+            # losses[set][split]: one loss per window of that set, NaN until read
+            "losses": {
+                window_set: {
+                    split: torch.full((len(w),), math.nan, dtype=torch.float64)
+                    for split, w in (datamodule.window_set(window_set) if datamodule is not None else {}).items()
+                }
+                for window_set in sets
+            },
             "open": torch.zeros(L, H, dtype=torch.float64),
             "keys": 0,
             "tp": torch.zeros(L, H, dtype=torch.float64),
@@ -303,20 +318,30 @@ class CharLMModule(LightningModule):
         if self.has_gate:
             self._energy_probe = EnergyDirectionProbe(self.model)
 
+    def _reads(self, split: str, window_set: str) -> bool:
+        """Whether this evaluation reads ``split``'s ``window_set``: the periodic set of val and
+        train at every evaluation, the final set of every split at the last one only (the test
+        split is looked at once, at the end)."""
+        if window_set == FINAL:
+            return self._final_eval
+        return split != "test"
+
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
-        split = batch["split"]
-        if split == "test" and not self._final_eval:
-            return  # the test split is looked at once, at the end
+        split, window_set = batch["split"], batch.get("set", PERIODIC)
+        if not self._reads(split, window_set):
+            return
         x, y = batch["x"], batch["y"]
+        # The gate readings of an evaluation come from the set its final numbers rest on.
+        read_gates = split == "val" and window_set == (FINAL if self._final_eval else PERIODIC)
         gates = None
         if self._energy_probe is not None:
-            self._energy_probe.active = split == "val"
-        if split == "val" and self.has_gate:
+            self._energy_probe.active = read_gates
+        if read_gates and self.has_gate:
             logits, gates = self.model.forward_with_gates(x)  # gates: (L, N, H, T)
         else:
             logits = self.model(x)  # (N, T, V)
         per_char = F.cross_entropy(logits.float().transpose(1, 2), y, reduction="none")  # (N, T)
-        self._eval_state["losses"][split][batch["window"].cpu()] = per_char.mean(dim=1).double().cpu()
+        self._eval_state["losses"][window_set][split][batch["window"].cpu()] = per_char.mean(dim=1).double().cpu()
         if gates is not None:
             self._accumulate_gates(gates.float(), batch.get("content"))
 
@@ -344,7 +369,11 @@ class CharLMModule(LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         state = self._eval_state
-        losses: dict[str, Tensor] = {s: v for s, v in state["losses"].items() if not torch.isnan(v).all()}
+        read = {
+            window_set: {s: v for s, v in by_split.items() if not torch.isnan(v).all()}
+            for window_set, by_split in state["losses"].items()
+        }
+        losses = read[PERIODIC]
         val = float(losses["val"].mean())
         train = float(losses["train"].mean())
         self.best_val_loss = min(self.best_val_loss, val)
@@ -364,11 +393,15 @@ class CharLMModule(LightningModule):
             metrics.update(gate_summary)
             self._energy_probe.close()
             self._energy_probe = None
-        self.window_losses = {s: v.numpy().copy() for s, v in losses.items()}
         if self._final_eval:
-            final = final_metrics(self.model, val, train, losses, gate_summary)
+            losses = read[FINAL]
+            self.window_losses = {s: v.numpy().copy() for s, v in losses.items()}
+            val_final, train_final = float(losses["val"].mean()), float(losses["train"].mean())
+            final = final_metrics(self.model, val_final, train_final, losses, gate_summary)
             metrics.update(final)
             self.final_metrics = dict(final)
+        else:
+            self.window_losses = {s: v.numpy().copy() for s, v in losses.items()}
         self.record_metrics(metrics, prog_bar=("val/loss",))
 
     @torch.no_grad()

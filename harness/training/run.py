@@ -85,7 +85,8 @@ class TrainResult:
     component of the gate's input, :mod:`harness.training.energy_probe`) for gates it does not
     probe, ``final_test_loss`` where the corpus has no test split. A diverged run has
     ``status="diverged"`` and NaN final losses. ``window_losses`` maps a split to the loss of
-    each fixed window at the final evaluation; ``metrics`` holds every metric of the final
+    each window of the final evaluation's set (``val_windows`` of them in the validation split);
+    ``metrics`` holds every metric of the final
     evaluation by its logged name.
     """
 
@@ -111,6 +112,8 @@ class TrainResult:
     compiled: bool = False
     compile_reason: str = ""
     pc1_cosine: float | None = None
+    #: How many validation windows the final losses rest on (the final evaluation's set).
+    val_windows: int | None = None
     #: How the run computed (:meth:`harness.training.device_plan.DevicePlan.describe`).
     device_plan: str = ""
 
@@ -459,6 +462,7 @@ def train(
             seed=config.seed,
             eval_windows=config.eval_windows,
             eval_batch_size=config.eval_batch_size,
+            final_eval_windows=config.final_eval_windows,
             start_step=plan.start_step,
             pin_memory=plan.device.pin_memory,
         )
@@ -638,6 +642,7 @@ def result_row(result: TrainResult, variant: Any) -> dict[str, Any]:
             "pc1_cosine": result.pc1_cosine,
             "tokens_per_s": result.tokens_per_s,
             "steps": result.steps,
+            "val_windows": result.val_windows,
             "status": result.status,
         }
     )
@@ -675,6 +680,7 @@ def _result(
         pc1_cosine=final.get("final/pc1_cosine"),
         tokens_per_s=float(tokens_per_s),
         num_parameters=int(module.model.num_parameters()),
+        val_windows=int(final["final/val_windows"]) if "final/val_windows" in final else None,
         window_losses=dict(module.window_losses) if status != "diverged" else {},
         metrics=metrics,
         mlflow_run_id=run_id,

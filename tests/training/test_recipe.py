@@ -105,12 +105,18 @@ def test_eval_windows_are_fixed_and_content_mask_aligned(tmp_path) -> None:
     assert val.content is not None and dm_a.has_content_mask
     for i, s in enumerate(val.starts):
         np.testing.assert_array_equal(val.content[i].numpy(), corpus.content_mask["val"][s : s + 32])
-    # Every window appears in exactly one evaluation batch, tagged with its split.
+    # The final set: the whole validation split, and as many windows of the other splits.
+    whole_val = (len(corpus.val) - 1) // 32
+    assert {split: len(w) for split, w in dm_a.final_windows.items()} == dict.fromkeys(dm_a.windows, whole_val)
+    # Every window of each set appears in exactly one evaluation batch, tagged with its split and set.
     seen = {}
     for batch in dm_a.val_dataloader():
         for w in batch["window"].tolist():
-            seen[(batch["split"], w)] = seen.get((batch["split"], w), 0) + 1
-    assert seen == {(s, i): 1 for s in ("val", "train", "test") for i in range(7)}
+            key = (batch["set"], batch["split"], w)
+            seen[key] = seen.get(key, 0) + 1
+    expected = {("periodic", s, i): 1 for s in ("val", "train", "test") for i in range(7)}
+    expected |= {("final", s, i): 1 for s in ("val", "train", "test") for i in range(whole_val)}
+    assert seen == expected
 
 
 def test_attention_dropout_defaults_to_dropout_and_can_be_set_apart() -> None:

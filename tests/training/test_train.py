@@ -114,9 +114,12 @@ def test_evaluation_matches_a_direct_computation(tiny_config) -> None:
     model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
     model.eval()
     assert set(result.window_losses) == {"val", "train", "test"}
+    # The final numbers rest on the whole validation split, and as many windows of the others.
+    whole_val = (len(corpus.val) - 1) // 32
+    assert result.val_windows == whole_val == len(result.window_losses["val"])
     for split in ("val", "train", "test"):
         tokens = getattr(corpus, split)
-        starts = eval_window_starts(len(tokens), block_size=32, max_windows=5)
+        starts = eval_window_starts(len(tokens), block_size=32, max_windows=whole_val)
         x, y = (torch.from_numpy(a) for a in window_batch(tokens, starts, block_size=32))
         with torch.no_grad():
             logits, gates = model.forward_with_gates(x)  # gates: (L, N, H, T)
@@ -137,6 +140,37 @@ def test_evaluation_matches_a_direct_computation(tiny_config) -> None:
         assert 0.0 <= m["gate/content_auc_best_head"] <= 1.0
     assert result.final_val_loss == pytest.approx(float(np.mean(result.window_losses["val"])))
     assert result.final_test_loss == pytest.approx(float(np.mean(result.window_losses["test"])))
+
+
+def test_curves_stay_on_the_periodic_windows_and_the_final_numbers_on_the_final_set(tiny_config) -> None:
+    """The last evaluation reads both sets: ``val/loss`` (the curve's last point) on the
+    ``eval_windows`` set, as every earlier point; ``final/val_loss`` on ``final_eval_windows``."""
+    from harness.datasets import eval_window_starts, load, window_batch
+    from harness.models import build_model
+
+    dataset = "synthetic-salience:n_chars=30000"
+    result = train(
+        tiny_config(dataset=dataset, max_steps=4, eval_every=4, eval_windows=5, final_eval_windows=9),
+        mlflow_logging=False,
+        progress_bar=False,
+    )
+    assert result.val_windows == 9 and len(result.window_losses["val"]) == 9
+    state = torch.load(result.checkpoint_path, weights_only=True)["state_dict"]
+    corpus = load(dataset)
+    model = build_model("ega-mope", size="nano", vocab_size=corpus.vocab_size, block_size=32)
+    model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
+    model.eval()
+
+    def mean_loss(windows: int) -> float:
+        starts = eval_window_starts(len(corpus.val), block_size=32, max_windows=windows)
+        x, y = (torch.from_numpy(a) for a in window_batch(corpus.val, starts, block_size=32))
+        with torch.no_grad():
+            logits = model(x)  # (N, T, V)
+        return float(torch.stack([F.cross_entropy(logits[i], y[i]) for i in range(len(x))]).double().mean())
+
+    assert result.metrics["val/loss"] == pytest.approx(mean_loss(5), rel=1e-5)
+    assert result.final_val_loss == pytest.approx(mean_loss(9), rel=1e-5)
+    assert result.metrics["final/val_windows"] == 9
 
 
 @pytest.mark.parametrize("checkpoint_every", [None, 3])

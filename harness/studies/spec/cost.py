@@ -218,10 +218,13 @@ def _trial_cost(config: Any, *, threads: int, gpu: GpuModel, warm: bool) -> _Tri
     n = approx_parameters(L, d)
     per_step = step_flops(L, d, B, T)
     windows = config.eval_windows or WHOLE_SPLIT_WINDOWS
+    final_windows = getattr(config, "final_eval_windows", None) or WHOLE_SPLIT_WINDOWS
     evaluations = math.ceil(config.max_steps / config.eval_every) + 1
-    evaluated = float(evaluations * windows * T * 2)  # train + val windows
+    # train + val windows at every evaluation; train, val and test once more on the final set
+    evaluated = float(evaluations * windows * T * 2 + final_windows * T * 3)
     eval_flops = evaluated * (2 * n + 2 * L * T * d)
-    eval_batches = evaluations * 2 * math.ceil(windows / config.eval_batch_size)  # launches on a GPU
+    eval_batches = (evaluations * 2 * math.ceil(windows / config.eval_batch_size)  # launches on a GPU
+                    + 3 * math.ceil(final_windows / config.eval_batch_size))
 
     def cpu(threads: int) -> float:
         evaluation = CPU_ACTIVATION_S * L * d * evaluated / 3 + eval_flops / CPU_THREAD_FLOPS  # forward only

@@ -64,6 +64,7 @@ def result_row(study: str, trial: Trial, metrics: dict[str, Any] | None, error: 
         "pc1_cosine": _metric(metrics, "final/pc1_cosine") if final else None,
         "tokens_per_s": _metric(metrics, "final/tokens_per_s") if final else None,
         "steps": int(steps) if steps is not None else None,
+        "val_windows": int(windows) if final and (windows := _metric(metrics, "final/val_windows")) else None,
         "status": status,
     }
 

@@ -63,6 +63,7 @@ FINAL_METRICS = {
     "pc1_cosine": "final/pc1_cosine",
     "tokens_per_s": "final/tokens_per_s",
     "num_parameters": "num_parameters",
+    "val_windows": "final/val_windows",
 }
 
 
