@@ -223,8 +223,10 @@ def _trial_cost(config: Any, *, threads: int, gpu: GpuModel, warm: bool) -> _Tri
     # train + val windows at every evaluation; train, val and test once more on the final set
     evaluated = float(evaluations * windows * T * 2 + final_windows * T * 3)
     eval_flops = evaluated * (2 * n + 2 * L * T * d)
-    eval_batches = (evaluations * 2 * math.ceil(windows / config.eval_batch_size)  # launches on a GPU
-                    + 3 * math.ceil(final_windows / config.eval_batch_size))
+    eval_batches = (
+        evaluations * 2 * math.ceil(windows / config.eval_batch_size)  # launches on a GPU
+        + 3 * math.ceil(final_windows / config.eval_batch_size)
+    )
 
     def cpu(threads: int) -> float:
         evaluation = CPU_ACTIVATION_S * L * d * evaluated / 3 + eval_flops / CPU_THREAD_FLOPS  # forward only
