@@ -25,6 +25,7 @@ from harness.report.document import Document, Note, Paragraph, Section, Table
 from harness.scorecard.claims import ClaimSet
 from harness.scorecard.compute import cell_of
 from harness.scorecard.family import card_family_wise
+from harness.scorecard.prediction_words import reach_text
 from harness.scorecard.rows import ScorecardRow
 from harness.scorecard.sections import paper_text, predicted_section, texts, training_section, value_text
 from harness.scorecard.verdicts import KIND_MEANINGS
@@ -113,11 +114,15 @@ def _statements_frame(claims: ClaimSet) -> pl.DataFrame:
 
 
 def _predicted_text(rows: pl.DataFrame) -> str:
-    """The kinds predicted at the papers' size, with how far each reaches ("smaller (5.9x)")."""
+    """The kinds predicted at the papers' size and steps, with how far each reaches on both axes
+    ("smaller (5.9x in size, 2.5x in steps)")."""
     predicted = rows.filter(pl.col("kind") == "predicted")
     made = predicted.filter(pl.col("verdict_kind") != "not predictable")
     if made.height:
-        return ", ".join(f"{r['verdict_kind']} ({r['extrapolation']:.1f}x)" for r in made.iter_rows(named=True))
+        return ", ".join(
+            f"{r['verdict_kind']} ({reach_text(r['extrapolation'], r['steps_extrapolation'])})"
+            for r in made.iter_rows(named=True)
+        )
     return "not predictable" if predicted.height else ""
 
 
@@ -251,7 +256,11 @@ def scorecard_document(table: pl.DataFrame, claims: ClaimSet, studies: Sequence[
     claims_table = _claims_table(_claims_frame(table))
     summary = _claims_table(
         summary_frame(table),
-        labels={"estimate": "at the paper's setting", "elsewhere": "beyond it", "predicted": "at the papers' size"},
+        labels={
+            "estimate": "at the paper's setting",
+            "elsewhere": "beyond it",
+            "predicted": "at the papers' size and steps",
+        },
     )
     sections = [
         Section("summary", "At the papers' setting, and beyond", (intro, Paragraph(family_words(rows)), summary)),

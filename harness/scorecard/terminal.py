@@ -17,6 +17,7 @@ import polars as pl
 
 from harness.report.document import Document, Paragraph, Section, Table
 from harness.scorecard.document import VERDICT_ROWS, count_words, family_words
+from harness.scorecard.prediction_words import reach_text
 from harness.scorecard.rows import ScorecardRow
 from harness.scorecard.sections import paper_text, texts
 
@@ -34,11 +35,11 @@ def _since(table: pl.DataFrame) -> dict[str, str]:
 
 def _where(row: dict, datasets: int) -> str:
     """Where a row measured, as short as the card allows: ``nano/T=128``, ``trend vs size``,
-    ``predicted, 5.9x``; the corpus only when the card has several."""
+    ``predicted, 5.9x in size, 2.5x in steps``; the corpus only when the card has several."""
     if row["kind"] == "trend":
         where = f"trend vs {'size' if row['factor'] == 'params' else 'context'}"
     elif row["kind"] == "predicted":
-        reach = f", {row['extrapolation']:.1f}x" if row["extrapolation"] is not None else ""
+        reach = f", {reach_text(row['extrapolation'], row['steps_extrapolation'])}" if row["extrapolation"] else ""
         where = f"predicted{reach}"
     else:
         where = f"{row['size']}/T={row['context_length']}" + (f" ({row['group']})" if row["group"] else "")
@@ -67,9 +68,10 @@ def _claim_table(rows: pl.DataFrame, since: dict[str, str] | None, studies: int,
     if since is not None:
         cells = rows.get_column("measurement_cell").to_list()
         frame = frame.with_columns(pl.Series("since", [since.get(m, "") for m in cells], dtype=pl.String))
-    at = rows.filter((pl.col("kind") == "predicted") & pl.col("params").is_not_null()).get_column("params")
+    predicted = rows.filter((pl.col("kind") == "predicted") & pl.col("params").is_not_null())
+    at, steps = predicted.get_column("params"), predicted.get_column("steps")
     notes = ([f"paper: {paper}"] if paper else []) + (
-        [f"predicted at {at[0] / 1e6:.2f}M parameters"] if at.len() else []
+        [f"predicted at {at[0] / 1e6:.2f}M parameters and {steps[0]:,} steps"] if at.len() else []
     )
     title = (
         first["claim"] + (f" in {first['study']}" if studies > 1 else "") + (f" ({'; '.join(notes)})" if notes else "")
