@@ -2,12 +2,13 @@
 table (and MLflow description) and the terminal table are its renderings.
 
 Sections: ``summary`` (one row per claim and reading: its verdict at the paper's setting, the
-kinds found beyond it and predicted at the papers' size; a claim about a trend: its trend; in
+kinds found beyond it and predicted at the papers' size and steps; a claim about a trend: its trend; in
 bold where it replicated; above it the claims measured and not, the rows by kind, each
 measurement counted once, and the card's family-wise rate under a global null), ``claims``
 (one row per claim, reading, study and cell), ``trends`` (per claim and factor, with where it
-holds), ``predicted`` (at the papers' size from three or more sizes, or why not, with a figure
-per claim), ``training`` (every curve's final kind and since when, with a figure per claim),
+holds), ``predicted`` (at the papers' size and training steps, from a surface over size x
+steps, or why not, with its own calibration and a figure per claim), ``training`` (every
+curve's final kind and since when, with a figure per claim),
 ``kinds`` (what each verdict kind means) and ``statements`` (every claim as the paper states
 it, with its margin and the studies that measure it). Each row is coloured by what its test
 settled (the row's ``settled`` column). Counts print as whole numbers, a bound as a percentage
@@ -159,7 +160,7 @@ def _summary_row(claim: str, reading: str, rows: pl.DataFrame) -> dict:
 
 def summary_frame(table: pl.DataFrame) -> pl.DataFrame:
     """One row per claim and reading: the verdict at the paper's setting (the cell with the
-    most seeds there), the kinds found elsewhere and predicted at the papers' size; a claim
+    most seeds there), the kinds found elsewhere and predicted at the papers' size and steps; a claim
     about a trend: its trend (the one across the most levels). Training rows are not read."""
     table = table.filter(pl.col("kind") != "training")
     groups = table.partition_by(["claim", "reading"], as_dict=True, maintain_order=True)
