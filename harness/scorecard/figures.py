@@ -5,9 +5,10 @@
   curve per reading and initial value of tau (``training-<claim>.png``; for tau's claim these
   are tau's curves per initial value);
 - per claim predicted from three or more sizes, its effect against the parameter count with
-  each size's 95 % interval, the fitted line and the prediction at the papers' size with its
-  interval, one panel per study and group, one colour per reading; a refused prediction shows
-  the sizes and says why (``predicted-<claim>.png``).
+  each size's 95 % interval (one curve per study and reading, at that study's steps), the
+  prediction at the papers' size and steps with its interval and the surface's slope against
+  size there, one panel per pool of studies and group; a refused prediction shows the sizes and
+  says why (``predicted-<claim>.png``).
 """
 
 from __future__ import annotations
@@ -111,29 +112,36 @@ def _size_curve(cells: pl.DataFrame, label: str) -> Curve:
 
 
 def _prediction_panels(claim_rows: pl.DataFrame, predicted: pl.DataFrame) -> list[Panel]:
+    """One panel per pool of studies and group: each study's cells against size (one curve per
+    reading and study, labelled with its steps) and the prediction at the papers' size and steps."""
     panels = []
     cells = claim_rows.filter((pl.col("kind") == "cell") & pl.col("group").is_null())
     for key, part in predicted.partition_by(
         ["study", "dataset", "context_length"], as_dict=True, maintain_order=True
     ).items():
         curves, predictions, notes = [], [], []
+        members = str(key[0]).split(" + ")
         for row in part.iter_rows(named=True):
             mine = cells.filter(
-                (pl.col("study") == key[0])
+                pl.col("study").is_in(members)
                 & (pl.col("dataset") == key[1])
                 & (pl.col("context_length") == key[2])
                 & (pl.col("reading") == row["reading"])
             )
-            curves.append(_size_curve(mine, f"{_short(row['reading'])}: {row['verdict_kind']}"))
-            if row["verdict_kind"] == "not predictable":
+            added = 0
+            for (study,), measured in mine.partition_by(["study"], as_dict=True, maintain_order=True).items():
+                steps = measured.get_column("steps").drop_nulls()
+                at = f", {int(steps.max()):,} steps" if steps.len() else ""
+                curves.append(_size_curve(measured, f"{_short(row['reading'])} ({study}{at}): {row['verdict_kind']}"))
                 predictions.append(None)
+                added += 1
+            if row["verdict_kind"] == "not predictable" or not added:
                 notes.append(f"{_short(row['reading'])}: {row['verdict']}")
                 continue
-            predictions.append(
-                Extrapolation(row["params"], row["estimate"], row["ci_low"], row["ci_high"], row["slope"])
-            )
+            predictions[-1] = Extrapolation(row["params"], row["estimate"], row["ci_low"], row["ci_high"], row["slope"])
         title = f"{key[0]}: {cell_label(('dataset', 'context_length'), list(key[1:]))}"
-        panels.append(Panel(title, curves, predictions, "; ".join(notes)))
+        if curves:  # a panel needs a measured size to draw on its log axis
+            panels.append(Panel(title, curves, predictions, "; ".join(notes)))
     return panels
 
 
@@ -143,15 +151,19 @@ def prediction_figures(table: pl.DataFrame) -> list[Figure]:
     figures = []
     for (claim,), part in predicted.partition_by("claim", as_dict=True, maintain_order=True).items():
         first = part.row(0, named=True)
+        panels = _prediction_panels(table.filter(pl.col("claim") == claim), part)
+        if not panels:
+            continue
         png = prediction_plot(
-            _prediction_panels(table.filter(pl.col("claim") == claim), part),
-            title=f"{claim} against size, predicted at the papers' size (extrapolated, not measured)",
+            panels,
+            title=f"{claim} against size, predicted at the papers' size and steps (extrapolated, not measured)",
             ylabel=_ylabel(first),
             reference=_reference(first),
         )
         caption = (
-            f"**{claim}**: each size's effect with its 95 % interval, the mean of the per-seed lines against "
-            "log2(parameters) (dashed) and the prediction at the papers' size with its 95 % interval (◇)."
+            f"**{claim}**: each size's effect at the end of each study's runs with its 95 % interval (one curve "
+            "per study: its steps in the legend), and the prediction at the papers' size and training steps with "
+            "its 95 % interval (◇), with the surface's slope against log2(parameters) at those steps (dashed)."
         )
         figures.append(Figure(f"predicted-{claim}", png, caption))
     return figures
