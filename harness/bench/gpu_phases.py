@@ -54,9 +54,9 @@ def _config(settings: Settings, variant: str, **fields: Any) -> Any:
 
 def training_run(settings: Settings, phase: Phase) -> None:
     """``train()`` as a study runs it (the recipe's dropout, the callbacks, evaluations, checkpoints,
-    ``compile`` as the settings say), then again on the warm compile cache: the run finishes, the
-    loss falls below the uniform guess, no steady step waits for the device; the compile costs,
-    the step time and the checkpoint's size and copy time are measured."""
+    ``compile`` as the settings say), then (``train_warm_steps`` > 0) again on the warm compile
+    cache: the run finishes, the loss falls below the uniform guess, no steady step waits for the
+    device; the compile costs, the step time and the checkpoint's size and copy time are measured."""
     with tempfile.TemporaryDirectory(prefix="harness-gpu-check-run-") as tmp:
         first = _one_run(settings, phase, Path(tmp) / "cold", settings.train_steps, count_syncs=True)
         if first is None:
@@ -66,12 +66,14 @@ def training_run(settings: Settings, phase: Phase) -> None:
         phase.constants["train_step_s"] = {"size": settings.size, "variant": settings.train_variant, "step_s": step_s}
         cold = _compile_seconds(config, settings, step_s) if result.compiled else None
         _checkpoint_cost(result.checkpoint_path, phase)
+        phase.rows[0]["compile_s"] = cold
+        if cold is not None:
+            phase.constants["cold_compile_s"] = cold
+        if not settings.train_warm_steps:  # the warm run is optional (a lease spends its minutes elsewhere)
+            return
         second = _one_run(settings, phase, Path(tmp) / "warm", settings.train_warm_steps, count_syncs=False)
         warm = _compile_seconds(config, settings, step_s) if second is not None and second[0].compiled else None
-    phase.rows[0]["compile_s"] = cold
     phase.rows[-1]["compile_s"] = warm
-    if cold is not None:
-        phase.constants["cold_compile_s"] = cold
     if warm is not None and len(phase.rows) > 1:
         phase.constants["warm_compile_s"] = warm
 
@@ -84,7 +86,8 @@ def _one_run(settings: Settings, phase: Phase, directory: Path, steps: int, *, c
         settings.train_variant,
         max_steps=steps,
         eval_every=min(settings.train_eval_every, steps),
-        eval_windows=64,
+        eval_windows=settings.train_eval_windows,
+        final_eval_windows=settings.train_final_eval_windows,
         eval_batch_size=settings.batch_size,
         warmup_steps=min(100, steps // 4),
         compile=settings.compile,
