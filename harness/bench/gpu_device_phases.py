@@ -91,7 +91,7 @@ def compiled_fold(settings: Settings, phase: Phase) -> None:
     """The fold compiled by ``settings.fold_backend`` (Inductor on a GPU): its pieces sum to the
     bias (:data:`FOLD_SUM_TOLERANCE`; a collapsed fold fails), and the compiled folded attention
     against the float64 oracle within bf16's floor, as the eager one is judged."""
-    from harness.bench.gpu_phases import _bf16_floor, _oracle
+    from harness.bench.gpu_phases import bf16_floor, biased_attention_oracle
     from harness.models import key_biased_attention
     from harness.models.fold import fold_columns
 
@@ -109,11 +109,11 @@ def compiled_fold(settings: Settings, phase: Phase) -> None:
     g = torch.Generator(device="cpu").manual_seed(0)
     q, k, v = (torch.randn(2, 4, T, 32, generator=g).to(device) for _ in range(3))
     log_g = F.logsigmoid(3 * torch.randn(2, 4, T, generator=g)).to(device)
-    ref, _ = _oracle(q, k, v, log_g, torch.zeros_like(q))
+    ref, _ = biased_attention_oracle(q, k, v, log_g, torch.zeros_like(q))
     attention = torch.compile(key_biased_attention, backend=backend)
     with torch.no_grad(), torch.autocast(device_type=device, dtype=torch.bfloat16):
         out = attention(q, k, v, log_g)
-    floor = _bf16_floor(q, k, v, log_g, ref)
+    floor = bf16_floor(q, k, v, log_g, ref)
     error = float((out.double() - ref).abs().max())
     phase.rows.append({"case": f"ega fold, {backend}", "T": T, "error": error, "bf16_floor": floor})
     if error > 1.05 * floor:

@@ -290,11 +290,11 @@ def bf16_correctness(settings: Settings, phase: Phase) -> None:
     q, k, v = (torch.randn(2, 4, T, 32, generator=g).to(device) for _ in range(3))
     log_g = F.logsigmoid(3 * torch.randn(2, 4, T, generator=g)).to(device).requires_grad_(True)
     up = torch.randn(2, 4, T, 32, generator=g).to(device)
-    ref, ref_grad = _oracle(q, k, v, log_g, up)
+    ref, ref_grad = biased_attention_oracle(q, k, v, log_g, up)
     with torch.autocast(device_type=device, dtype=torch.bfloat16):
         out = key_biased_attention(q, k, v, log_g)
     (grad,) = torch.autograd.grad((out.float() * up).sum(), (log_g,))
-    floor = _bf16_floor(q, k, v, log_g, ref)
+    floor = bf16_floor(q, k, v, log_g, ref)
     error = float((out.detach().double() - ref).abs().max())
     grad_error = float((grad.double() - ref_grad).abs().max() / ref_grad.abs().max())
     phase.rows.append({"case": "ega fold", "T": T, "error": error, "bf16_floor": floor, "grad_log_g_rel": grad_error})
@@ -306,7 +306,7 @@ def bf16_correctness(settings: Settings, phase: Phase) -> None:
         _layer_against_float64(settings, family, phase)
 
 
-def _oracle(q: Tensor, k: Tensor, v: Tensor, log_g: Tensor, up: Tensor) -> tuple[Tensor, Tensor]:
+def biased_attention_oracle(q: Tensor, k: Tensor, v: Tensor, log_g: Tensor, up: Tensor) -> tuple[Tensor, Tensor]:
     """Causal softmax with the explicit bias in float64 (the T x T matrix: the oracle), and the
     gradient of log g of (out * up).sum()."""
     bias = log_g.detach().double().requires_grad_(True)
@@ -318,10 +318,10 @@ def _oracle(q: Tensor, k: Tensor, v: Tensor, log_g: Tensor, up: Tensor) -> tuple
     return out.detach(), grad
 
 
-def _bf16_floor(q: Tensor, k: Tensor, v: Tensor, log_g: Tensor, ref: Tensor) -> float:
+def bf16_floor(q: Tensor, k: Tensor, v: Tensor, log_g: Tensor, ref: Tensor) -> float:
     """The error of bf16 attention with an exact bias and a bf16 output (what bf16 cannot avoid)."""
     rounded = [t.bfloat16().double() for t in (q, k, v)]
-    floor, _ = _oracle(*rounded, log_g, torch.zeros_like(rounded[0]))
+    floor, _ = biased_attention_oracle(*rounded, log_g, torch.zeros_like(rounded[0]))
     return float((floor.bfloat16().double() - ref).abs().max())
 
 
