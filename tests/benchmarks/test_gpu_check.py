@@ -150,3 +150,27 @@ def test_cpu_smoke_runs_the_extra_phases(tmp_path: Path, shared_data_dir: Path) 
     measured = load_measured_constants(constants)
     assert measured.source == str(constants) and measured.study_fixed_s > 0
     assert measured.step_s["ega-mope"] > 0
+
+
+def test_a_phase_over_its_budget_fails_and_the_2x2_takes_the_time_left(monkeypatch) -> None:
+    """A phase over its budget fails (reported only with enforce_budgets off); the last phase, the
+    2x2, gets what the others left of the check's budget, less a margin."""
+    import time
+
+    seen = {}
+
+    def slow(settings, phase):
+        time.sleep(0.3)
+
+    def study(settings, phase):
+        seen["budget"] = settings.phase_budget_s("study")
+
+    phases = {"import": ("imports", slow), "study": ("the 2x2", study)}
+    monkeypatch.setattr(gpu_check, "PHASES", phases)
+    budgets = {"import": 0.1, "study": 10.0}
+    settings = replace(SMOKE, budget_s=100.0, phase_budgets_s=budgets)
+    first, last = gpu_check.run_phases(replace(settings, enforce_budgets=False), ["import", "study"])
+    assert first.ok and first.over_budget and last.ok
+    assert 100.0 - gpu_check.LAST_MARGIN_S - 1 < seen["budget"] < 100.0 - gpu_check.LAST_MARGIN_S
+    (failed,) = gpu_check.run_phases(settings, ["import", "study"])  # enforced: a failed import stops the check
+    assert failed.failures == ["took 0 s, over its budget of 0 s"]

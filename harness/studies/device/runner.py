@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import platform
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -46,6 +45,7 @@ from harness.studies.device.tables import write_study_tables
 from harness.studies.spec.grid import Trial, expand_grid
 from harness.studies.spec.study_spec import load_spec, read_spec_text, spec_folder
 from harness.studies.tune.trainable import final_report
+from harness.training.run import available_cpus
 
 #: The runner's own record in the output folder (module docstring).
 DEVICE_FILE = "device_study.json"
@@ -158,7 +158,7 @@ def run_device_study(
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     deadline = None if deadline_s is None else started + deadline_s
     spec_text, name, trials = _check(spec_path, Path(out))
-    threads = _cpus()
+    threads = available_cpus()
     trials = device_configs(trials, accelerator=accelerator, threads=threads)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -194,13 +194,6 @@ def _check(spec_path: str | Path, out: Path) -> tuple[str, str, list[Trial]]:
     for dataset in sorted({t.config.dataset for t in trials}):
         datasets.load(dataset, data_dir=trials[0].config.data_dir, progress=False)  # InputError naming the corpus
     return read_spec_text(spec_path), spec.name, trials
-
-
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on macOS
-        return os.cpu_count() or 1
 
 
 def _run_group(
@@ -297,7 +290,7 @@ def machine() -> dict[str, Any]:
         "torch": torch.__version__,
         "cuda": torch.version.cuda if cuda else None,
         "device": torch.cuda.get_device_name() if cuda else "cpu",
-        "cpus": _cpus(),
+        "cpus": available_cpus(),
         "host": platform.node(),
     }
 
