@@ -50,7 +50,8 @@ def _fake_wheels(requirements: Sequence[str], into: Path) -> None:
 
 def _script(python: Path, kit: Path, out: Path, *args: str, timeout: int) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS")}
-    env.update(OUT=str(out), PYTHON=str(python), HARNESS_DEVICE_KIT=str(kit))
+    # The script's own limit (560 s, for a lease) is lifted: a shared 2-core machine is no H200.
+    env.update(OUT=str(out), PYTHON=str(python), HARNESS_DEVICE_KIT=str(kit), CHECK_TIMEOUT_S=str(timeout - 60))
     return subprocess.run(
         ["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=timeout
     )
@@ -99,7 +100,7 @@ def test_the_device_command_runs_its_cpu_smoke_in_the_image(
 
     kit = _kit_data(tmp_path / "kit", shared_data_dir)
     out = tmp_path / "out"
-    done = _script(image_python, kit, out, "--cpu-smoke", "--report-budgets", timeout=1800)
+    done = _script(image_python, kit, out, "--cpu-smoke", "--report-budgets", timeout=2400)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
     record = json.loads((out / "gpu_check.json").read_text())
     assert record["ok"] and [p["name"] for p in record["phases"]][0] == "device imports"
