@@ -106,6 +106,10 @@ def _best_prediction(predicted: pl.DataFrame) -> dict | None:
 
 
 # ----------------------------------------------------------------------------- words
+#: Between the parts of a number and its unit, or of an interval: they never break apart.
+NBSP = "\u00a0"
+
+
 def _num(value: float, signed: bool) -> str:
     return f"{value:+.3f}" if signed else f"{value:.3f}"
 
@@ -113,12 +117,12 @@ def _num(value: float, signed: bool) -> str:
 def _interval(row: dict, signed: bool) -> str:
     if row["ci_low"] is None or row["ci_high"] is None:
         return ""
-    return f" [{_num(row['ci_low'], signed)}, {_num(row['ci_high'], signed)}]"
+    return f" [{_num(row['ci_low'], signed)},{NBSP}{_num(row['ci_high'], signed)}]"
 
 
 def _band(row: dict) -> str:
     value, band = row["paper_value"], row["band"]
-    return f"{value - band:.2f} to {value + band:.2f}"
+    return f"{value - band:.2f}–{value + band:.2f}"
 
 
 def _is_level(row: dict) -> bool:
@@ -129,7 +133,7 @@ def _paper(row: dict) -> str:
     if row["paper_value"] is None:
         return {"+": "positive", "-": "negative", "±": "a difference"}.get(row["sign"] or "", "–")
     if row["band"] is not None:
-        return f"{row['paper_value']:g} ± {row['band']:g}"
+        return f"{row['paper_value']:g}{NBSP}±{NBSP}{row['band']:g}"
     return f"{row['paper_value']:+.3f}"
 
 
@@ -139,23 +143,20 @@ def _inconclusive_reason(row: dict) -> tuple[str, str]:
     words = row["verdict"] or ""
     was = re.search(r"was ([a-z ]+)\)", words)
     if "after Holm" in words:
-        before = f"; {was.group(1)} before it" if was else ""
-        p = f"p = {row['pvalue_holm']:.2g}" if row["pvalue_holm"] is not None else "adjusted"
-        return "after Holm", f"not significant after Holm's adjustment across the claim's rows ({p}{before})"
+        before = f"; {was.group(1)} before" if was else ""
+        p = f"p{NBSP}={NBSP}{row['pvalue_holm']:.2g}" if row["pvalue_holm"] is not None else "adjusted"
+        return "Holm", f"not significant after Holm ({p}{before})"
     if "skewed" in words:
-        return "skewed seeds", "the per-seed values are skewed (one seed far from the rest): the sign is withheld"
+        return "skewed seeds", "seeds skewed (one far from the rest): sign withheld"
     if row["ci_low"] is None:
         reason = words.removeprefix("inconclusive: ").split(";")[0]
         return "no test", reason if reason.startswith("no test possible") else f"no test possible: {reason}"
     if _is_level(row) and "overlaps the band" in words:
         start = _start(row)
-        return (
-            "overlaps the band",
-            f"moved from {start}; its interval overlaps the band {_band(row)} without lying in it",
-        )
+        return "overlaps the band", f"moved from {start}; overlaps the band {_band(row)}, not inside it"
     if _is_level(row) and "started inside" in words:
-        return "started in the band", "it started inside the band, so ending there cannot show it moved there"
-    return "covers 0", f"the interval covers 0 and effects beyond the claim's {_margin(row)}"
+        return "started in the band", "started inside the band: ending there shows no move"
+    return "covers 0", f"covers 0 and effects beyond {_margin(row)}"
 
 
 def _margin(row: dict) -> str:
@@ -170,7 +171,7 @@ def _level_words(kind: str, row: dict) -> str:
     start, band = _start(row), _band(row)
     return {
         "replicated": f"moved from {start} into the band {band}",
-        "smaller": f"moved from {start} towards the band {band} and stopped short of it",
+        "smaller": f"moved from {start} towards the band {band}, stopped short",
         "larger": f"moved from {start} past the band {band}",
         "reversed": f"moved from {start} away from the band {band}",
         "absent": f"did not move from {start} (the band: {band})",
@@ -180,11 +181,11 @@ def _level_words(kind: str, row: dict) -> str:
 def _effect_words(kind: str, row: dict) -> str:
     paper = _paper(row)
     return {
-        "replicated": f"the interval covers the papers' {paper}",
-        "smaller": f"real, with the papers' sign, but smaller than their {paper}",
-        "larger": f"real, with the papers' sign, and larger than their {paper}",
-        "reversed": f"real, with the sign opposite to the papers' {paper}",
-        "absent": f"no effect beyond {_margin(row)}: equivalent to 0",
+        "replicated": f"covers the papers' {paper}",
+        "smaller": "real, the papers' sign, but smaller",
+        "larger": "real, the papers' sign, and larger",
+        "reversed": "real, with the opposite sign",
+        "absent": f"equivalent to 0 (within {_margin(row)})",
     }.get(kind, "")
 
 
@@ -196,21 +197,19 @@ def plain_verdict(row: dict) -> str:
         return f"inconclusive: {_inconclusive_reason(row)[1]}"
     if kind == "not resolvable":
         seeds = re.search(r"about (\d+)", words)
-        need = f"; about {seeds.group(1)} seeds would resolve it" if seeds else ""
-        return f"not resolvable: too imprecise at {row['n_seeds']} seeds to tell {_margin(row)} from 0{need}"
+        need = f"; about {seeds.group(1)} would settle it" if seeds else ""
+        return f"not resolvable: too wide at {row['n_seeds']} seeds for {_margin(row)}{need}"
     if kind == "not measured":
         study = re.search(r"studies/[\w.-]+\.yaml", words)
-        return "not measured yet" + (f": {study.group(0)} measures it" if study else "")
+        return "not measured yet" + (f" ({study.group(0)})" if study else "")
     detail = _level_words(kind, row) if _is_level(row) else _effect_words(kind, row)
     return f"{kind}: {detail}" if detail else words
 
 
 def _where(row: dict) -> str:
     group = f", {row['group'].replace('=', ' = ')}" if row["group"] else ""
-    return (
-        f"{row['params'] / 1e6:.2f} M params, {row['steps']:,} steps, T = {row['context_length']}, "
-        f"{row['n_seeds']} seeds{group} ({row['study']})"
-    )
+    parts = (f"{row['params'] / 1e6:.2f} M", f"{row['steps']:,} steps", f"T = {row['context_length']}")
+    return ", ".join(p.replace(" ", NBSP) for p in (*parts, f"{row['n_seeds']} seeds")) + group
 
 
 def _predicted(row: dict | None) -> str:
@@ -223,7 +222,7 @@ def _predicted(row: dict | None) -> str:
     kind = row["verdict_kind"]
     if kind == "inconclusive":
         kind = f"{kind} ({_inconclusive_reason(row)[0]})"
-    reach = f" ({row['extrapolation']:.1f}x the largest)" if row["extrapolation"] else ""
+    reach = f" ({row['extrapolation']:.1f}x)" if row["extrapolation"] else ""
     return f"{_num(row['estimate'], True)}{_interval(row, True)} at {row['params'] / 1e6:.2f} M{reach}: {kind}"
 
 
@@ -326,20 +325,19 @@ def findings_markdown(cards: pl.DataFrame, page_link: str, anchors: Mapping[str,
         {
             "claim": [link(f) for f in rows],
             "papers": [f.paper for f in rows],
-            "best estimate [95 % CI]": [f.estimate for f in rows],
+            "best estimate": [f.estimate for f in rows],
             "where": [f.where for f in rows],
             "verdict": [f.verdict for f in rows],
-            "at the papers' size (extrapolated, not measured)": [f.predicted for f in rows],
+            "at the papers' size (extrapolated)": [f.predicted for f in rows],
             "__kind": [f.settled for f in rows],
         }
     )
     studies = ", ".join(sorted(set(cards.get_column("card").to_list())))
     lead = (
-        f"Each core claim of the two papers against the real studies published in `{PUBLISHED}/` ({studies}): "
-        "the papers' single-seed value, the harness's estimate nearest "
-        f"{_papers_setting(cards, setting)} with its 95 % interval over seeds, and the verdict. A gain is in nats of "
-        "validation loss (positive: lower loss); tau and the open fraction are levels, read against the papers' band "
-        "from where they started. A verdict in **bold** is settled."
+        f"Each core claim against the real studies in `{PUBLISHED}/` ({studies}): the papers' single-seed value, the "
+        f"harness's estimate nearest {_papers_setting(cards, setting)} with its 95 % interval over seeds, and the "
+        "verdict. Gains in nats of validation loss (positive: lower loss); tau and the open fraction are levels, read "
+        "against the papers' band from where they started. **Bold**: settled."
     )
     return f"{lead}\n\n{table_markdown(Table(frame, kind_column='__kind', stub='claim'))}"
 

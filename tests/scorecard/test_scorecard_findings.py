@@ -60,7 +60,7 @@ def test_a_changed_card_changes_the_table(tmp_path: Path) -> None:
     after = F.regenerate(repo)
     now, new = after["docs/index.md"]
     assert now != new
-    assert "**replicated: moved from 0 into the band 0.30 to 0.40**" in new
+    assert "**replicated: moved from 0 into the band 0.30–0.40**" in new
 
 
 def test_markers_missing_is_an_error_naming_the_file() -> None:
@@ -78,19 +78,19 @@ def _row(**values) -> dict:
     [
         (
             {"verdict_kind": "larger", "start": 0.5, "band": 0.03, "paper_value": 0.36},
-            "larger: moved from 0.5 past the band 0.33 to 0.39",
+            "larger: moved from 0.5 past the band 0.33–0.39",
         ),
         (
             {"verdict_kind": "smaller", "start": 0.0, "band": 0.05, "paper_value": 0.35},
-            "smaller: moved from 0 towards the band 0.30 to 0.40 and stopped short of it",
+            "smaller: moved from 0 towards the band 0.30–0.40, stopped short",
         ),
         (
             {"verdict_kind": "reversed", "start": 0.7, "band": 0.05, "paper_value": 0.35},
-            "reversed: moved from 0.7 away from the band 0.30 to 0.40",
+            "reversed: moved from 0.7 away from the band 0.30–0.40",
         ),
         (
             {"verdict_kind": "smaller", "paper_value": 0.103, "sign": "+"},
-            "smaller: real, with the papers' sign, but smaller than their +0.103",
+            "smaller: real, the papers' sign, but smaller",
         ),
         (
             {
@@ -100,8 +100,7 @@ def _row(**values) -> dict:
                 "verdict": "inconclusive: not significant after Holm (p=0.18): estimate ... (Holm across the "
                 "claim's 5 rows; was smaller)",
             },
-            "inconclusive: not significant after Holm's adjustment across the claim's rows (p = 0.18; smaller "
-            "before it)",
+            "inconclusive: not significant after Holm (p\u00a0=\u00a00.18; smaller before)",
         ),
         (
             {
@@ -109,7 +108,7 @@ def _row(**values) -> dict:
                 "ci_low": -0.004,
                 "verdict": "inconclusive: [-0.004, +0.070]; per-seed values skewed or with an outlier ...",
             },
-            "inconclusive: the per-seed values are skewed (one seed far from the rest): the sign is withheld",
+            "inconclusive: seeds skewed (one far from the rest): sign withheld",
         ),
         (
             {
@@ -120,7 +119,7 @@ def _row(**values) -> dict:
                 "paper_value": 0.36,
                 "verdict": "inconclusive: moved from its start, and its interval overlaps the band without ...",
             },
-            "inconclusive: moved from 0.5; its interval overlaps the band 0.33 to 0.39 without lying in it",
+            "inconclusive: moved from 0.5; overlaps the band 0.33–0.39, not inside it",
         ),
         (
             {"verdict_kind": "inconclusive", "verdict": "inconclusive: no test possible (the tokens/s varied)"},
@@ -128,7 +127,7 @@ def _row(**values) -> dict:
         ),
         (
             {"verdict_kind": "inconclusive", "ci_low": -0.008, "margin": 0.02, "verdict": "inconclusive: [..] covers"},
-            "inconclusive: the interval covers 0 and effects beyond the claim's ±0.02",
+            "inconclusive: covers 0 and effects beyond ±0.02",
         ),
         (
             {
@@ -137,14 +136,14 @@ def _row(**values) -> dict:
                 "margin": 0.02,
                 "verdict": "not resolvable: at this precision, ...; about 19 (range 8 to 229) seeds needed",
             },
-            "not resolvable: too imprecise at 4 seeds to tell ±0.02 from 0; about 19 seeds would resolve it",
+            "not resolvable: too wide at 4 seeds for ±0.02; about 19 would settle it",
         ),
         (
             {
                 "verdict_kind": "not measured",
                 "verdict": "not measured: no study read holds ega on ptb-char; studies/corpora.yaml measures it",
             },
-            "not measured yet: studies/corpora.yaml measures it",
+            "not measured yet (studies/corpora.yaml)",
         ),
     ],
 )
