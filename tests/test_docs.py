@@ -320,3 +320,20 @@ def test_nothing_runs_off_any_page(site: Path, window: str) -> None:
         narrow = {n: [i for i in r["images"] if i[1] < MIN_PHONE_IMAGE_PX] for n, r in found.items()}
         assert not {n: i for n, i in narrow.items() if i}, f"figures under {MIN_PHONE_IMAGE_PX} px on a phone"
     assert sum(len(r["images"]) for r in found.values()) >= MIN_FIGURES
+
+
+def test_no_page_shows_one_figure_twice(site: Path) -> None:
+    """No page shows the same picture twice, under one name or two (the scorecard page once
+    showed one card's figure as both scorecard.png and long-cpu-scorecard.png)."""
+    import hashlib
+
+    for page in site.rglob("index.html"):
+        seen: dict[str, str] = {}
+        for src in re.findall(r'<img[^>]+src="([^"]+)"', page.read_text()):
+            if "figures/" not in src:
+                continue
+            name = src.rsplit("/", 1)[-1]
+            digest = hashlib.sha256((site / "figures" / name).read_bytes()).hexdigest()
+            assert digest not in seen or seen[digest] == name, f"{page.parent.name}: {name} is {seen.get(digest)} again"
+            assert name not in seen.values(), f"{page.parent.name}: {name} shown twice"
+            seen[digest] = name
