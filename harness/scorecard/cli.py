@@ -288,7 +288,8 @@ def scorecard(
 
 
 def _log(uri: str, experiment: str, description: str, files: list[Path], inputs: list[Any]) -> None:
-    from harness.scorecard.tracking import link_studies, log_scorecard, run_link
+    from harness.mlflow_client import is_server_uri, redact_uri
+    from harness.scorecard.tracking import link_studies, log_scorecard, run_url
 
     read = {s.name: s.parent_run_id for s in inputs}
     experiment_id, run_id = log_scorecard(
@@ -296,10 +297,10 @@ def _log(uri: str, experiment: str, description: str, files: list[Path], inputs:
     )
     parents = [p for p in read.values() if p]
     linked = link_studies(uri, parents, experiment_id, run_id)
-    typer.echo(
-        f"MLflow: scorecard run {run_id} (experiment {experiment!r}; in the UI: {run_link(experiment_id, run_id)}); "
-        f"linked from {linked} study run(s)"
-    )
+    typer.echo(f"MLflow: scorecard run {run_id} (experiment {experiment!r}); linked from {linked} study run(s)")
+    url = run_url(uri, experiment_id, run_id)  # with its host: a terminal makes it a link
+    served = is_server_uri(uri)
+    typer.echo(f"View it: {url}" if served else f"View it: harness ui --tracking-uri {redact_uri(uri)}  ->  {url}")
 
 
 def register(app: typer.Typer) -> None:

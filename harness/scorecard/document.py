@@ -225,10 +225,26 @@ def description_document(table: pl.DataFrame, studies: Sequence[str]) -> Documen
     missing = sorted(set(summary.get_column("claim").to_list()) - set(shown.get_column("claim").to_list()))
     blocks: list = [Paragraph(count_words(table, studies)), Paragraph(family_words(rows))]
     if shown.height:
+        shown = _without_empty_columns(shown)
         blocks.append(_claims_table(shown, labels={"estimate": "at the paper's setting", "verdict": "kind"}))
     if missing:
         blocks.append(Paragraph(f"Not measured by the studies read: {', '.join(missing)}."))
     return Document("Scorecard: the papers' claims", (Section("summary", "The claims measured", tuple(blocks)),))
+
+
+def _without_empty_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` without the shown columns that hold nothing in any row (every value null or
+    empty: a column of dashes says nothing; e.g. the estimate at the paper's setting when no
+    study ran there); an interval's two columns go together."""
+
+    def empty(column: str) -> bool:
+        values = frame.get_column(column)
+        return values.null_count() == frame.height or (values.dtype == pl.String and (values.fill_null("") == "").all())
+
+    drop = [c for c in frame.columns if not c.startswith("__") and c != "claim" and empty(c)]
+    if ("ci_low" in drop) != ("ci_high" in drop):
+        drop = [c for c in drop if c not in ("ci_low", "ci_high")]
+    return frame.drop(drop)
 
 
 def _claims_table(frame: pl.DataFrame, labels: dict[str, str] | None = None) -> Table:

@@ -37,6 +37,7 @@ from harness.mlflow_client import (
     TrackingClient,
     check_tracking_uri,
     ensure_experiment,
+    mlflow_metric_key,
     resolve_tracking_uri,
 )
 from harness.training.description import NOTE_TAG
@@ -92,8 +93,10 @@ class TrackedRun:
     ended: bool = False
 
     def log_metrics(self, metrics: Mapping[str, float], *, step: int) -> None:
-        """Log ``metrics`` at ``step`` in as few ``log_batch`` calls as the API allows."""
-        self.client.log_metrics(self.run_id, metrics, step=step)
+        """Log ``metrics`` at ``step`` in as few ``log_batch`` calls as the API allows, an
+        end-of-run number under its MLflow name (``final_val_loss``: after the curves on the
+        run's page, :func:`~harness.mlflow_client.mlflow_metric_key`)."""
+        self.client.log_metrics(self.run_id, {mlflow_metric_key(k): v for k, v in metrics.items()}, step=step)
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         if tags:
