@@ -216,7 +216,7 @@ def prediction_figure(
                 ax.errorbar([pred.at], [pred.estimate], yerr=span, fmt="D", capsize=4, color=color, mfc="white")
         _reference(ax, reference, zero)
         _parameter_ticks(ax, panel)
-        ax.set_xlabel("parameters (log scale); ◇ predicted at the papers' size", fontsize=MIN_FONT_PT)
+        ax.set_xlabel("parameters (log scale); ◇ predicted at the papers' size and steps", fontsize=MIN_FONT_PT)
         ax.set_ylabel(ylabel, fontsize=MIN_FONT_PT)
     _finish(fig, axes, shown, title, len(panels))
     return fig

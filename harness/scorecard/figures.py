@@ -185,7 +185,9 @@ def _prediction_panels(claim_rows: pl.DataFrame, predicted: pl.DataFrame) -> lis
                 predictions.append(None)
                 added += 1
             if row["verdict_kind"] == "not predictable" or not added:
-                notes.append(f"{_short(row['reading'])}: {row['verdict']}")
+                # the reason alone (the row's full words are on the card): a panel's note is one line
+                reason = (row["verdict"] or "").split(";")[0]
+                notes.append(f"{_short(row['reading'])}: {reason}")
                 continue
             predictions[-1] = Extrapolation(row["params"], row["estimate"], row["ci_low"], row["ci_high"], row["slope"])
         title = f"{key[0]}: {cell_label(('dataset', 'context_length'), list(key[1:]))}"

@@ -222,8 +222,14 @@ def _predicted(row: dict | None) -> str:
     kind = row["verdict_kind"]
     if kind == "inconclusive":
         kind = f"{kind} ({_inconclusive_reason(row)[0]})"
+    # both axes, each with how far it reaches beyond what was measured (x1: not extrapolated)
     reach = f" ({row['extrapolation']:.1f}x)" if row["extrapolation"] else ""
-    return f"{_num(row['estimate'], True)}{_interval(row, True)} at {row['params'] / 1e6:.2f} M{reach}: {kind}"
+    steps = ""
+    if row.get("steps") is not None:
+        beyond = row.get("steps_extrapolation")
+        steps = f", {row['steps']:,} steps" + (f" ({beyond:.1f}x)" if beyond and beyond > 1 else "")
+    where = f"at {row['params'] / 1e6:.2f} M{reach}{steps}"
+    return f"{_num(row['estimate'], True)}{_interval(row, True)} {where}: {kind}"
 
 
 # ----------------------------------------------------------------------------- the table
@@ -306,7 +312,8 @@ def _papers_setting(cards: pl.DataFrame, setting: Setting) -> str:
     count where a card predicted at the papers' size (it is the study's vocabulary's)."""
     at = (pl.col("kind") == "predicted") & (pl.col("size") == setting.size) & pl.col("params").is_not_null()
     paper = cards.filter(at)
-    size = f"{paper.get_column('params').max() / 1e6:.2f} M parameters" if paper.height else f"size {setting.size}"
+    # the smallest count: the base variant's (a gate or MOPE adds a few parameters)
+    size = f"{paper.get_column('params').min() / 1e6:.2f} M parameters" if paper.height else f"size {setting.size}"
     seeds = f"{setting.seeds} seed{'s' if setting.seeds != 1 else ''}"
     return f"the papers' setting ({size}, {setting.steps:,} steps, T = {setting.context_length}, {seeds})"
 
