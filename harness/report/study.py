@@ -52,7 +52,7 @@ from harness.report.document import Document, Note
 from harness.report.effect_metrics import effect_metrics
 from harness.report.html import render_html
 from harness.report.markdown import render_markdown, table_markdown
-from harness.report.parts import SectionOutput, StudyLayout, joined, section_rng, seeds_text
+from harness.report.parts import ReportLayout, SectionOutput, joined, section_rng, seeds_text
 from harness.report.sections_effects import (
     cells_section,
     contrasts_section,
@@ -162,7 +162,7 @@ def build_report(
     df = require_table(df)
     require_columns(df, ("variant", settings.metric))
     corpus_info = dict(corpus_info or {})
-    study = StudyLayout.of(df, title)
+    study = ReportLayout.of(df, title)
     seed = settings.seed
     paired, reference_tau = at_reference_tau_init(df)
     outputs = [overview_section(df, study)]
@@ -262,7 +262,7 @@ def parent_description(report: Report, *, report_link: str = "report/report.html
 def _write_report(
     df: pl.DataFrame,
     settings: AnalysisSettings,
-    study: StudyLayout,
+    study: ReportLayout,
     out_dir: Path,
     parts: SectionOutput,
     verdicts: Sequence[Verdict],
