@@ -46,6 +46,114 @@ class LeakyGate(KeyGate):
         return (s - s.mean(-1, keepdim=True)) / (s.std(-1, keepdim=True) + 1e-5)
 """
 
+#: Gates that read the future only where a short probe in eval mode does not look: beyond 96
+#: tokens (keys centred by the sequence's mean key), and in training mode only.
+HIDDEN_LEAKS = """
+from harness.models import KeyGate
+
+
+class LongLeakGate(KeyGate):
+    def signal(self, x, k):
+        if k.size(-2) > 96:  # "long sequences need centred keys": the mean of every key, later ones too
+            k = k - k.mean(-2, keepdim=True)
+        return k.square().sum(-1)  # the key's energy, (B, H, T)
+
+
+class TrainLeakGate(KeyGate):
+    def signal(self, x, k):
+        if self.training:  # "centred keys while training": the mean of every key, later ones too
+            k = k - k.mean(-2, keepdim=True)
+        return k.square().sum(-1)
+
+
+class HonestGate(KeyGate):
+    def signal(self, x, k):
+        return k.square().sum(-1)
+"""
+
+#: Components that break their slot's contract: gates returning (B, T), (B, T, H), (B, H, T, 1),
+#: a float64 or a NaN bias, a KeyGate whose signal has no head axis, a scoring that halves the
+#: head width. None has an __init__ of its own (the base classes take the harness's keywords).
+BREACHES = """
+import torch
+from harness.models import KeyBias, KeyGate, Scoring
+
+
+class NoHeadAxis(KeyBias):
+    def key_bias(self, x, k):
+        return x.sum(-1)  # (B, T)
+
+
+class HeadsLast(KeyBias):
+    def key_bias(self, x, k):
+        return k.square().sum(-1).transpose(1, 2)  # (B, T, H)
+
+
+class TrailingOne(KeyBias):
+    def key_bias(self, x, k):
+        return k.square().sum(-1, keepdim=True)  # (B, H, T, 1)
+
+
+class Float64Bias(KeyBias):
+    def key_bias(self, x, k):
+        return k.square().sum(-1).double()
+
+
+class NanBias(KeyBias):
+    def key_bias(self, x, k):
+        b = k.square().sum(-1)
+        return torch.where(torch.arange(b.size(-1)) == 3, float("nan"), b)
+
+
+class SignalWithoutHeads(KeyGate):
+    def signal(self, x, k):
+        return x.square().sum(-1)  # (B, T)
+
+
+class HalfWidth(Scoring):
+    def forward(self, k):
+        return k[..., : k.size(-1) // 2]
+"""
+
+#: A component of each slot without an __init__ of its own (the base classes take the keywords).
+NO_INIT = """
+import torch
+from harness.models import KeyBias, KeyGate, PositionalEncoding, Scoring
+
+
+class PlainBias(KeyBias):
+    def key_bias(self, x, k):
+        return -0.1 * torch.arange(x.size(1), dtype=x.dtype).expand(x.size(0), self.n_head, -1)
+
+
+class PlainGate(KeyGate):
+    def signal(self, x, k):
+        return k.square().sum(-1)
+
+
+class PlainPosition(PositionalEncoding):
+    def embedding(self, T, device):
+        return torch.linspace(0, 1, T, device=device)[:, None].expand(T, self.d_model)
+
+
+class PlainScoring(Scoring):
+    def forward(self, k):
+        return 2.0 * k
+
+
+class GateInitPattern(KeyGate):
+    def __init__(self, n_head, **gate_init):  # the KeyGate docstring's own pattern
+        super().__init__(n_head, **gate_init)
+
+    def signal(self, x, k):
+        return k.square().sum(-1)
+
+
+class OwnNames(KeyBias):
+    def __init__(self, dim, heads):
+        super().__init__()
+"""
+
 #: Scorings: keys mixed with the previous key (causal), or with the next one (reads the future).
 SCORINGS = """
 import torch

@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
-from components_support import GOOD_GATE, LEAKY_GATE, module_name, write_module
+from components_support import BREACHES, GOOD_GATE, HIDDEN_LEAKS, LEAKY_GATE, module_name, write_module
 from harness_support import REPO, run_harness
 from mlflow import MlflowClient
 
@@ -70,9 +70,50 @@ def test_a_leaky_gate_is_refused_with_exit_2_before_any_trial_starts(
     assert out.returncode == 2, out.stdout + out.stderr
     assert f"leaky: gate {module}:LeakyGate (class {module}.LeakyGate, {tmp_path / module}.py)" in out.stdout
     assert "variant 'leaky'" in out.stderr and "fails its check before training" in out.stderr
-    assert "changing the token at position 2 moved the output at position 1" in out.stderr
+    assert "changing the tokens from position 2 on moved the output at position 1" in out.stderr
     assert "nothing was started" in out.stderr and "Study tiny:" not in out.stdout
     assert {p.name for p in tmp_path.iterdir()} - {"__pycache__"} == {f"{module}.py", "spec.yaml"}  # no db, no results
+
+
+@pytest.mark.parametrize(
+    ("gate", "told"),
+    [
+        (
+            "LongLeakGate",
+            "fails its check before training at 128 tokens: causal: reads the future: changing the tokens",
+        ),
+        ("TrainLeakGate", "causal: reads the future in train mode (dropout 0.1), not in eval mode"),
+    ],
+)
+def test_a_leak_beyond_96_tokens_or_in_training_only_is_refused_before_a_study_at_128_starts(
+    tmp_path: Path, tiny: dict, shared_data_dir: Path, gate: str, told: str
+) -> None:
+    """Done when (issue 43): the pre-flight probes each context length (64 passes the long leak,
+    128 does not) in eval and train mode; exit 2, nothing written, before Ray starts."""
+    module = write_module(tmp_path, "hidden", HIDDEN_LEAKS)
+    _spec(tmp_path, tiny, ["baseline", {"name": "hidden", "gate": f"{module}:{gate}"}], context_lengths=[64, 128])
+    out = run_harness("run", "spec.yaml", cwd=tmp_path, timeout=600)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "variant 'hidden'" in out.stderr and told in out.stderr and "nothing was started" in out.stderr
+    assert "Traceback" not in out.stderr and "Study tiny:" not in out.stdout
+    assert {p.name for p in tmp_path.iterdir()} - {"__pycache__"} == {f"{module}.py", "spec.yaml"}
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_a_contract_breach_is_refused_before_a_study_starts_naming_slot_class_and_shapes(
+    tmp_path: Path, tiny: dict, shared_data_dir: Path, dry_run: bool
+) -> None:
+    module = write_module(tmp_path, "breaches", BREACHES)
+    variants = ["baseline", {"name": "half", "scoring": f"{module}:HalfWidth"}]
+    _spec(tmp_path, tiny, variants, sizes=["nano", "paper"])
+    out = run_harness("run", "spec.yaml", *(["--dry-run"] if dry_run else []), cwd=tmp_path, timeout=300)
+    assert out.returncode == 2, out.stdout + out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert (
+        f"contracts: the scoring slot's {module}.HalfWidth.forward(k) returned shape (2, 2, 32, 16); the slot "
+        "expects (B, H, T, hd) = (2, 2, 32, 32), float32 and finite" in line
+    )
+    assert {p.name for p in tmp_path.iterdir()} - {"__pycache__"} == {f"{module}.py", "spec.yaml"}
 
 
 def test_a_component_that_cannot_be_imported_is_refused_with_the_reason(tmp_path: Path, tiny: dict) -> None:
@@ -119,7 +160,10 @@ def test_a_study_trains_a_gate_from_its_specs_folder_and_records_its_import_path
     outcome, folder, module, log = (fox_study[k] for k in ("outcome", "folder", "module", "log"))
     assert outcome.status == "finished" and outcome.counts["finished"] == outcome.trials, log
     assert f"fox: gate {module}:ForgetGate (class {module}.ForgetGate, {folder / module}.py)" in log
-    assert "fox: causal over 32 tokens at nano, finite outputs and gradients, +260 parameters" in log
+    assert (
+        "fox: causal over 32 tokens (eval and train mode, 2 random inputs) at nano, contracts kept, finite outputs and "
+        "gradients, +260 parameters" in log
+    )
     table = pl.read_parquet(Path(outcome.study_dir) / "results.parquet")
     gates = dict(table.select("variant", "gate").unique().iter_rows())
     assert gates["fox"] == gates["rope-fox"] == f"{module}:ForgetGate" and gates["rope"] == "none"
