@@ -200,6 +200,56 @@ class Ramp(PositionalEncoding):
 """
 
 
+#: A gate and a positional encoding that leave a mark at each construction: a file in MARKS naming
+#: the Ray node that built it ("driver" outside Ray) and the file its class was imported from
+#: (``{marks}`` is filled in by the test).
+MARKED = """
+import os
+import uuid
+from pathlib import Path
+
+import ray
+from harness.models import KeyGate, PositionalEncoding
+
+MARKS = Path({marks!r})
+
+
+def _mark(kind):
+    node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else "driver"
+    (MARKS / f"{{kind}}-{{uuid.uuid4().hex}}").write_text(f"{{node}} {{__file__}}")
+
+
+class MarkedGate(KeyGate):
+    def __init__(self, **keywords):
+        super().__init__(**keywords)
+        _mark("gate")
+
+    def signal(self, x, k):
+        return k.square().sum(-1)
+
+
+class MarkedPosition(PositionalEncoding):
+    def __init__(self, **keywords):
+        super().__init__(**keywords)
+        _mark("position")
+"""
+
+
+def development_package(folder: Path, source: str, cls: str) -> tuple[Path, Path, str]:
+    """A package as ``pip install -e`` or a ``PYTHONPATH`` folder leaves it, outside site-packages:
+    its code ``source`` and its ``*.dist-info`` registering class ``cls`` under a fresh name in
+    the harness's entry-point group, in ``folder``. Returns the package folder, the metadata
+    folder and the registered name."""
+    package, registered = module_name("devpkg"), module_name(f"dev-{cls.lower()}")
+    (folder / package).mkdir(parents=True)
+    (folder / package / "__init__.py").write_text(source)
+    dist = folder / f"{package}-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(f"[harness.components]\n{registered} = {package}:{cls}\n")
+    return folder / package, dist, registered
+
+
 def module_name(stem: str) -> str:
     """A module name no other test uses (Python caches imported modules by name)."""
     return f"{stem}_{next(_counter)}_{id(_counter) % 10_000}"

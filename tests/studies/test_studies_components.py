@@ -12,11 +12,20 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
-from components_support import BREACHES, GOOD_GATE, HIDDEN_LEAKS, LEAKY_GATE, module_name, write_module
+from components_support import (
+    BREACHES,
+    GOOD_GATE,
+    HIDDEN_LEAKS,
+    LEAKY_GATE,
+    development_package,
+    module_name,
+    write_module,
+)
 from harness_support import REPO, run_harness
 from mlflow import MlflowClient
 
 from harness.errors import InputError
+from harness.studies.cluster import modules as shipping
 from harness.studies.runner import run_study
 from harness.studies.spec.grid import expand_grid
 from harness.studies.spec.study_spec import load_spec, parse_spec
@@ -233,3 +242,36 @@ def test_submit_ships_the_modules_beside_the_spec(tmp_path: Path, tiny: dict, mo
     _spec(tmp_path / "study", tiny, ["baseline", {"name": "gone", "gate": "nowhere_gates:Gate"}])
     with pytest.raises(InputError, match="no module named 'nowhere_gates' on the Python path or in"):
         plan_submission("study/spec.yaml", address="http://127.0.0.1:8265", working_dir=None, resume=False, **flags)
+
+
+def test_a_cluster_run_ships_the_modules_beside_the_spec_and_the_packages_not_installed(
+    tmp_path: Path, tiny: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `harness run --address` (and `harness submit`) sends as py_modules: the module beside
+    the spec, and a registered package found on the Python path outside site-packages with its
+    dist-info (so that its name resolves on a node); a package in site-packages is the nodes' to
+    have, and the harness is never shipped."""
+    module = write_module(tmp_path / "study", "gates", GOOD_GATE)
+    package, dist, registered = development_package(tmp_path / "dev", GOOD_GATE, "GoodGate")
+    monkeypatch.syspath_prepend(str(tmp_path / "dev"))
+    variants = [{"name": "beside", "gate": f"{module}:GoodGate"}, {"name": "dev", "gate": registered}]
+    spec = load_spec(_spec(tmp_path / "study", tiny, variants))
+    assert shipping.spec_modules(spec, str(tmp_path / "study")) == (tmp_path / "study" / f"{module}.py",)
+    assert shipping.local_packages(spec) == (package.resolve(), dist.resolve())
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    env = shipping.cluster_runtime_env(spec, str(tmp_path / "study"), staging)
+    assert env == {"py_modules": [str(staging / module), str(package.resolve()), str(dist.resolve())]}
+    assert (staging / module / "__init__.py").read_text() == (tmp_path / "study" / f"{module}.py").read_text()
+    # harness submit ships the same packages, beside the modules of a spec below its working directory
+    monkeypatch.chdir(tmp_path)
+    flags = {"tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "storage_path": str(tmp_path / "results")}
+    plan = plan_submission("study/spec.yaml", address="http://127.0.0.1:8265", working_dir=None, resume=False, **flags)
+    assert plan.py_modules == (tmp_path / "study" / f"{module}.py", package.resolve(), dist.resolve())
+    # installed (under the interpreter's site-packages): not shipped
+    installed = [*shipping._installed_roots(), (tmp_path / "dev").resolve()]
+    monkeypatch.setattr(shipping, "_installed_roots", lambda: installed)
+    assert shipping.local_packages(spec) == ()
+    # the harness's own classes named by import path: never shipped
+    zoo = load_spec(_spec(tmp_path / "study", tiny, [{"name": "zoo", "gate": "harness.models.gates:EnergyGate"}]))
+    assert shipping.local_packages(zoo) == () and shipping.cluster_runtime_env(zoo, None, staging) is None
