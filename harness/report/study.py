@@ -63,7 +63,7 @@ from harness.report.sections_effects import (
     sequential_section,
     trends_section,
 )
-from harness.report.sections_tau import mope_section, tau_section
+from harness.report.sections_tau import mope_section, tau_section, user_gated_variants
 from harness.report.sections_training import training_section
 from harness.report.terminal import render_terminal
 from harness.report.verdict import (
@@ -189,7 +189,7 @@ def build_report(
         seeds_needed_section(contrasts.results, settings),
         tau_section(df, settings, corpus_info),
         mope_section(mope_sigmas, settings, corpus_info),
-        training_section(curves, settings),
+        training_section(curves, settings, tau_left_out=user_gated_variants(df)),
         SectionOutput(results=contrasts.results),
     ]
     parts = joined(outputs)

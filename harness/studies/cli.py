@@ -45,7 +45,12 @@ def run(
         bool, typer.Option("--resume", help="Continue the latest run of this study: finished trials are kept.")
     ] = False,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the grid, resources and a cost estimate; start nothing.")
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print the grid, resources and a cost estimate; start no Ray, no trial, write nothing. A user "
+            "component the spec names is imported and checked first: its module's code runs (docs/security.md).",
+        ),
     ] = False,
 ) -> None:
     """Run a study: every trial of the spec's grid on Ray Tune, recorded in MLflow (a parent
