@@ -5,6 +5,7 @@ Imports stay light (typer only): torch, Lightning and MLflow load inside the com
 
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 import typing
@@ -96,9 +97,28 @@ def train_command(**options: Any) -> None:
     _print_summary(result)
 
 
-# typer reads the options off the signature: one per config field (a new field is a new option).
-train_command.__signature__ = inspect.Signature(_options())  # type: ignore[attr-defined]
-train_command.__annotations__ = {p.name: p.annotation for p in train_command.__signature__.parameters.values()}
+class _GeneratedOptions:
+    """``train_command`` with its signature made when typer first reads it (building the
+    command), not when the CLI is imported: the options come from ``TrainConfig`` (pydantic),
+    which ``harness --version`` and every other command need not load."""
+
+    def __init__(self, command: Any) -> None:
+        self.command = command
+        self.__name__ = command.__name__
+        self.__doc__ = command.__doc__
+        self.__module__ = command.__module__
+
+    def __call__(self, **options: Any) -> None:
+        self.command(**options)
+
+    @functools.cached_property
+    def __signature__(self) -> inspect.Signature:
+        # one option per config field (a new field is a new option)
+        return inspect.Signature(_options())
+
+    @functools.cached_property
+    def __annotations__(self) -> dict[str, Any]:  # type: ignore[override]
+        return {p.name: p.annotation for p in self.__signature__.parameters.values()}
 
 
 def _names_user_component(position: str | None, gate: str | None, scoring: str | None) -> bool:
@@ -176,4 +196,4 @@ def _print_summary(result: Any) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add ``harness train``."""
-    app.command("train")(train_command)
+    app.command("train")(_GeneratedOptions(train_command))
