@@ -12,6 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
+from harness.cli_options import TrackingUri
+
 DEFAULT_OUT = Path("reports") / "scorecard"
 FILES = ("scorecard.parquet", "scorecard.html", "scorecard.md")
 
@@ -232,13 +234,7 @@ def scorecard(
         list[str] | None,
         typer.Option("--study", help="A study recorded in MLflow (repeat for several; default: every study)."),
     ] = None,
-    tracking_uri: Annotated[
-        str | None,
-        typer.Option(
-            "--tracking-uri",
-            help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else mlflow.db in the working directory).",
-        ),
-    ] = None,
+    tracking_uri: TrackingUri = None,
     out: Annotated[Path, typer.Option("--out", help="Directory for scorecard.parquet/.html/.md.")] = DEFAULT_OUT,
     experiment: Annotated[str, typer.Option("--experiment", help="MLflow experiment of the scorecard run.")] = (
         "scorecard"

@@ -16,6 +16,8 @@ from typing import Annotated, Any
 
 import typer
 
+from harness.cli_options import StudyTrackingUri, TrackingUri, tracking_uri_option
+
 
 def run(
     spec: Annotated[Path, typer.Argument(help="Study spec (YAML), e.g. studies/smoke.yaml.")],
@@ -26,13 +28,7 @@ def run(
             help="Ray cluster address (head:6379 or 'auto'). Default: $RAY_ADDRESS, else an embedded local Ray.",
         ),
     ] = None,
-    tracking_uri: Annotated[
-        str | None,
-        typer.Option(
-            "--tracking-uri",
-            help="MLflow tracking URI. Default: the spec's tracking.uri, $MLFLOW_TRACKING_URI, sqlite:///mlflow.db.",
-        ),
-    ] = None,
+    tracking_uri: StudyTrackingUri = None,
     storage_path: Annotated[
         str | None,
         typer.Option(
@@ -89,10 +85,9 @@ def submit(
     ] = None,
     tracking_uri: Annotated[
         str | None,
-        typer.Option(
-            "--tracking-uri",
-            help="MLflow tracking URI for the job's driver. Default: the spec's tracking.uri, "
-            "$MLFLOW_TRACKING_URI here, sqlite:///mlflow.db here (a local cluster only).",
+        tracking_uri_option(
+            "the job driver's: the spec's tracking.uri, $MLFLOW_TRACKING_URI here, "
+            "sqlite:///mlflow.db here (a local cluster only)"
         ),
     ] = None,
     storage_path: Annotated[
@@ -133,10 +128,7 @@ def submit(
 
 
 def ui(
-    tracking_uri: Annotated[
-        str | None,
-        typer.Option("--tracking-uri", help="Default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here."),
-    ] = None,
+    tracking_uri: TrackingUri = None,
     port: Annotated[int, typer.Option("--port", help="Port of the UI.")] = 5000,
     host: Annotated[
         str, typer.Option("--host", help="Interface to bind (127.0.0.1: this machine only).")
@@ -261,12 +253,7 @@ def report(
     study: Annotated[
         str, typer.Argument(help="Study name (the spec's name: tag harness.study of its MLflow parent run).")
     ],
-    tracking_uri: Annotated[
-        str | None,
-        typer.Option(
-            "--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)."
-        ),
-    ] = None,
+    tracking_uri: TrackingUri = None,
     out: Annotated[
         Path | None, typer.Option("--out", help="Directory for the report files (default: reports/STUDY).")
     ] = None,
