@@ -34,6 +34,7 @@ _COMMAND_MODULES = (
     "harness.datasets.cli",
     "harness.training.cli",
     "harness.studies.cli",
+    "harness.report.cli",
     "harness.studies.device.cli",
     "harness.scorecard.cli",
 )
