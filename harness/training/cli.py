@@ -67,6 +67,10 @@ def train_command(**options: Any) -> None:
     resume: Path | None = options.pop("resume")
     shape = {k: options.pop(k) for k in ("n_layer", "n_head", "d_model")}
     fields: dict[str, Any] = dict(options)
+    if fields.get("data_dir"):
+        # Relative to where the command started, recorded as the folder it names (the config
+        # and MLflow keep a path that means the same thing from anywhere).
+        fields["data_dir"] = str(Path(fields["data_dir"]).expanduser().resolve())
     if _names_user_component(options["position"], options["gate"], options["scoring"]):
         # A user's component (package.module:Class) is found on the Python path, else here.
         fields["component_dir"] = str(Path.cwd())

@@ -38,7 +38,12 @@ def _runs(uri: str) -> list:
 
 def test_acceptance_command(tmp_path: Path, sqlite_tracking_uri: str, shared_data_dir: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "harness.cli", *ACCEPTANCE, "--tracking-uri", sqlite_tracking_uri],
+        # --data-dir relative to the folder the command starts in: recorded as the folder it names
+        [
+            *[sys.executable, "-m", "harness.cli", *ACCEPTANCE, "--tracking-uri", sqlite_tracking_uri],
+            "--data-dir",
+            os.path.relpath(shared_data_dir, tmp_path),
+        ],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -50,6 +55,7 @@ def test_acceptance_command(tmp_path: Path, sqlite_tracking_uri: str, shared_dat
     (run,) = _runs(sqlite_tracking_uri)
     assert run.info.status == "FINISHED" and run.data.tags["status"] == "finished"
     assert run.info.run_id in out.stdout
+    assert run.data.params["data_dir"] == str(shared_data_dir.resolve())
     metrics = run.data.metrics
     for name in (
         "val/loss",
