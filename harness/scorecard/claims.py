@@ -110,7 +110,9 @@ class Claim:
     starts (a number or one of :data:`STARTS`), ``runs`` whether the claim is about new runs
     (a prediction interval must then lie in the band too). ``trend`` names the factor a claim
     about a trend is read against (only from two or more of its levels). ``per_head`` is a
-    parameter count per head, ``d + k`` (``paper_count``), read at any shape."""
+    parameter count per head, ``d + k`` (``paper_count``), read at any shape. ``figure`` (non-empty:
+    why) makes the claim's rows numbers without a verdict: a probe of the harness's own, or a
+    statement the paper gives no target for."""
 
     id: str
     paper: str
@@ -130,6 +132,7 @@ class Claim:
     margin_reason: str = ""
     runs: bool = False
     paper_count: str | None = None
+    figure: str = ""
 
     @property
     def per_head_constant(self) -> int | None:
@@ -238,7 +241,9 @@ def _claim(entry: Mapping[str, Any], paper_setting: Setting, papers: Mapping[str
     if not isinstance(entry, Mapping):
         raise InputError(f"{where}: expected a mapping, got {entry!r}")
     known = {"id", "paper", "section", "claim", "kind", "sign", "setting", "measures", "paper_value"}
-    optional = {"metric", "band", "start", "datasets", "trend", "margin", "margin_reason", "runs", "paper_count"}
+    optional = {
+        "metric", "band", "start", "datasets", "trend", "margin", "margin_reason", "runs", "paper_count", "figure",
+    }  # fmt: skip
     _unknown(entry, known | optional, where)
     kind = _require(entry, "kind", where)
     if kind not in MEASURE_KINDS:
@@ -287,6 +292,7 @@ def _claim(entry: Mapping[str, Any], paper_setting: Setting, papers: Mapping[str
         margin_reason=str(entry.get("margin_reason") or ""),
         runs=bool(entry.get("runs", False)),
         paper_count=None if count is None else str(count),
+        figure=str(entry.get("figure") or ""),
     )
 
 
