@@ -191,76 +191,106 @@ def _towards(row: ScorecardRow) -> bool:
     return bool(row.signed) and row.verdict_kind in ("replicated", "smaller", "larger", "grows")
 
 
+def card_counts(
+    design: Design, seeds: int, *, cards: int, truth: str = "null", noise: str = "normal", rng: Any = 0
+) -> dict[str, Any]:
+    """What :func:`card_rates` divides, summed over ``cards`` simulated cards (so that chunks of
+    cards run apart add up: :func:`merged_rates`)."""
+    gen, claims = np.random.default_rng(rng), load_claims()
+    counts: dict[str, Any] = {"cards": cards, "any": 0, "before": 0, "after": 0, "contrasts": 0, "towards": {}}
+    with quick_cards():
+        for _ in range(cards):
+            frame = simulated_card(design, seeds, gen, truth=truth, noise=noise)
+            rows, adjusted = card_rows(frame, design.name, claims)
+            counts["any"] += any(r.signed for r in adjusted)
+            counts["before"] += sum(bool(r.signed) for r in rows if _contrast(r))
+            counts["after"] += sum(bool(r.signed) for r in adjusted if _contrast(r))
+            counts["contrasts"] += sum(_contrast(r) for r in rows)
+            for r in adjusted:
+                if r.kind == "cell" and r.pvalue is not None and r.verdict_kind != "figure":
+                    hit = counts["towards"].setdefault(r.claim, [0, 0])
+                    hit[0], hit[1] = hit[0] + _towards(r), hit[1] + 1
+    return counts
+
+
+def merged_rates(name: str, seeds: int, truth: str, noise: str, parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The rates of :func:`card_rates` from the counts of one or more chunks of cards."""
+    total = {k: sum(p[k] for p in parts) for k in ("cards", "any", "before", "after", "contrasts")}
+    towards: dict[str, list[int]] = {}
+    for part in parts:
+        for claim, (hit, n) in part["towards"].items():
+            both = towards.setdefault(claim, [0, 0])
+            both[0], both[1] = both[0] + hit, both[1] + n
+    return {
+        "design": name,
+        "seeds": seeds,
+        "cards": total["cards"],
+        "truth": truth,
+        "noise": noise,
+        "any_signed": total["any"] / total["cards"],
+        "contrast_rows_signed_before": total["before"] / max(total["contrasts"], 1),
+        "contrast_rows_signed_after": total["after"] / max(total["contrasts"], 1),
+        "towards_paper": {c: hit / n for c, (hit, n) in sorted(towards.items())},
+    }
+
+
 def card_rates(
     design: Design, seeds: int, *, cards: int, truth: str = "null", noise: str = "normal", rng: Any = 0
 ) -> dict[str, Any]:
     """Over ``cards`` simulated cards: the share with any signed verdict after the procedure, the
     share of contrast rows (the losses' cells) signed before and after it, and per claim the
     share of its cell rows signed in the paper's direction after it."""
-    gen, claims = np.random.default_rng(rng), load_claims()
-    any_signed, before, after, total = 0, 0, 0, 0
-    towards: dict[str, list[int]] = {}
-    with quick_cards():
-        for _ in range(cards):
-            rows, adjusted = card_rows(
-                simulated_card(design, seeds, gen, truth=truth, noise=noise), design.name, claims
-            )
-            any_signed += any(r.signed for r in adjusted)
-            before += sum(bool(r.signed) for r in rows if _contrast(r))
-            after += sum(bool(r.signed) for r in adjusted if _contrast(r))
-            total += sum(_contrast(r) for r in rows)
-            for r in adjusted:
-                if r.kind == "cell" and r.pvalue is not None and r.verdict_kind != "figure":
-                    hit = towards.setdefault(r.claim, [0, 0])
-                    hit[0], hit[1] = hit[0] + _towards(r), hit[1] + 1
-    return {
-        "design": design.name,
-        "seeds": seeds,
-        "cards": cards,
-        "truth": truth,
-        "noise": noise,
-        "any_signed": any_signed / cards,
-        "contrast_rows_signed_before": before / max(total, 1),
-        "contrast_rows_signed_after": after / max(total, 1),
-        "towards_paper": {c: hit / n for c, (hit, n) in sorted(towards.items())},
-    }
+    counts = card_counts(design, seeds, cards=cards, truth=truth, noise=noise, rng=rng)
+    return merged_rates(design.name, seeds, truth, noise, [counts])
 
 
 #: The published designs the calibration simulates, by folder.
 DESIGNS: tuple[str, ...] = ("long-cpu-2026-12-02", "ladder-cpu-2026-12-02")
+#: The most cards one process simulates (a larger count is split into chunks run apart).
+CHUNK_CARDS = 125
 
 
-def _design_rows(root: Path, folder: str, cards: int, power_cards: int, seeds: Sequence[int], rng: Any) -> list:
-    design = design_from_published(root / folder)
-    out = []
-    for n in seeds:
-        out.append(card_rates(design, n, cards=cards, rng=[rng, n, 0]))
-        if n == min(seeds):
-            out.append(card_rates(design, n, cards=power_cards, noise="lognormal", rng=[rng, n, 1]))
-        out.append(card_rates(design, n, cards=power_cards, truth="papers", rng=[rng, n, 2]))
-    return out
+def _chunk(root: Path, folder: str, n: int, truth: str, noise: str, cards: int, rng: list) -> dict[str, Any]:
+    return card_counts(design_from_published(root / folder), n, cards=cards, truth=truth, noise=noise, rng=rng)
+
+
+def _tasks(root: Path, cards: int, power_cards: int, seeds: Sequence[int], rng: int) -> list[tuple]:
+    """(root, folder, seeds, truth, noise, cards, rng) chunks: null cards (``cards`` at the fewest
+    seeds, two fifths of that at more), null cards on skewed noise at the fewest and cards at
+    the papers' values (``power_cards`` each)."""
+    units = []
+    for folder in DESIGNS:
+        for n in seeds:
+            fewest = n == min(seeds)
+            units.append((folder, n, "null", "normal", cards if fewest else max(2 * cards // 5, 1)))
+            if fewest:
+                units.append((folder, n, "null", "lognormal", power_cards))
+            units.append((folder, n, "papers", "normal", power_cards))
+    tasks = []
+    for j, (folder, n, truth, noise, count) in enumerate(units):
+        for k, start in enumerate(range(0, count, CHUNK_CARDS)):
+            tasks.append((root, folder, n, truth, noise, min(CHUNK_CARDS, count - start), [rng, j, k]))
+    return tasks
 
 
 def designs_table(
-    root: Path,
-    *,
-    cards: int = 500,
-    power_cards: int | None = None,
-    seeds: Sequence[int] = (4, 10),
-    rng: Any = 0,
-    jobs: int = 2,
-) -> list[dict[str, Any]]:
-    """For each published design (one process each, ``jobs`` at a time): null cards (normal
-    noise) at each number of seeds, null cards on skewed noise at the fewest, and cards at the
-    papers' values at each (``power_cards`` each, default ``cards // 5``)."""
+    root: Path, *, cards: int = 500, power_cards: int | None = None, seeds: Sequence[int] = (4, 10), rng: int = 0,
+    jobs: int = 4,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """For each published design: null cards (normal noise; ``cards`` at the fewest seeds, two
+    fifths of that at more), null cards on skewed noise at the fewest seeds and cards at the
+    papers' values at each (``power_cards``, default ``cards // 5``), in chunks of
+    :data:`CHUNK_CARDS` cards, ``jobs`` processes at a time."""
     from concurrent.futures import ProcessPoolExecutor
 
-    power_cards = power_cards or max(cards // 5, 1)
-    args = [(root, folder, cards, power_cards, tuple(seeds), [rng, i]) for i, folder in enumerate(DESIGNS)]
-    if jobs <= 1:
-        return [row for a in args for row in _design_rows(*a)]
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        return [row for rows in pool.map(_design_rows, *zip(*args, strict=True)) for row in rows]
+    tasks = _tasks(root, cards, power_cards or max(cards // 5, 1), seeds, rng)
+    with ProcessPoolExecutor(max_workers=max(jobs, 1)) as pool:
+        counts = list(pool.map(_chunk, *zip(*tasks, strict=True)))
+    grouped: dict[tuple, list] = {}
+    for task, part in zip(tasks, counts, strict=True):
+        grouped.setdefault(task[1:5], []).append(part)
+    names = {folder: design_from_published(root / folder).name for folder in DESIGNS}
+    return [merged_rates(names[f], n, truth, noise, parts) for (f, n, truth, noise), parts in grouped.items()]
 
 
 def markdown_designs(rows: Sequence[dict[str, Any]]) -> str:
@@ -291,6 +321,7 @@ __all__ = [
     "DESIGNS",
     "PAPERS_GAINS",
     "Design",
+    "card_counts",
     "card_rates",
     "card_rows",
     "quick_cards",
@@ -298,5 +329,6 @@ __all__ = [
     "designs_table",
     "markdown_designs",
     "markdown_power",
+    "merged_rates",
     "simulated_card",
 ]

@@ -13,7 +13,7 @@ A sign needs two intervals to exclude the null: the report's 95 % t-interval and
 **skew-robust** one, the same interval widened to the critical |t| that holds both for normal
 seeds and for strongly skewed ones (lognormal, sigma 1) with the shape check quiet
 (:func:`~harness.scorecard.calibration.skew_robust_critical`, simulated by
-``benchmarks/calibration.py``: 7.05 at 4 seeds, 5.19 at 6, 3.56 at 10, the t's own from about 15).
+``benchmarks/calibration.py`` at each number of seeds; docs/calibration.md gives the values).
 Where the t-interval excludes the null and the robust one does not, the sign is withheld
 (``inconclusive``, saying so); a signed kind compares the robust interval with the paper's
 number. A signed effect (the paper's sign s, value v, the claim's smallest effect delta):
@@ -137,7 +137,9 @@ class Intervals:
     t-interval over seeds, ``equivalence`` the ``1 - 2 alpha`` one (None: no test possible,
     ``reason`` says why); ``pvalue`` the t-test against the row's null (0, or a level's start);
     ``sd`` the seed-to-seed sd; ``shape`` the shape check of the per-seed values; for a claim
-    about runs, ``prediction`` (where a new seed's run lands) and ``stable`` (inside the band)."""
+    about runs, ``prediction`` (where a new seed's run lands) and ``stable`` (inside the band).
+    Derived: ``robust``, the t-interval widened to the skew-robust critical value, and
+    ``robust_pvalue``, the t p made valid on strongly skewed seeds too."""
 
     estimate: float
     ci: ConfidenceInterval | None
@@ -169,21 +171,17 @@ class Intervals:
         """The skew-robust critical |t| at this row's seeds and level (None: not simulated)."""
         return skew_robust_critical(self.n_seeds, 1.0 - self.confidence)
 
-    def _widened(self, interval: ConfidenceInterval | None, alpha: float) -> ConfidenceInterval | None:
-        """``interval`` (a t-interval at two-sided level ``alpha``) widened to the skew-robust
-        critical value there: ``centre +- c se``, ``se`` its half-width over its own critical
-        value (None: no interval, or no simulated critical value, which signs nothing)."""
-        c = skew_robust_critical(self.n_seeds, alpha)
-        if interval is None or c is None or self.n_seeds < 2:
-            return None
-        half = 0.5 * (interval.high - interval.low) * c / float(stats.t.isf(alpha / 2, self.n_seeds - 1))
-        centre = 0.5 * (interval.low + interval.high)
-        return ConfidenceInterval(centre - half, centre + half)
-
     @cached_property
     def robust(self) -> ConfidenceInterval | None:
-        """The t-interval widened to the skew-robust critical value (see :meth:`_widened`)."""
-        return self._widened(self.ci, 1.0 - self.confidence)
+        """The t-interval widened to the skew-robust critical value: ``centre +- c se``, ``se`` its
+        half-width over the t's own critical value (None: no interval, or no simulated critical
+        value, which signs nothing)."""
+        c, alpha = self.robust_critical, 1.0 - self.confidence
+        if self.ci is None or c is None or self.n_seeds < 2:
+            return None
+        half = 0.5 * (self.ci.high - self.ci.low) * c / float(stats.t.isf(alpha / 2, self.n_seeds - 1))
+        centre = 0.5 * (self.ci.low + self.ci.high)
+        return ConfidenceInterval(centre - half, centre + half)
 
     @cached_property
     def robust_pvalue(self) -> float | None:
@@ -356,18 +354,20 @@ def not_resolvable_words(iv: Intervals, margin: float, what: str = "", shown: Co
     """Why a row is ``not resolvable`` and what would resolve it: "at this precision, [a, b]
     (90 % interval) is wider than +-delta allows; about N seeds needed", from the analysis
     layer's planning (:func:`~harness.analysis.planning.seeds_needed`) at the observed seed sd,
-    80 % power, two-sided at the row's level."""
+    80 % power, two-sided at the row's level. ``shown``: the interval the row was read on when it
+    is not the TOST's (a trend's skew-robust 95 % one; ``what`` then names it)."""
     from harness.analysis.planning import seeds_needed
 
+    named = what if shown is not None else f"{what}90 % "
     head = (
-        f"at this precision, {format_interval(shown or iv.equivalence)} ({what}90 % interval) is wider than "
+        f"at this precision, {format_interval(shown or iv.equivalence)} ({named}interval) is wider than "
         f"±{margin:.3g} allows"
     )
     if iv.sd is None or not iv.sd > 0:
         return head
     plan = seeds_needed(effect=margin, sd=iv.sd, sd_df=iv.n_seeds - 1, alpha=1 - iv.confidence)
     return (
-        f"{head}; about {plan.range_text()} seeds needed (80 % power to detect ±{margin:g} at the observed seed "
+        f"{head}; about {plan.range_text()} seeds needed (80 % power to detect ±{margin:.3g} at the observed seed "
         f"sd {iv.sd:.3g}; the range spans the sd's own interval)"
     )
 
@@ -609,7 +609,7 @@ def classify_trend(
     over = f"±{bound:.3g} per doubling: the claim's ±{margin:g} over {span:.3g} doubling{'s' if span != 1 else ''}"
     over += f" ({span_words})" if span_words else ""
     if kind == "not resolvable":
-        body = not_resolvable_words(iv, bound, "the slope's skew-robust ", shown=eq)
+        body = not_resolvable_words(iv, bound, "the slope's skew-robust 95 % ", shown=eq)
         return _verdict(kind, f"slope per doubling {body} ({over}; {levels} levels)", iv, on_eq=True)
     shown = format_interval(ci)
     text = {
