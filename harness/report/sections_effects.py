@@ -82,6 +82,7 @@ def overview_section(df: pl.DataFrame, study: StudyLayout) -> SectionOutput:
     components = _components_line(df)
     if components:
         overview.append(components)
+    overview.append(_evaluation_line(df))
     if "status" in df.columns:
         counts = df.group_by("status").len().sort("status")
         overview.append("status: " + ", ".join(f"{s}={n}" for s, n in counts.iter_rows()))
@@ -92,6 +93,20 @@ def overview_section(df: pl.DataFrame, study: StudyLayout) -> SectionOutput:
     parts.headline["trials/unfinished"] = float(n_unfinished)
     parts.add("study", "Study", [Paragraph(o) for o in overview])
     return parts.done()
+
+
+def _evaluation_line(df: pl.DataFrame) -> str:
+    """How many validation windows the final losses rest on (``val_windows``, per context length
+    where it varies), or that the table does not say (tables written before it was kept)."""
+    if "val_windows" not in df.columns or df["val_windows"].is_null().all():
+        return "final losses: how many validation windows they rest on was not kept (an older table)"
+    by = "context_length" if "context_length" in df.columns else None
+    counts = df.filter(pl.col("val_windows").is_not_null())
+    if by is None or counts[by].n_unique() == 1:
+        windows = sorted(set(counts["val_windows"].to_list()))
+        return f"final losses: each on {' / '.join(f'{w:,}' for w in windows)} validation windows"
+    pairs = counts.group_by(by).agg(pl.col("val_windows").max()).sort(by).rows()
+    return "final losses: each on " + ", ".join(f"{w:,} validation windows at T = {t}" for t, w in pairs)
 
 
 def _components_line(df: pl.DataFrame) -> str | None:

@@ -41,6 +41,7 @@ import numpy as np
 from harness.analysis.results_types import NOT_DISTINGUISHABLE
 from harness.analysis.verdict_words import format_interval, format_pvalue, not_after_holm
 from harness.scorecard.calibration import FamilyWiseRate, family_wise_rate, skew_robust_pvalue
+from harness.scorecard.prediction_words import predicted_quantity
 from harness.scorecard.rows import ScorecardRow
 
 #: The card's procedure, in the words the card states.
@@ -126,9 +127,7 @@ def card_procedure(rows: Sequence[ScorecardRow], alpha: float = 0.05) -> CardPro
 
 def _lost(row: ScorecardRow, proc: CardProcedure, p_holm: float, k: int) -> ScorecardRow:
     """The row without its sign, saying which step took it."""
-    quantity = {"trend": "slope per doubling", "predicted": "extrapolated estimate (not measured)"}.get(
-        row.kind, "estimate"
-    )
+    quantity = {"trend": "slope per doubling", "predicted": predicted_quantity(row)}.get(row.kind, "estimate")
     ci = (row.ci_low, row.ci_high)
     if row.claim in proc.selected:
         words = not_after_holm(quantity, row.estimate, ci, p_holm) + f", held to {proc.level:.3g}"
