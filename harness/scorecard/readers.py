@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -37,7 +38,7 @@ from harness.analysis.tau import open_fraction_analysis, tau_stability
 from harness.errors import InputError
 from harness.models.sizes import SIZES, ModelSize
 from harness.models.variants import DEFAULT_TAU_INIT
-from harness.scorecard.claims import Claim, ClaimSet, Measure
+from harness.scorecard.claims import Claim, ClaimSet, Measure, Setting
 from harness.scorecard.verdicts import (
     ClaimVerdict,
     Intervals,
@@ -214,6 +215,35 @@ def size_shape(size: Any) -> ModelSize | None:
     return ModelSize(str(size), n_layer=n_layer, n_head=n_head, d_model=d_model, max_context_length=1)
 
 
+@lru_cache(maxsize=256)
+def papers_parameters(variant: str, size: Any, params: float, context_length: int, setting: Setting) -> tuple[int, int]:
+    """(the parameter count of ``variant`` at ``setting``'s size and context length, the
+    vocabulary it is built with): the study's vocabulary, read off ``params``, the variant's
+    count at the study's ``size`` and ``context_length`` (a count is linear in the vocabulary:
+    ``params = c(1) + (V - 1) (c(2) - c(1))``). :class:`InputError` when the size's shape is
+    unknown or no whole vocabulary gives ``params``."""
+    import torch
+
+    from harness.models.sizes import SIZES, custom_size
+    from harness.models.transformer import build_model
+
+    shape = size_shape(size)
+    if shape is None:
+        raise InputError(f"the shape of size {size!r} is unknown: no parameter count at the papers' size")
+    if str(size) not in SIZES:
+        shape = custom_size(shape.n_layer, shape.n_head, shape.d_model)
+
+    def count(at: Any, vocab: int, block: int) -> int:
+        with torch.device("meta"):
+            return int(build_model(variant, size=at, vocab_size=vocab, block_size=block).num_parameters())
+
+    one, two = count(shape, 1, context_length), count(shape, 2, context_length)
+    vocab = 1.0 + (float(params) - one) / (two - one)
+    if not (vocab >= 1.0 and abs(vocab - round(vocab)) < 1e-6):
+        raise InputError(f"no vocabulary gives {variant}'s {params:,.0f} parameters at size {size}")
+    return count(setting.size, int(round(vocab)), setting.context_length), int(round(vocab))
+
+
 def _tau_init(rows: pl.DataFrame) -> float:
     if "tau_init" not in rows.columns:
         return DEFAULT_TAU_INIT
@@ -311,8 +341,6 @@ def _n_seeds(rows: pl.DataFrame) -> int:
 def _at_papers_shape(claim: Claim, variant: str, rows: pl.DataFrame, cell: Mapping[str, Any]) -> int:
     """``variant``'s parameter count at the claim setting's shape and context length, with the
     cell's vocabulary (built on the meta device, as a prediction's papers' size is)."""
-    from harness.scorecard.prediction import papers_parameters  # it imports this module
-
     context = int(cell.get("context_length") or claim.setting.context_length)
     return papers_parameters(variant, cell.get("size"), _mean_params(rows, variant), context, claim.setting)[0]
 
@@ -398,5 +426,6 @@ __all__ = [
     "contrast_intervals",
     "equivalence_interval",
     "level_start",
+    "papers_parameters",
     "size_shape",
 ]

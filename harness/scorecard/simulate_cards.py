@@ -146,6 +146,7 @@ def quick_cards() -> Iterator[None]:
     import harness.analysis.planning as planning
     import harness.scorecard.compute as compute
     import harness.scorecard.prediction as prediction
+    import harness.scorecard.readers as readers
 
     original, plan = prediction.papers_parameters, planning.seeds_needed
     cached = functools.lru_cache(maxsize=None)(original)
@@ -156,12 +157,12 @@ def quick_cards() -> Iterator[None]:
     def no_plan(**_: Any) -> _NoPlan:
         return _NoPlan()
 
-    prediction.papers_parameters = compute.papers_parameters = counts
+    prediction.papers_parameters = compute.papers_parameters = readers.papers_parameters = counts
     planning.seeds_needed = no_plan
     try:
         yield
     finally:
-        prediction.papers_parameters = compute.papers_parameters = original
+        prediction.papers_parameters = compute.papers_parameters = readers.papers_parameters = original
         planning.seeds_needed = plan
 
 
