@@ -25,7 +25,7 @@ entries and keeps the others'; the scorecard part's skew-robust table is what th
 and the scorecard read, so it runs first).
 
     python benchmarks/calibration.py [--reps 2000] [--seed 0] [--part all|report|scorecard|cards|prediction]
-        [--cards 500] [--power-cards N] [--jobs 2] [--page docs/calibration.md]
+        [--cards 500] [--more-seeds-cards N] [--power-cards N] [--jobs 2] [--page docs/calibration.md]
         [--scorecard-data harness/scorecard/calibration.json]
 """
 
@@ -307,7 +307,14 @@ def _cards_part(args: argparse.Namespace, payload: dict) -> None:
     import harness.scorecard.simulate_cards as cards
 
     root = Path(__file__).resolve().parents[1] / "published"
-    rows = cards.designs_table(root, cards=args.cards, power_cards=args.power_cards, rng=args.seed + 7, jobs=args.jobs)
+    rows = cards.designs_table(
+        root,
+        cards=args.cards,
+        more_cards=args.more_seeds_cards,
+        power_cards=args.power_cards,
+        rng=args.seed + 7,
+        jobs=args.jobs,
+    )
     block = cards_block(rows)
     print(block)
     payload["cards"] = rows
@@ -335,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="cards per design on skewed seeds and at the papers' values (cards // 5)",
     )
+    parser.add_argument("--more-seeds-cards", type=int, default=None, help="null cards at 10 seeds (2 cards // 5)")
     parser.add_argument("--jobs", type=int, default=2, help="processes for the cards part")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "calibration.json")
     parser.add_argument("--page", type=Path, default=None, help="docs page to regenerate the tables in")

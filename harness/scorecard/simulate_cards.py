@@ -248,22 +248,22 @@ def card_rates(
 #: The published designs the calibration simulates, by folder.
 DESIGNS: tuple[str, ...] = ("long-cpu-2026-12-02", "ladder-cpu-2026-12-02")
 #: The most cards one process simulates (a larger count is split into chunks run apart).
-CHUNK_CARDS = 125
+CHUNK_CARDS = 75
 
 
 def _chunk(root: Path, folder: str, n: int, truth: str, noise: str, cards: int, rng: list) -> dict[str, Any]:
     return card_counts(design_from_published(root / folder), n, cards=cards, truth=truth, noise=noise, rng=rng)
 
 
-def _tasks(root: Path, cards: int, power_cards: int, seeds: Sequence[int], rng: int) -> list[tuple]:
+def _tasks(root: Path, cards: int, more: int, power_cards: int, seeds: Sequence[int], rng: int) -> list[tuple]:
     """(root, folder, seeds, truth, noise, cards, rng) chunks: null cards (``cards`` at the fewest
-    seeds, two fifths of that at more), null cards on skewed noise at the fewest and cards at
-    the papers' values (``power_cards`` each)."""
+    seeds, ``more`` at more), null cards on skewed noise at the fewest and cards at the papers'
+    values (``power_cards`` each)."""
     units = []
     for folder in DESIGNS:
         for n in seeds:
             fewest = n == min(seeds)
-            units.append((folder, n, "null", "normal", cards if fewest else max(2 * cards // 5, 1)))
+            units.append((folder, n, "null", "normal", cards if fewest else more))
             if fewest:
                 units.append((folder, n, "null", "lognormal", power_cards))
             units.append((folder, n, "papers", "normal", power_cards))
@@ -275,16 +275,17 @@ def _tasks(root: Path, cards: int, power_cards: int, seeds: Sequence[int], rng: 
 
 
 def designs_table(
-    root: Path, *, cards: int = 500, power_cards: int | None = None, seeds: Sequence[int] = (4, 10), rng: int = 0,
-    jobs: int = 4,
+    root: Path, *, cards: int = 500, more_cards: int | None = None, power_cards: int | None = None,
+    seeds: Sequence[int] = (4, 10), rng: int = 0, jobs: int = 4,
 ) -> list[dict[str, Any]]:  # fmt: skip
-    """For each published design: null cards (normal noise; ``cards`` at the fewest seeds, two
-    fifths of that at more), null cards on skewed noise at the fewest seeds and cards at the
-    papers' values at each (``power_cards``, default ``cards // 5``), in chunks of
-    :data:`CHUNK_CARDS` cards, ``jobs`` processes at a time."""
+    """For each published design: null cards (normal noise; ``cards`` at the fewest seeds,
+    ``more_cards`` at more, default two fifths of ``cards``), null cards on skewed noise at the
+    fewest seeds and cards at the papers' values at each (``power_cards``, default
+    ``cards // 5``), in chunks of :data:`CHUNK_CARDS` cards, ``jobs`` processes at a time."""
     from concurrent.futures import ProcessPoolExecutor
 
-    tasks = _tasks(root, cards, power_cards or max(cards // 5, 1), seeds, rng)
+    more = more_cards or max(2 * cards // 5, 1)
+    tasks = _tasks(root, cards, more, power_cards or max(cards // 5, 1), seeds, rng)
     with ProcessPoolExecutor(max_workers=max(jobs, 1)) as pool:
         counts = list(pool.map(_chunk, *zip(*tasks, strict=True)))
     grouped: dict[tuple, list] = {}
