@@ -14,6 +14,7 @@ import sys
 
 import typer
 
+from harness.datasets.data_dir import resolve_data_dir_env
 from harness.errors import InputError
 
 app = typer.Typer(
@@ -33,6 +34,7 @@ _COMMAND_MODULES = (
     "harness.datasets.cli",
     "harness.training.cli",
     "harness.studies.cli",
+    "harness.report.cli",
     "harness.studies.device.cli",
     "harness.scorecard.cli",
 )
@@ -47,6 +49,9 @@ def main(argv: list[str] | None = None) -> None:
     the harness detects (:class:`InputError`) becomes one message on stderr and exit 2."""
     # MLflow's progress bar per downloaded artifact is off for every call of the harness
     # (harness.mlflow_client.QUIET_CALLS): one per trial would bury the verdicts.
+    # A relative $HARNESS_DATA_DIR means the folder as seen from here: resolved once, before any
+    # process is started or directory changed, and handed on resolved (harness.datasets.data_dir).
+    resolve_data_dir_env()
     try:
         app(args=argv)
     except InputError as exc:

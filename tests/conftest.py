@@ -10,10 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from harness.datasets.data_dir import resolve_data_dir_env
+
 _REPO = Path(__file__).resolve().parents[1]
 _SHARED_DATA = _REPO.parent / "shared" / "data"
 
 os.environ.setdefault("HARNESS_DATA_DIR", str(_SHARED_DATA))
+# A relative folder (the README's `export HARNESS_DATA_DIR=../shared/data`) is resolved here, once,
+# against the folder pytest started in: the harness processes the tests start elsewhere inherit it
+# resolved, as those the harness starts do (harness.datasets.data_dir).
+resolve_data_dir_env()
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 

@@ -34,7 +34,7 @@ import polars as pl
 
 from harness.analysis.contrasts import check_confidence, interaction_weights, t_interval
 from harness.analysis.results import at_reference_tau_init, require_columns, require_table, unfinished_mask
-from harness.analysis.results_types import ConfidenceInterval, has_spread, readonly_array
+from harness.analysis.results_types import PAPERS_FACTORIAL, ConfidenceInterval, has_spread, readonly_array
 from harness.analysis.shape import shape_check
 from harness.analysis.surface import (
     CHECKS,
@@ -218,11 +218,11 @@ def effect_surface(
     params: float,
     steps: float,
     treatment: str | None = None,
-    control: str = "baseline",
-    base: str = "baseline",
-    a: str = "ega",
-    b: str = "mope",
-    ab: str = "ega-mope",
+    control: str = PAPERS_FACTORIAL.base,
+    base: str = PAPERS_FACTORIAL.base,
+    a: str = PAPERS_FACTORIAL.a,
+    b: str = PAPERS_FACTORIAL.b,
+    ab: str = PAPERS_FACTORIAL.ab,
     metric: str = "val_loss",
     confidence: float = 0.95,
     model: str = MODEL,

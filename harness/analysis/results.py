@@ -49,7 +49,7 @@ _REPORTED_COLUMNS = {
 }
 # ... as MLflow stores it (``final_val_loss``: mlflow_metric_key), then as stores written before
 # that name did (``final/val_loss``): a run holds one or the other
-_METRIC_COLUMNS = {
+METRIC_COLUMNS = {
     **{mlflow_metric_key(k): c for k, c in _REPORTED_COLUMNS.items()},
     **{k: c for k, c in _REPORTED_COLUMNS.items() if mlflow_metric_key(k) != k},
 }
@@ -319,7 +319,7 @@ def _trial_row(run, study: str) -> dict[str, Any]:
         row["status"] = {"FINISHED": FINISHED, "FAILED": "failed", "KILLED": "failed"}.get(run.info.status, "running")
     row["status"] = _TRIAL_STATUS_OF_RUN_TAG.get(row["status"], row["status"])  # interrupted -> incomplete
     row["tau_init"] = _to_number(tags.get("tau_init", params.get("tau_init")))
-    for key, column in _METRIC_COLUMNS.items():
+    for key, column in METRIC_COLUMNS.items():
         if key in metrics and row.get(column) is None:
             row[column] = metrics[key]
     steps = metrics.get("steps", metrics.get("trainer/global_step"))

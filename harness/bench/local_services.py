@@ -256,7 +256,9 @@ class LocalCluster:
     def dashboard(self) -> str:
         return f"http://127.0.0.1:{self.dashboard_port}"
 
-    def _start(self, args: list[str], log: str, *, env: dict[str, str] | None, num_cpus: int) -> subprocess.Popen:
+    def _start(
+        self, args: list[str], log: str, *, env: dict[str, str] | None, num_cpus: int, cwd: Path | None = None
+    ) -> subprocess.Popen:
         # Worker ports below Linux's ephemeral range (32768-60999, where free_port's come
         # from) and above Ray's default range (10002-19999, other Ray instances).
         low = random.randrange(20000, 32400, 200)
@@ -274,6 +276,7 @@ class LocalCluster:
             proc = subprocess.Popen(
                 [shutil.which("ray") or "ray", "start", *args, *common],
                 env=env or self.env,
+                cwd=cwd,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -309,11 +312,14 @@ class LocalCluster:
                 time.sleep(1)
         raise RuntimeError("the Ray head did not come up: " + (Path(self.temp_dir) / "head.log").read_text()[-2000:])
 
-    def add_worker(self, *, env: dict[str, str] | None = None, num_cpus: int = 2, timeout: float = 300) -> None:
-        """A worker node (its own environment ``env``, default the head's), waited for until
-        the cluster counts it (minutes when other work shares the cores)."""
+    def add_worker(
+        self, *, env: dict[str, str] | None = None, num_cpus: int = 2, timeout: float = 300, cwd: Path | None = None
+    ) -> None:
+        """A worker node (its own environment ``env``, default the head's; started in ``cwd``,
+        default this process's folder), waited for until the cluster counts it (minutes when
+        other work shares the cores)."""
         log = f"worker{len(self.nodes)}.log"
-        proc = self._start([f"--address={self.address}"], log, env=env, num_cpus=num_cpus)
+        proc = self._start([f"--address={self.address}"], log, env=env, num_cpus=num_cpus, cwd=cwd)
         deadline = time.monotonic() + timeout
         while len(self.alive_nodes()) < len(self.nodes):
             if proc.poll() is not None or time.monotonic() > deadline:

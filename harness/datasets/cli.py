@@ -74,9 +74,11 @@ def list_command(
 ) -> None:
     """Every registered corpus: size, where its files were found, and whether they verify."""
     from harness.datasets.cards import REGISTRY
+    from harness.datasets.fetch import search_roots
 
     rows = [_row(card, data_dir) for card in REGISTRY.values()]
     typer.echo(text_table(rows, ("name", "size", "where found", "verified")))
+    typer.echo("searched, in order: " + ", ".join(f"{label} {folder}" for label, folder in search_roots(data_dir)))
 
 
 @data_app.command("info")

@@ -49,6 +49,7 @@ from typing import BinaryIO
 
 from harness import __version__
 from harness.datasets.cards import Archive, DataFile, DatasetCard
+from harness.datasets.data_dir import resolve_data_dir_env
 from harness.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -76,9 +77,9 @@ def search_roots(
     roots: list[tuple[str, Path]] = []
     if data_dir is not None:
         roots.append(("data_dir", Path(data_dir)))
-    env = os.environ.get("HARNESS_DATA_DIR")
-    if env:
-        roots.append(("$HARNESS_DATA_DIR", Path(env)))
+    env = resolve_data_dir_env()  # a relative value, resolved once (harness.datasets.data_dir)
+    if env is not None:
+        roots.append(("$HARNESS_DATA_DIR", env))
     roots.append(("cache", cache_root(cache_dir) / "data"))
     unique: dict[Path, str] = {}
     for label, folder in roots:

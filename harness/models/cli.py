@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from harness.models.checks import VariantCheck
     from harness.models.zoo import ReadingRow, ZooRow
 
+#: The probe's length when no spec beside the component says more: the papers' context (256 tokens).
+DEFAULT_CHECK_LENGTH = 256
+
 zoo_app = typer.Typer(
     help="The model zoo: every variant with its parameter count (harness zoo), or one component checked "
     "(harness zoo check package.module:Class).",
@@ -118,25 +121,81 @@ def check(
     gate: str | None = typer.Option(None, "--gate", help="Gate to combine it with (default none)."),
     scoring: str | None = typer.Option(None, "--scoring", help="Scoring to combine it with (default dot)."),
     size: str = typer.Option("nano", "--size", "-s", help="Size preset the checks build."),
-    length: int = typer.Option(64, "--length", help="Tokens of the probe's sequence (every position is changed)."),
+    length: int | None = typer.Option(
+        None,
+        "--length",
+        help="Tokens of the probe's sequence. Default: the longest context length of the study specs in --dir that "
+        f"name the component, else {DEFAULT_CHECK_LENGTH}; a warning when shorter than a spec there trains it at.",
+        min=2,
+    ),
     directory: Path = typer.Option(
         Path("."), "--dir", help="Folder searched for the component's module after the Python path."
     ),
     graphs: bool = typer.Option(True, "--graphs/--no-graphs", help="Trace the model with torch.compile (seconds)."),
 ) -> None:
-    """Check one component (in the baseline's other slots, or those given) or one variant: the
-    causality probe (no output before position t moves when the token at t changes), finite
-    outputs and gradients, the parameter count against baseline, and whether torch.compile
-    traces it as one graph. Exit 2 when it reads the future or is not finite, or when it
-    cannot be imported or constructed."""
+    """Check one component (in the baseline's other slots, or those given) or one variant: each
+    slot's contract on a probe batch (shape, dtype, finiteness), the causality probe in eval
+    and train mode (no output before position t moves when the tokens from t on change),
+    finite outputs and gradients, the parameter count against baseline, and whether
+    torch.compile traces it as one graph. Exit 2 when it breaks a contract, reads the future or
+    is not finite, or when it cannot be imported or constructed."""
     from harness.errors import InputError
     from harness.models.checks import check_variant
 
     variant = _variant_to_check(name, position=position, gate=gate, scoring=scoring, directory=directory)
-    result = check_variant(variant, size=size, length=length, component_dir=directory, graphs=graphs)
+    trained = spec_lengths(directory, name)
+    probed = length if length is not None else max(trained.values(), default=DEFAULT_CHECK_LENGTH)
+    _warn_if_shorter(probed, trained, name, directory, told=length is not None)
+    result = check_variant(variant, size=size, length=probed, component_dir=directory, graphs=graphs)
     typer.echo(_check_report(result))
     if not result.ok:
         raise InputError(result.refusal())
+
+
+def spec_lengths(directory: Path, name: str) -> dict[str, int]:
+    """The study specs (``*.yaml``, ``*.yml``) in ``directory`` that name ``name`` (a component in
+    a slot, or a variant), each with the longest context length it trains at. Read as plain
+    YAML (the study layer sits above this one); a file that is no spec is passed over."""
+    import yaml
+
+    found: dict[str, int] = {}
+    for path in sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")]):
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        if not isinstance(data, dict) or not isinstance(data.get("variants"), list):
+            continue
+        lengths = [n for n in data.get("context_lengths") or [] if isinstance(n, int) and not isinstance(n, bool)]
+        named = any(
+            entry == name
+            or (isinstance(entry, dict) and name in (entry.get(k) for k in ("position", "gate", "scoring")))
+            for entry in data["variants"]
+        )
+        if named and lengths:
+            found[path.name] = max(lengths)
+    return found
+
+
+def _warn_if_shorter(probed: int, trained: dict[str, int], name: str, directory: Path, *, told: bool) -> None:
+    """A warning on stderr when the probe is shorter than a spec in ``directory`` trains ``name``
+    at (a leak that shows only beyond the probe's length would pass), or, for the default
+    length (not ``told``), a note that no spec there names it."""
+    longer = {spec: n for spec, n in trained.items() if n > probed}
+    if longer:
+        where = ", ".join(f"{spec} at T = {n}" for spec, n in longer.items())
+        typer.echo(
+            f"warning: probing {probed} tokens, shorter than {name} trains at ({where}): a leak that shows only "
+            f"beyond {probed} tokens would pass here; check with --length {max(longer.values())} (a study's "
+            "pre-flight probes each of its context lengths)",
+            err=True,
+        )
+    elif not trained and not told:
+        typer.echo(
+            f"note: no study spec in {directory} names {name}; probing {probed} tokens (--length to change it; a "
+            "study's pre-flight probes each of its context lengths)",
+            err=True,
+        )
 
 
 def _variant_to_check(name: str, *, position: str | None, gate: str | None, scoring: str | None, directory: Path):
@@ -165,7 +224,7 @@ def _check_report(result: VariantCheck) -> str:
     v, s = result.variant, result.size
     head = [
         f"Checking {v.describe()} at size {s.name} ({s.n_layer} layers, {s.n_head} heads, width {s.d_model}), "
-        f"{result.causality.length} tokens"
+        f"{result.length} tokens"
     ]
     head += [f"  {slot}: {where}" for slot, where in result.components.items()]
     marks = {True: "pass", False: "FAIL", None: "note"}

@@ -119,19 +119,39 @@ def resolve_component(name: str, *, slot: str | None = None, search_dir: str | P
     return obj
 
 
+def _shown(keywords: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in keywords.items()) or "none"
+
+
 def constructor_keywords(cls: type, offered: Mapping[str, Any], required: Mapping[str, Any]) -> dict[str, Any]:
     """The keyword arguments ``cls(...)`` gets: those of ``offered`` and ``required`` its
-    ``__init__`` takes (all with ``**kwargs``); InputError when it does not take one of ``required``."""
+    ``__init__`` takes (all with ``**kwargs``). InputError, listing the keywords the harness
+    passes, when it does not take one of ``required``, or when it requires a parameter the
+    harness does not pass (a name of its own for the width, a positional-only argument)."""
     parameters = inspect.signature(cls).parameters.values()
     takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
     names = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    chosen = {**offered, **required}
+    shown = f"{cls.__module__}.{cls.__qualname__}"
+    passes = f"the harness passes, by keyword, {_shown(chosen)}"
     refused = [key for key in required if not takes_all and key not in names]
     if refused:
         raise InputError(
-            f"{cls.__module__}.{cls.__qualname__} does not take {', '.join(refused)}, which the config sets; "
+            f"{shown} does not take {', '.join(refused)}, which the config sets ({passes}); "
             f"add it to __init__, or drop the setting"
         )
-    chosen = {**offered, **required}
+    unmet = [
+        p.name
+        for p in parameters
+        if p.default is inspect.Parameter.empty
+        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        and (p.kind is p.POSITIONAL_ONLY or p.name not in chosen)
+    ]
+    if unmet:
+        raise InputError(
+            f"{shown}.__init__ requires {', '.join(unmet)}, which the harness does not pass: {passes}; "
+            "name __init__'s parameters after them (or give the others defaults)"
+        )
     return chosen if takes_all else {key: value for key, value in chosen.items() if key in names}
 
 
@@ -145,15 +165,18 @@ def build_component(
 ) -> Any:
     """The user component ``name`` of ``slot``, constructed (see the module docstring):
     ``offered`` are the slot's arguments (passed when ``__init__`` takes them), ``required``
-    those a config set explicitly (``__init__`` must take them)."""
+    those a config set explicitly (``__init__`` must take them). A constructor that raises is
+    an InputError naming the keywords it got and those the harness offered."""
     cls = resolve_component(name, slot=slot, search_dir=search_dir)
     kwargs = constructor_keywords(cls, offered, required or {})
     try:
         return cls(**kwargs)
     except Exception as exc:  # noqa: BLE001 - the user's constructor: its reason, in one message
-        shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+        left = {k: v for k, v in {**offered, **(required or {})}.items() if k not in kwargs}
+        unused = f" (offered, not taken: {_shown(left)})" if left else ""
         raise InputError(
-            f"cannot construct the {slot} {name}: {cls.__qualname__}({shown}) raised {type(exc).__name__}: {exc}"
+            f"cannot construct the {slot} {name}: {cls.__qualname__}({_shown(kwargs) if kwargs else ''}) raised "
+            f"{type(exc).__name__}: {exc}; the keywords passed: {_shown(kwargs)}{unused}"
         ) from None
 
 

@@ -125,7 +125,9 @@ class KeyBias(nn.Module):
       study naming a user component runs before any trial) refuses a bias that reads later tokens;
     - construction: by keyword, with the slot's arguments that ``__init__`` takes (all of them
       when it takes ``**kwargs``): ``n_head``, ``d_model``; for a :class:`KeyGate` also
-      ``tau_init`` / ``alpha_init``, passed only when a config sets them (and then required);
+      ``tau_init`` / ``alpha_init``, passed only when a config sets them (and then required).
+      This base takes ``n_head`` and ``d_model`` and keeps them (``self.n_head``, ``self.d_model``),
+      so a subclass needs no ``__init__`` of its own;
     - initialisation: every ``nn.Linear`` and ``nn.Embedding`` in the model, a component's
       included, is re-initialised by the model's shared recipe, N(0, 0.02^2) with zero bias
       (:mod:`harness.models.transformer`); parameters made with ``nn.Parameter`` keep the
@@ -143,6 +145,13 @@ class KeyBias(nn.Module):
     #: attention then asks :meth:`KeyGate.pair_log_gate` for blocks of pairs instead of a per-key bias.
     pairwise: ClassVar[bool] = False
 
+    def __init__(self, n_head: int | None = None, d_model: int | None = None) -> None:
+        # Takes the slot's keywords, so that a subclass without an __init__ of its own is built
+        # as the harness builds every gate: by keyword, with n_head and d_model (kept here).
+        super().__init__()
+        self.n_head = n_head
+        self.d_model = d_model
+
     def key_bias(self, x: Tensor, k: Tensor | None) -> Tensor:
         """b (B, H, T) from x (B, T, d) and k (B, H, T, hd), both fp32 (see the class docstring)."""
         raise NotImplementedError(f"{type(self).__name__} must implement key_bias(x, k) -> (B, H, T)")
@@ -152,9 +161,10 @@ class KeyBias(nn.Module):
         with torch.autocast(device_type=x.device.type, enabled=False):
             b = self.key_bias(x.float(), k.float() if k is not None else None)
         if k is not None and tuple(b.shape) != (x.size(0), k.size(1), x.size(1)):
+            cls = type(self)
             raise ValueError(
-                f"{type(self).__name__}.key_bias returned shape {tuple(b.shape)}; the gate slot expects "
-                f"(B, H, T) = {(x.size(0), k.size(1), x.size(1))}"
+                f"the gate slot's {cls.__module__}.{cls.__qualname__}.key_bias returned shape {tuple(b.shape)}; "
+                f"the slot expects (B, H, T) = {(x.size(0), k.size(1), x.size(1))}"
             )
         return b
 
@@ -168,8 +178,10 @@ class KeyGate(KeyBias):
     may be overridden) and returns log g (B, H, T) as the bias (see :class:`KeyBias` for what the
     harness guarantees around it). tau and alpha are per-head parameters (2 H per layer),
     initialised from ``tau_init`` / ``alpha_init``; the harness logs them per layer and head and
-    the fraction of open gates (g > 1/2). ``__init__`` takes ``n_head`` and passes
-    ``tau_init`` / ``alpha_init`` on (``super().__init__(n_head, **gate_init)``).
+    the fraction of open gates (g > 1/2). ``__init__`` takes ``n_head`` and, by keyword,
+    ``d_model``, ``tau_init`` and ``alpha_init``: a subclass without ``__init__`` is built as it is,
+    and one with its own passes what it does not use on
+    (``def __init__(self, n_head, **gate_init): super().__init__(n_head, **gate_init)``).
     """
 
     name: ClassVar[str] = ""
@@ -182,10 +194,16 @@ class KeyGate(KeyBias):
     components_multiply: ClassVar[bool] = False
 
     def __init__(
-        self, n_head: int, *, tau_init: float = DEFAULT_TAU_INIT, alpha_init: float = DEFAULT_ALPHA_INIT
+        self,
+        n_head: int,
+        *,
+        d_model: int | None = None,
+        tau_init: float = DEFAULT_TAU_INIT,
+        alpha_init: float = DEFAULT_ALPHA_INIT,
     ) -> None:
-        super().__init__()
-        self.n_head = n_head
+        # d_model is taken (and kept) so that a subclass without __init__, or one that passes
+        # **gate_init on, is built with every keyword the harness passes.
+        super().__init__(n_head=n_head, d_model=d_model)
         self.tau = nn.Parameter(torch.full((n_head,), float(tau_init)))
         self.alpha = nn.Parameter(torch.full((n_head,), float(alpha_init)))
 

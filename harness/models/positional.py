@@ -61,7 +61,8 @@ class PositionalEncoding(nn.Module):
 
     - construction: by keyword, with the slot's arguments that ``__init__`` takes (all of
       them when it takes ``**kwargs``): ``d_model``, ``n_head``, ``block_size`` (the longest
-      input). One instance is shared by every layer of the model;
+      input). This base takes them and keeps them (``self.d_model`` ...), so a subclass needs no
+      ``__init__`` of its own. One instance is shared by every layer of the model;
     - :meth:`embedding` ``(T, d)`` is added to the token embeddings once, before the first
       block (times ``INIT_STD sqrt 2`` when :attr:`unit_amplitude`, so that cos/sin pairs
       enter at the tokens' initial scale); row b may depend on the position b only;
@@ -84,6 +85,13 @@ class PositionalEncoding(nn.Module):
     # True when embedding() has amplitude 1 by construction (cos/sin pairs, not a learned table):
     # the model then scales it to the token embeddings' initial scale (harness.models.transformer).
     unit_amplitude: ClassVar[bool] = False
+
+    def __init__(self, d_model: int | None = None, n_head: int | None = None, block_size: int | None = None) -> None:
+        # Takes the slot's keywords (and keeps them), so that a subclass needs no __init__ of its own.
+        super().__init__()
+        self.d_model = d_model
+        self.n_head = n_head
+        self.block_size = block_size
 
     def embedding(self, T: int, device: torch.device) -> Tensor | None:
         """Additive encoding ``(T, d)`` for positions 0..T-1, or None."""

@@ -33,7 +33,8 @@ class Scoring(nn.Module):
     (``harness zoo check`` and every study naming a user component refuse one that does
     not); construction is by keyword, with the slot's arguments that ``__init__`` takes (all
     of them when it takes ``**kwargs``): ``n_head``, ``d_model``, and ``lags`` when the
-    variant sets that option (then required). Every ``nn.Linear`` in the model, a
+    variant sets that option (then required); this base takes ``n_head`` and ``d_model`` and keeps
+    them, so a subclass needs no ``__init__`` of its own. Every ``nn.Linear`` in the model, a
     component's included, is re-initialised by the shared recipe; ``nn.Parameter`` values
     are the component's own. :attr:`transforms_keys` is False only for the identity (the
     attention then skips the call on some paths).
@@ -41,6 +42,12 @@ class Scoring(nn.Module):
 
     name = ""
     transforms_keys = True
+
+    def __init__(self, n_head: int | None = None, d_model: int | None = None) -> None:
+        # Takes the slot's keywords (and keeps them), so that a subclass needs no __init__ of its own.
+        super().__init__()
+        self.n_head = n_head
+        self.d_model = d_model
 
     def forward(self, k: Tensor) -> Tensor:
         raise NotImplementedError(f"{type(self).__name__} must implement forward(k) -> k' (B, H, T, hd)")

@@ -17,18 +17,43 @@ from harness.analysis.results_types import AnalysisSettings, format_interval, fo
 from harness.analysis.tau import tau_runs, tau_stability
 from harness.analysis.tau_types import OpenFractionResult, TauStabilityResult
 from harness.errors import InputError
+from harness.models.variants import GATES
 from harness.report.document import Block, Figure, Paragraph
 from harness.report.parts import SectionDraft, SectionOutput, frame_table, section_rng
 from harness.report.plots import mope_plot, open_fraction_plot, tau_plot
 from harness.report.verdict import Verdict, finite
 
 
+def user_gated_variants(df: pl.DataFrame) -> list[str]:
+    """The variants of ``df`` whose gate is a user's (an import path or a registered name, not
+    one of the zoo's :data:`~harness.models.variants.GATES`), in the table's order. Their tau is
+    no EGA threshold: the report sets none of them against the papers' reference (a user's
+    claims file may, ``harness scorecard --claims``, with a level claim on ``tau_mean``)."""
+    if "gate" not in df.columns or "variant" not in df.columns:
+        return []
+    user = pl.col("gate").is_not_null() & ~pl.col("gate").is_in([*GATES, "none"])
+    return df.filter(user).get_column("variant").unique(maintain_order=True).to_list()
+
+
+def _user_gates_note(left_out: list[str], settings: AnalysisSettings) -> str:
+    return (
+        f"tau of {', '.join(left_out)} (a user's gate) is not set against the papers' {settings.tau_reference:g} ± "
+        f"{settings.tau_margin:g}, a reference for EGA's gate; a claims file can ask for it (harness scorecard "
+        "--claims, a level claim on tau_mean)"
+    )
+
+
 def tau_section(
     df: pl.DataFrame, settings: AnalysisSettings, corpus_info: Mapping[str, Mapping[str, float]]
 ) -> SectionOutput:
-    """tau's stability (mean and new runs), its heterogeneity, the open fraction."""
+    """tau's stability (mean and new runs), its heterogeneity, the open fraction: of the runs of
+    the zoo's gates only (:func:`user_gated_variants`)."""
     parts = SectionDraft()
     column = "tau_mean"
+    left_out = user_gated_variants(df)
+    if left_out:
+        parts.notes.append(_user_gates_note(left_out, settings))
+        df = df.filter(~pl.col("variant").is_in(left_out))
     if column not in df.columns or df.get_column(column).drop_nulls().len() == 0:
         parts.notes.append("tau section skipped: no learned tau in the table (no gated variant, or no tau_mean column)")
         return parts.done()
@@ -324,4 +349,4 @@ def _open_fraction_discussion(
     return text.strip()
 
 
-__all__ = ["mope_section", "tau_section"]
+__all__ = ["mope_section", "tau_section", "user_gated_variants"]

@@ -7,6 +7,8 @@ record are the final ones at the top of the report."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import polars as pl
 
 from harness.analysis.over_training import (
@@ -75,9 +77,12 @@ def _stability(frame: pl.DataFrame, cells: list[str]) -> pl.DataFrame:
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
-def training_section(curves: pl.DataFrame | None, settings: AnalysisSettings) -> SectionOutput:
+def training_section(
+    curves: pl.DataFrame | None, settings: AnalysisSettings, *, tau_left_out: Sequence[str] = ()
+) -> SectionOutput:
     """Effects and tau over training (skipped, with a note, without a curves table or with
-    one evaluation only)."""
+    one evaluation only); tau of the variants ``tau_left_out`` (users' gates) is not drawn
+    against the papers' band."""
     parts = SectionDraft()
     if curves is None or curves.height == 0 or curves.get_column("step").n_unique() < 2:
         parts.notes.append("effects over training skipped: no curves table with two or more evaluations")
@@ -106,6 +111,8 @@ def training_section(curves: pl.DataFrame | None, settings: AnalysisSettings) ->
             reference=band,
         )
         blocks.append(Figure("effects_over_training", parts.pngs["effects_over_training"]))
+    if tau_left_out and "variant" in curves.columns:
+        curves = curves.filter(~pl.col("variant").is_in(list(tau_left_out)))
     _tau_over_training(curves, settings, parts, blocks)
     parts.add("training", "Over training", blocks)
     return parts.done()

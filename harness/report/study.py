@@ -52,7 +52,7 @@ from harness.report.document import Document, Note
 from harness.report.effect_metrics import effect_metrics
 from harness.report.html import render_html
 from harness.report.markdown import render_markdown, table_markdown
-from harness.report.parts import SectionOutput, StudyLayout, joined, section_rng, seeds_text
+from harness.report.parts import ReportLayout, SectionOutput, joined, section_rng, seeds_text
 from harness.report.sections_effects import (
     cells_section,
     contrasts_section,
@@ -63,7 +63,7 @@ from harness.report.sections_effects import (
     sequential_section,
     trends_section,
 )
-from harness.report.sections_tau import mope_section, tau_section
+from harness.report.sections_tau import mope_section, tau_section, user_gated_variants
 from harness.report.sections_training import training_section
 from harness.report.terminal import render_terminal
 from harness.report.verdict import (
@@ -162,7 +162,7 @@ def build_report(
     df = require_table(df)
     require_columns(df, ("variant", settings.metric))
     corpus_info = dict(corpus_info or {})
-    study = StudyLayout.of(df, title)
+    study = ReportLayout.of(df, title)
     seed = settings.seed
     paired, reference_tau = at_reference_tau_init(df)
     outputs = [overview_section(df, study)]
@@ -189,7 +189,7 @@ def build_report(
         seeds_needed_section(contrasts.results, settings),
         tau_section(df, settings, corpus_info),
         mope_section(mope_sigmas, settings, corpus_info),
-        training_section(curves, settings),
+        training_section(curves, settings, tau_left_out=user_gated_variants(df)),
         SectionOutput(results=contrasts.results),
     ]
     parts = joined(outputs)
@@ -216,6 +216,11 @@ MLFLOW_DESCRIPTION_PX, MLFLOW_TABLE_ROW_PX = 100, 20
 DESCRIPTION_ROWS = MLFLOW_DESCRIPTION_PX // MLFLOW_TABLE_ROW_PX - 1  # the header takes a line
 
 
+def _cut(words: str, limit: int) -> str:
+    """``words`` cut to ``limit`` characters, an ellipsis marking the cut."""
+    return words if len(words) <= limit else words[: limit - 1].rstrip() + "…"
+
+
 def parent_description(report: Report, *, report_link: str = "report/report.html") -> str:
     """The markdown description of the study's parent run (MLflow tag ``mlflow.note.content``,
     shown first on the run's Overview tab), made to be read whole at first sight: MLflow folds a
@@ -237,7 +242,10 @@ def parent_description(report: Report, *, report_link: str = "report/report.html
     >>> parent_description(r).splitlines()[2]
     '| ega gain | +0.0200 nats | [-0.0100, +0.0500] | not distinguishable from control |'
     """
-    short = [dataclasses.replace(v, verdict=short_verdict(v.verdict)) for v in report.verdicts]
+    # MLflow keeps DESCRIPTION_MAX_CHARS of a tag: each row's words get an equal share of what
+    # the numbers leave (a row's numbers and markup take under 120 characters).
+    words_cap = max(40, DESCRIPTION_MAX_CHARS // max(1, len(report.verdicts)) - 160)
+    short = [dataclasses.replace(v, verdict=_cut(short_verdict(v.verdict), words_cap)) for v in report.verdicts]
     if not short:
         return f"No verdict: see the notes of the [full report]({report_link}).\n"
     seeds = max((v.n_seeds or 0 for v in short), default=0)
@@ -254,7 +262,7 @@ def parent_description(report: Report, *, report_link: str = "report/report.html
 def _write_report(
     df: pl.DataFrame,
     settings: AnalysisSettings,
-    study: StudyLayout,
+    study: ReportLayout,
     out_dir: Path,
     parts: SectionOutput,
     verdicts: Sequence[Verdict],

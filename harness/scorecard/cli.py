@@ -12,6 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
+from harness.cli_options import TrackingUri
+
 DEFAULT_OUT = Path("reports") / "scorecard"
 FILES = ("scorecard.parquet", "scorecard.html", "scorecard.md")
 
@@ -232,13 +234,7 @@ def scorecard(
         list[str] | None,
         typer.Option("--study", help="A study recorded in MLflow (repeat for several; default: every study)."),
     ] = None,
-    tracking_uri: Annotated[
-        str | None,
-        typer.Option(
-            "--tracking-uri",
-            help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else mlflow.db in the working directory).",
-        ),
-    ] = None,
+    tracking_uri: TrackingUri = None,
     out: Annotated[Path, typer.Option("--out", help="Directory for scorecard.parquet/.html/.md.")] = DEFAULT_OUT,
     experiment: Annotated[str, typer.Option("--experiment", help="MLflow experiment of the scorecard run.")] = (
         "scorecard"
@@ -254,7 +250,7 @@ def scorecard(
     from harness.errors import InputError
     from harness.mlflow_client import resolve_tracking_uri
     from harness.report import render_markdown, render_terminal
-    from harness.scorecard.claims import load_claims
+    from harness.scorecard.claims import check_claims_against, load_claims
     from harness.scorecard.compute import scorecard_table
     from harness.scorecard.document import description_document, scorecard_document
     from harness.scorecard.terminal import terminal_document
@@ -272,6 +268,8 @@ def scorecard(
         raise InputError(
             f"no finished study in MLflow at {uri}: run one (harness run studies/smoke.yaml) or pass --from"
         )
+    if claims_file is not None:  # a user's file: its study and variant names against what is read
+        check_claims_against(claims, _read_variants(inputs), spec_variants([claims_file.parent, Path("studies")]))
     table = scorecard_table(inputs, claims)
     document = scorecard_document(table, claims, [s.name for s in inputs])
     files = write_outputs(out, table, document)
@@ -285,6 +283,35 @@ def scorecard(
         return
     description = render_markdown(description_document(table, [s.name for s in inputs]), max_chars=7000)
     _log(uri, experiment, description, files, inputs)
+
+
+def _read_variants(inputs: list[Any]) -> dict[str, list[str]]:
+    """Each study read -> its variants (those of its results table)."""
+    out: dict[str, list[str]] = {}
+    for study in inputs:
+        found = (
+            study.frame.get_column("variant").unique(maintain_order=True).to_list() if "variant" in study.frame else []
+        )
+        out.setdefault(study.name, [])
+        out[study.name] += [v for v in found if v not in out[study.name]]
+    return out
+
+
+def spec_variants(folders: list[Path]) -> dict[str, list[str]]:
+    """The study specs (``*.yaml``) in ``folders``: each spec's ``name`` -> its variants' names,
+    read as plain YAML (the study layer sits above this one); a file that is no spec is passed over."""
+    import yaml
+
+    out: dict[str, list[str]] = {}
+    for path in sorted(p for folder in folders if folder.is_dir() for p in folder.glob("*.yaml")):
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("name"), str) and isinstance(data.get("variants"), list):
+            names = [v if isinstance(v, str) else v.get("name") for v in data["variants"] if isinstance(v, (str, dict))]
+            out.setdefault(data["name"], [str(n) for n in names if n])
+    return out
 
 
 def _log(uri: str, experiment: str, description: str, files: list[Path], inputs: list[Any]) -> None:

@@ -271,9 +271,8 @@ def level_start(claim: Claim, rows: pl.DataFrame, cell: Mapping[str, Any]) -> tu
 
 
 def _band(claim: Claim, settings: AnalysisSettings) -> float:
-    """Tau's band is the study's (``analysis.tau.margin``); other levels keep the claim's."""
-    if claim.metric == "tau_mean":
-        return settings.tau_margin
+    """The claim's own band, as the card prints it; a level claim without one takes the study's
+    (``analysis.tau.margin``). Never overridden: a card that prints "± 0.3" judges ± 0.3."""
     return float(claim.band if claim.band is not None else settings.tau_margin)
 
 

@@ -13,9 +13,11 @@ Order of work, so that bad input starts nothing and leaves nothing behind:
 3. every variant naming a user's component is imported, constructed and checked (causal,
    finite: :mod:`harness.studies.spec.components`); ``--dry-run`` stops here: the grid, the
    resources and a cost estimate;
-4. connect to Ray and check the request against the cluster (GPUs, CPUs per node,
-   shared storage on a multi-node cluster) and the corpora on every node (one task per
-   node) -- on failure Ray is released again;
+4. connect to Ray (on a cluster by address, with the user's modules as the job's runtime_env:
+   :mod:`harness.studies.cluster.modules`) and check the request against the cluster (GPUs, CPUs
+   per node, shared storage on a multi-node cluster), the corpora on every node and, on a
+   cluster, the user's components on every node (one task per node) -- on failure Ray is
+   released again;
 5. check the tracking store (an experiment may be created, never a run);
 6. only now: the parent run, the Tune experiment directory, the trials.
 
@@ -34,7 +36,8 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO
@@ -63,6 +66,7 @@ from harness.studies.cluster.destinations import (
     job_driver,
     refuse_ephemeral_destinations,
 )
+from harness.studies.cluster.modules import check_components_on_nodes, cluster_runtime_env
 from harness.studies.dry_run import describe_grid, describe_resources, dry_run_text
 from harness.studies.launch import fit_with_progress, launch_tune, open_recorder
 from harness.studies.plan import CollectedOutcomes, StudyLayout, StudyPlan
@@ -280,6 +284,25 @@ def resolve_study(
         tracking_uri_as_given=given_uri,
         component_dir=component_dir,
     )
+
+
+@contextmanager
+def connect_ray(plan: StudyPlan, say: Callable[[str], None]) -> Iterator[RayConnection]:
+    """Ray for the study, checked before the first trial: the request against the cluster, the
+    corpora on every node and, on a cluster, every user component resolved on every node.
+    Connecting to a cluster by address (not as a Ray job's driver, whose job carries them
+    already), the user's modules travel as the job-level runtime_env
+    (:mod:`harness.studies.cluster.modules`)."""
+    with tempfile.TemporaryDirectory(prefix="harness-py-modules-") as staging:
+        ships = plan.address is not None and job_driver() is None and _names_user_components(plan)
+        runtime_env = cluster_runtime_env(plan.spec, plan.component_dir, Path(staging)) if ships else None
+        with ray_session(plan.address, runtime_env) as ray_conn:
+            check_cluster(plan.spec, ray_conn, plan.storage)
+            check_corpora_on_nodes(plan.spec.datasets, plan.data_dir)  # each node, before the first trial
+            if plan.address is not None:
+                for line in check_components_on_nodes(plan.spec, plan.component_dir):
+                    say(f"  {line}")
+            yield ray_conn
 
 
 def check_before_start(plan: StudyPlan) -> None:
@@ -609,9 +632,7 @@ def run_study(
     previous = find_resumable(plan) if resume else None
 
     recorder = open_recorder(plan)
-    with ray_session(plan.address) as ray_conn:
-        check_cluster(spec, ray_conn, plan.storage)
-        check_corpora_on_nodes(spec.datasets, plan.data_dir)  # each node, before the first trial
+    with connect_ray(plan, say) as ray_conn:
         recorder.connect()  # may create the experiment; never a run
         layout = study_layout(plan, previous)
         say(start_line(plan, ray_conn, resuming=previous is not None))

@@ -28,7 +28,6 @@ import asyncio
 import logging
 import os
 import shlex
-import shutil
 import sys
 import tempfile
 import time
@@ -41,7 +40,6 @@ from ray.job_submission import JobStatus, JobSubmissionClient
 
 from harness.errors import InputError
 from harness.mlflow_client import TrackingClient, check_tracking_uri, redact_uri, resolve_tracking_uri
-from harness.models.component_names import module_source
 from harness.studies.cluster.connect import resolve_storage, shared_storage_declared
 from harness.studies.cluster.destinations import (
     RAY_JOB_TAG,
@@ -51,9 +49,9 @@ from harness.studies.cluster.destinations import (
     storage_local_path,
     tracking_local_path,
 )
+from harness.studies.cluster.modules import local_packages, spec_modules, stage_py_modules
 from harness.studies.cluster.ray_auth import enable_token_auth_if_available
 from harness.studies.record.recorder import run_ui_url
-from harness.studies.spec.components import user_variants
 from harness.studies.spec.study_spec import StudySpec, load_spec, spec_folder
 from harness.studies.storage import check_storage
 
@@ -194,34 +192,14 @@ def plan_submission(
 
 
 def component_modules(spec: StudySpec, spec_dir: str, working_dir: Path) -> tuple[Path, ...]:
-    """The modules of the user components the spec's variants name that lie beside the spec
-    (:func:`~harness.models.components.module_source`; InputError for one found nowhere), when
-    the spec lies below the working directory. Beside a spec at the working directory's root
-    they travel with it already: Ray puts the job's working directory on every worker's Python
-    path. The driver on the cluster imports and checks them before any trial starts."""
-    found = [
-        module_source(name, spec_dir) for variant in user_variants(spec) for name in variant.user_components.values()
-    ]
-    if Path(spec_dir) == working_dir:
-        return ()
-    return tuple(dict.fromkeys(path for path in found if path is not None))
-
-
-def stage_py_modules(modules: tuple[Path, ...], staging: Path) -> list[str]:
-    """The job's ``py_modules`` entries: a package folder as it is; a single-file module
-    ``m.py`` as a package ``m/__init__.py`` of the same source in ``staging`` (Ray 2.60's job
-    client uploads folders only: a ``.py`` entry is refused as "must be an existing directory");
-    ``import m`` finds either on every node."""
-    entries = []
-    for path in modules:
-        if path.is_dir():
-            entries.append(str(path))
-            continue
-        package = staging / path.stem
-        package.mkdir()
-        shutil.copy2(path, package / "__init__.py")
-        entries.append(str(package))
-    return entries
+    """What the job ships as ``py_modules`` (:mod:`harness.studies.cluster.modules`): the modules
+    of the user components beside the spec, when the spec lies below the working directory, and
+    those on this machine's Python path but not installed (with their ``*.dist-info``). Beside a
+    spec at the working directory's root they travel with it already: Ray puts the job's working
+    directory on every worker's Python path. InputError for a module found nowhere. The driver on
+    the cluster imports and checks them before any trial starts."""
+    beside = spec_modules(spec, spec_dir)  # raises for a module found nowhere, wherever the spec lies
+    return tuple(dict.fromkeys([*(() if Path(spec_dir) == working_dir else beside), *local_packages(spec)]))
 
 
 # -- the job ----------------------------------------------------------------------------------

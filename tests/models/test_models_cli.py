@@ -121,6 +121,7 @@ def test_zoo_check_passes_a_gate_from_the_working_directory_and_refuses_a_leaky_
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"gate: {good}:GoodGate (class {good}.GoodGate, {tmp_path / good}.py)" in out.stdout
     for check in (
+        "contracts         pass",
         "causal            pass",
         "finite outputs    pass",
         "finite gradients  pass",
@@ -132,10 +133,53 @@ def test_zoo_check_passes_a_gate_from_the_working_directory_and_refuses_a_leaky_
     out = run_harness("zoo", "check", f"{leaky}:LeakyGate", "--length", "24", "--no-graphs", cwd=tmp_path, timeout=300)
     assert out.returncode == 2, out.stdout + out.stderr
     assert (
-        "causal            FAIL  reads the future: changing the token at position 2 moved the output at position 1"
-        in (out.stdout)
+        "causal            FAIL  reads the future: changing the tokens from position 2 on moved the output at "
+        "position 1" in (out.stdout)
     )
     assert "error: variant 'LeakyGate'" in out.stderr and "fails its check before training" in out.stderr
 
     out = run_harness("zoo", "check", "no_such_module_here:Gate", cwd=tmp_path, timeout=120)
     assert out.returncode == 2 and "no module named 'no_such_module_here' on the Python path or in" in out.stderr
+
+
+def test_zoo_check_probes_at_the_length_a_spec_beside_it_trains_and_refuses_hidden_leaks(tmp_path):
+    """Done when (issue 43): a gate that leaks only beyond T = 96, one that leaks only in training,
+    and a gate whose bias has no head axis are refused by `harness zoo check` with exit 2; with a
+    spec beside them training at T = 128 the probe's default length is 128, and a shorter
+    --length is warned about."""
+    import yaml
+    from components_support import BREACHES, HIDDEN_LEAKS, write_module
+    from harness_support import run_harness
+
+    hidden, breaches = write_module(tmp_path, "hidden", HIDDEN_LEAKS), write_module(tmp_path, "breaches", BREACHES)
+    spec = {"name": "s", "variants": ["baseline", {"name": "long", "gate": f"{hidden}:LongLeakGate"}]}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump({**spec, "context_lengths": [64, 128]}))
+
+    out = run_harness("zoo", "check", f"{hidden}:LongLeakGate", "--no-graphs", cwd=tmp_path, timeout=600)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "at size nano (2 layers, 2 heads, width 64), 128 tokens" in out.stdout
+    assert "causal            FAIL  reads the future: changing the tokens from position 2 on" in out.stdout
+    assert "warning" not in out.stderr and "Traceback" not in out.stderr
+
+    out = run_harness(
+        "zoo", "check", f"{hidden}:LongLeakGate", "--length", "64", "--no-graphs", cwd=tmp_path, timeout=600
+    )
+    assert out.returncode == 0, out.stdout + out.stderr  # the length that hides it, and the warning that says so
+    assert "warning: probing 64 tokens, shorter than" in out.stderr and "spec.yaml at T = 128" in out.stderr
+
+    out = run_harness(
+        "zoo", "check", f"{hidden}:TrainLeakGate", "--length", "32", "--no-graphs", cwd=tmp_path, timeout=600
+    )
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "reads the future in train mode (dropout 0.1), not in eval mode" in out.stderr
+    assert f"note: no study spec in {tmp_path} names {hidden}:TrainLeakGate; probing 32 tokens" not in out.stderr
+
+    out = run_harness(
+        "zoo", "check", f"{breaches}:HeadsLast", "--length", "32", "--no-graphs", cwd=tmp_path, timeout=600
+    )
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert (
+        f"contracts: the gate slot's {breaches}.HeadsLast.key_bias(x, k) returned shape (2, 32, 2); the slot expects "
+        "(B, H, T) = (2, 2, 32), float32 and finite" in out.stderr
+    )
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1

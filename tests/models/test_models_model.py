@@ -7,7 +7,7 @@ import torch
 from harness_support import per_code_path
 
 from harness.models import VARIANTS, build_model, make_variant
-from harness.models.checks import causality_probe
+from harness.models.checks import PROBE_DROPOUT, PROBE_MODES, PROBE_SEEDS, causality_probe
 
 # Combinations the registry lacks, to check that components compose causally in any order.
 EXTRA_COMBINATIONS = [
@@ -25,9 +25,9 @@ ALL = [v for v in VARIANTS.values() if not v.diagnostic] + EXTRA_COMBINATIONS
 DIAGNOSTICS = [v for v in VARIANTS.values() if v.diagnostic]
 
 
-def _perturbed_model(variant, T: int, V: int):
-    torch.manual_seed(0)
-    model = build_model(variant, size="nano", vocab_size=V, block_size=T).eval()
+def _perturbed_model(variant, T: int, V: int, *, seed: int = 0, dropout: float = 0.0):
+    torch.manual_seed(seed)
+    model = build_model(variant, size="nano", vocab_size=V, block_size=T, dropout=dropout).eval()
     with torch.no_grad():  # move every parameter off its initial value (lags, gates, MOPE) so a leak would show
         for p in model.parameters():
             p.add_(0.2 * torch.randn_like(p))
@@ -38,35 +38,42 @@ def _perturbed_model(variant, T: int, V: int):
 
 
 @pytest.mark.parametrize("variant", ALL, ids=lambda v: v.name)
-def test_perturbing_token_t_leaves_earlier_logits_unchanged(variant):
-    """The probe every study runs before it trains (harness.models.checks), on every variant:
-    no output before t moves when the token at t changes, and every change reaches its own t."""
+def test_perturbing_the_tokens_from_t_on_leaves_earlier_logits_unchanged(variant):
+    """The probe every study runs before it trains (harness.models.checks), on every variant, in
+    eval mode and in train mode with dropout on embeddings, residuals and attention weights, on
+    two random inputs and perturbations: no output before t moves when the tokens from t on
+    change, and every change reaches its own t."""
     T, V = 150, 13  # > 64 queries: relative MOPE's chunked fold is covered too
-    model = _perturbed_model(variant, T, V)
-    result = causality_probe(model, vocab_size=V, length=T, positions=(0, 5, 17, 70, T - 1))
-    assert result.causal, f"{variant.name}: {result.describe()}"
-    assert result.unseen == (), f"{variant.name}: the change at {result.unseen} did not reach its own position"
+    for seed in PROBE_SEEDS:
+        model = _perturbed_model(variant, T, V, seed=seed, dropout=PROBE_DROPOUT)
+        result = causality_probe(
+            model, vocab_size=V, length=T, splits=(0, 5, 17, 70, T - 1), seed=seed, modes=PROBE_MODES
+        )
+        assert [r.mode for r in result.runs] == ["eval", "train"]
+        assert result.causal, f"{variant.name}: {result.describe()}"
+        assert result.unseen == (), f"{variant.name}: the change at {result.unseen} did not reach its own position"
 
 
-def test_the_probe_finds_the_first_position_a_leak_reaches_against_a_naive_scan():
-    """Oracle: a loop changing one token at a time (the zoo's earlier test) on the leaky diagnostic;
-    the probe's first leak is the first token whose change moves an earlier logit, and the
-    earliest logit it moves."""
+def test_the_probe_finds_the_first_split_a_leak_reaches_against_a_naive_scan():
+    """Oracle: a loop changing the tokens from t on, one t at a time, on the leaky diagnostic; the
+    probe's first leak is the first t whose change moves an earlier logit, and the earliest
+    logit it moves."""
     T, V = 24, 13
     model = _perturbed_model(VARIANTS["ega-leaky"], T, V)
     result = causality_probe(model, vocab_size=V, length=T, seed=3)
-    idx = torch.randint(0, V, (T,), generator=torch.Generator().manual_seed(3))
+    generator = torch.Generator().manual_seed(3)
+    idx = torch.randint(0, V, (T,), generator=generator)
+    other = (idx + torch.randint(1, V, (T,), generator=generator)) % V
     expected = None
     with torch.no_grad():
         base = model(idx[None])[0]
         for t in range(T):
-            changed = idx.clone()
-            changed[t] = (changed[t] + 1) % V
+            changed = torch.cat([idx[:t], other[t:]])
             moved = (model(changed[None])[0][:t] - base[:t]).abs().amax(-1) > 1e-6  # (t,)
             if bool(moved.any()):
                 expected = (t, int(torch.nonzero(moved)[0]))
                 break
-    assert expected is not None and (result.first_leak.token, result.first_leak.position) == expected
+    assert expected is not None and (result.first_leak.split, result.first_leak.position) == expected
     assert not result.causal and len(result.leaks) >= T - 3
 
 

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from harness.analysis.over_training import effects_over_training
-from harness.analysis.results import _METRIC_COLUMNS
+from harness.analysis.results import METRIC_COLUMNS
 from harness.mlflow_client import mlflow_metric_key
 from harness.report import render_markdown
 from harness.report.effect_metrics import effect_claim, effect_metrics
@@ -49,8 +49,8 @@ def test_end_of_run_numbers_sort_after_the_curves_and_are_read_back_either_way()
     assert mlflow_metric_key("final/val_loss") == "final_val_loss" and mlflow_metric_key("val/loss") == "val/loss"
     # MLflow's run page: groups by the part before the last "/", sorted; slash-less names last
     assert "/" not in mlflow_metric_key("final/tokens_per_s")
-    assert _METRIC_COLUMNS["final_val_loss"] == _METRIC_COLUMNS["final/val_loss"] == "val_loss"
-    assert list(_METRIC_COLUMNS).index("final_val_loss") < list(_METRIC_COLUMNS).index("final/val_loss")
+    assert METRIC_COLUMNS["final_val_loss"] == METRIC_COLUMNS["final/val_loss"] == "val_loss"
+    assert list(METRIC_COLUMNS).index("final_val_loss") < list(METRIC_COLUMNS).index("final/val_loss")
 
 
 def test_the_scorecard_link_goes_beside_the_report_link() -> None:

@@ -48,7 +48,7 @@ def _copy_repo(tmp: Path) -> Path:
 def test_a_changed_card_changes_the_table(tmp_path: Path) -> None:
     """The table reads the cards' columns: a verdict the rules change flows through."""
     repo = _copy_repo(tmp_path)
-    card = repo / "published" / "ladder-cpu-2026-12-02" / "scorecard" / "scorecard.parquet"
+    card = repo / "published" / "ladder-long-cpu-2026-12-03" / "scorecard" / "scorecard.parquet"  # tau nearest theirs
     table = pl.read_parquet(card)
     hit = (pl.col("claim") == "tau-035") & (pl.col("kind") == "cell") & (pl.col("size") == "L4H4d128")
     assert table.filter(hit).height == 1

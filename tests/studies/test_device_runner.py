@@ -163,7 +163,7 @@ def test_report_reads_the_folder_and_record_writes_mlflow_as_ray_would(
         points = sorted(client.get_metric_history(run.info.run_id, "val/loss"), key=lambda m: m.step)
         history = [m.value for m in points]
         assert history == curves.filter(pl.col("trial_id") == tid).sort("step")["val_loss"].to_list()
-        assert run.data.tags["status"] == "finished" and "final/val_loss" in run.data.metrics
+        assert run.data.tags["status"] == "finished" and "final_val_loss" in run.data.metrics
         assert "window_losses.parquet" in {f.path for f in client.list_artifacts(run.info.run_id)}
     again = record_device_study(
         device_study.out, storage=tmp_path / "results", tracking_uri=sqlite_tracking_uri, say=lambda _: None

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from components_support import GOOD_GATE, write_module
+from components_support import GOOD_GATE, MARKED, development_package, write_module
 from harness_support import (
+    REPO,
     LocalCluster,
     cli_env,
     cluster_env,
@@ -233,7 +234,7 @@ def test_submit_ships_a_user_component_beside_the_spec(
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (found,) = [line for line in out.stdout.splitlines() if f"good: gate {module}:GoodGate (class" in line]
     assert "py_modules_files" in found and str(workdir) not in found  # the shipped copy, on the cluster's side
-    assert "good: causal over 32 tokens at nano, finite outputs and gradients" in out.stdout
+    assert "good: causal over 32 tokens (eval and train mode, 2 random inputs) at nano, contracts kept" in out.stdout
     parents, children = _study_runs(uri, "own")
     good = [c for c in children if c.data.tags["variant"] == "good"]
     assert len(good) == 1 and good[0].info.status == "FINISHED"
@@ -454,3 +455,57 @@ def test_a_node_without_the_corpus_fetches_it_verified_or_fails_naming_it(
         assert len(children) == 1 and children[0].data.tags["status"] == "finished"
     finally:
         c.stop()
+
+
+# -- a user's modules on every node -------------------------------------------------------------
+
+
+def _marks(folder: Path, kind: str) -> dict[str, set[str]]:
+    """Ray node -> the files the ``kind`` component's class was imported from, over the
+    constructions in trials (the driver's pre-flight is left out)."""
+    out: dict[str, set[str]] = {}
+    for mark in folder.glob(f"{kind}-*"):
+        node, path = mark.read_text().split(" ", 1)
+        if node != "driver":
+            out.setdefault(node, set()).add(path)
+    return out
+
+
+def test_run_by_address_ships_the_users_modules_to_every_node(
+    tmp_path: Path, tiny: dict, shared_data_dir: Path
+) -> None:
+    """`harness run --address` on two nodes (a worker started from another folder), one CPU each:
+    a variant whose gate lies beside the spec and whose position comes from a package on the
+    driver's PYTHONPATH only, registered by its entry point (not installed on the nodes). Both
+    travel as the job's py_modules: every node resolves both from the shipped copy before the first
+    trial, and the variant's two trials train on both nodes, importing the shipped copies."""
+    marks, elsewhere = tmp_path / "marks", tmp_path / "elsewhere"
+    marks.mkdir()
+    elsewhere.mkdir()
+    source = MARKED.format(marks=str(marks))
+    gates = write_module(tmp_path / "study", "marked_gates", source)
+    _, _, position = development_package(tmp_path / "devpkgs", source, "MarkedPosition")
+    variants = [{"name": "mine", "position": position, "gate": f"{gates}:MarkedGate"}]
+    spec = _spec(tmp_path / "study", tiny, name="shipped", variants=variants, retries=0, storage_shared=True)
+    c = LocalCluster(cluster_env())
+    try:
+        c.start_head(num_cpus=1)
+        c.add_worker(num_cpus=1, cwd=elsewhere)
+        nodes = {n["id"] for n in c.alive_nodes()}
+        args = ["run", str(spec), "--address", c.address, "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"]
+        env = _client_env(c, PYTHONPATH=os.pathsep.join([str(REPO), str(tmp_path / "devpkgs")]))
+        args += ["--storage-path", str(tmp_path / "results")]
+        out = run_harness(*args, cwd=tmp_path, env=env, timeout=JOB_TIMEOUT)
+    finally:
+        c.stop()
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    for name in (f"gate {gates}:MarkedGate", f"position {position}"):
+        checked = [line for line in out.stdout.splitlines() if f": {name} from " in line]
+        assert {node for node in nodes if any(node in line for line in checked)} == nodes, out.stdout[-3000:]
+        assert all("py_modules_files" in line for line in checked), checked
+    for kind in ("gate", "position"):
+        built = _marks(marks, kind)
+        assert set(built) == nodes, built  # trained on both nodes
+        assert all("py_modules_files" in path for paths in built.values() for path in paths), built
+    _, children = _study_runs(f"sqlite:///{tmp_path / 'mlflow.db'}", "shipped")
+    assert len(children) == 2 and all(child.data.tags["status"] == "finished" for child in children)

@@ -12,11 +12,20 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
-from components_support import GOOD_GATE, LEAKY_GATE, module_name, write_module
+from components_support import (
+    BREACHES,
+    GOOD_GATE,
+    HIDDEN_LEAKS,
+    LEAKY_GATE,
+    development_package,
+    module_name,
+    write_module,
+)
 from harness_support import REPO, run_harness
 from mlflow import MlflowClient
 
 from harness.errors import InputError
+from harness.studies.cluster import modules as shipping
 from harness.studies.runner import run_study
 from harness.studies.spec.grid import expand_grid
 from harness.studies.spec.study_spec import load_spec, parse_spec
@@ -70,9 +79,50 @@ def test_a_leaky_gate_is_refused_with_exit_2_before_any_trial_starts(
     assert out.returncode == 2, out.stdout + out.stderr
     assert f"leaky: gate {module}:LeakyGate (class {module}.LeakyGate, {tmp_path / module}.py)" in out.stdout
     assert "variant 'leaky'" in out.stderr and "fails its check before training" in out.stderr
-    assert "changing the token at position 2 moved the output at position 1" in out.stderr
+    assert "changing the tokens from position 2 on moved the output at position 1" in out.stderr
     assert "nothing was started" in out.stderr and "Study tiny:" not in out.stdout
     assert {p.name for p in tmp_path.iterdir()} - {"__pycache__"} == {f"{module}.py", "spec.yaml"}  # no db, no results
+
+
+@pytest.mark.parametrize(
+    ("gate", "told"),
+    [
+        (
+            "LongLeakGate",
+            "fails its check before training at 128 tokens: causal: reads the future: changing the tokens",
+        ),
+        ("TrainLeakGate", "causal: reads the future in train mode (dropout 0.1), not in eval mode"),
+    ],
+)
+def test_a_leak_beyond_96_tokens_or_in_training_only_is_refused_before_a_study_at_128_starts(
+    tmp_path: Path, tiny: dict, shared_data_dir: Path, gate: str, told: str
+) -> None:
+    """Done when (issue 43): the pre-flight probes each context length (64 passes the long leak,
+    128 does not) in eval and train mode; exit 2, nothing written, before Ray starts."""
+    module = write_module(tmp_path, "hidden", HIDDEN_LEAKS)
+    _spec(tmp_path, tiny, ["baseline", {"name": "hidden", "gate": f"{module}:{gate}"}], context_lengths=[64, 128])
+    out = run_harness("run", "spec.yaml", cwd=tmp_path, timeout=600)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "variant 'hidden'" in out.stderr and told in out.stderr and "nothing was started" in out.stderr
+    assert "Traceback" not in out.stderr and "Study tiny:" not in out.stdout
+    assert {p.name for p in tmp_path.iterdir()} - {"__pycache__"} == {f"{module}.py", "spec.yaml"}
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_a_contract_breach_is_refused_before_a_study_starts_naming_slot_class_and_shapes(
+    tmp_path: Path, tiny: dict, shared_data_dir: Path, dry_run: bool
+) -> None:
+    module = write_module(tmp_path, "breaches", BREACHES)
+    variants = ["baseline", {"name": "half", "scoring": f"{module}:HalfWidth"}]
+    _spec(tmp_path, tiny, variants, sizes=["nano", "paper"])
+    out = run_harness("run", "spec.yaml", *(["--dry-run"] if dry_run else []), cwd=tmp_path, timeout=300)
+    assert out.returncode == 2, out.stdout + out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert (
+        f"contracts: the scoring slot's {module}.HalfWidth.forward(k) returned shape (2, 2, 32, 16); the slot "
+        "expects (B, H, T, hd) = (2, 2, 32, 32), float32 and finite" in line
+    )
+    assert {p.name for p in tmp_path.iterdir()} - {"__pycache__"} == {f"{module}.py", "spec.yaml"}
 
 
 def test_a_component_that_cannot_be_imported_is_refused_with_the_reason(tmp_path: Path, tiny: dict) -> None:
@@ -119,7 +169,10 @@ def test_a_study_trains_a_gate_from_its_specs_folder_and_records_its_import_path
     outcome, folder, module, log = (fox_study[k] for k in ("outcome", "folder", "module", "log"))
     assert outcome.status == "finished" and outcome.counts["finished"] == outcome.trials, log
     assert f"fox: gate {module}:ForgetGate (class {module}.ForgetGate, {folder / module}.py)" in log
-    assert "fox: causal over 32 tokens at nano, finite outputs and gradients, +260 parameters" in log
+    assert (
+        "fox: causal over 32 tokens (eval and train mode, 2 random inputs) at nano, contracts kept, finite outputs and "
+        "gradients, +260 parameters" in log
+    )
     table = pl.read_parquet(Path(outcome.study_dir) / "results.parquet")
     gates = dict(table.select("variant", "gate").unique().iter_rows())
     assert gates["fox"] == gates["rope-fox"] == f"{module}:ForgetGate" and gates["rope"] == "none"
@@ -189,3 +242,36 @@ def test_submit_ships_the_modules_beside_the_spec(tmp_path: Path, tiny: dict, mo
     _spec(tmp_path / "study", tiny, ["baseline", {"name": "gone", "gate": "nowhere_gates:Gate"}])
     with pytest.raises(InputError, match="no module named 'nowhere_gates' on the Python path or in"):
         plan_submission("study/spec.yaml", address="http://127.0.0.1:8265", working_dir=None, resume=False, **flags)
+
+
+def test_a_cluster_run_ships_the_modules_beside_the_spec_and_the_packages_not_installed(
+    tmp_path: Path, tiny: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `harness run --address` (and `harness submit`) sends as py_modules: the module beside
+    the spec, and a registered package found on the Python path outside site-packages with its
+    dist-info (so that its name resolves on a node); a package in site-packages is the nodes' to
+    have, and the harness is never shipped."""
+    module = write_module(tmp_path / "study", "gates", GOOD_GATE)
+    package, dist, registered = development_package(tmp_path / "dev", GOOD_GATE, "GoodGate")
+    monkeypatch.syspath_prepend(str(tmp_path / "dev"))
+    variants = [{"name": "beside", "gate": f"{module}:GoodGate"}, {"name": "dev", "gate": registered}]
+    spec = load_spec(_spec(tmp_path / "study", tiny, variants))
+    assert shipping.spec_modules(spec, str(tmp_path / "study")) == (tmp_path / "study" / f"{module}.py",)
+    assert shipping.local_packages(spec) == (package.resolve(), dist.resolve())
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    env = shipping.cluster_runtime_env(spec, str(tmp_path / "study"), staging)
+    assert env == {"py_modules": [str(staging / module), str(package.resolve()), str(dist.resolve())]}
+    assert (staging / module / "__init__.py").read_text() == (tmp_path / "study" / f"{module}.py").read_text()
+    # harness submit ships the same packages, beside the modules of a spec below its working directory
+    monkeypatch.chdir(tmp_path)
+    flags = {"tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "storage_path": str(tmp_path / "results")}
+    plan = plan_submission("study/spec.yaml", address="http://127.0.0.1:8265", working_dir=None, resume=False, **flags)
+    assert plan.py_modules == (tmp_path / "study" / f"{module}.py", package.resolve(), dist.resolve())
+    # installed (under the interpreter's site-packages): not shipped
+    installed = [*shipping._installed_roots(), (tmp_path / "dev").resolve()]
+    monkeypatch.setattr(shipping, "_installed_roots", lambda: installed)
+    assert shipping.local_packages(spec) == ()
+    # the harness's own classes named by import path: never shipped
+    zoo = load_spec(_spec(tmp_path / "study", tiny, [{"name": "zoo", "gate": "harness.models.gates:EnergyGate"}]))
+    assert shipping.local_packages(zoo) == () and shipping.cluster_runtime_env(zoo, None, staging) is None

@@ -79,9 +79,12 @@ def quiet_tune() -> None:
 
 
 @contextmanager
-def ray_session(address: str | None) -> Iterator[RayConnection]:
+def ray_session(address: str | None, runtime_env: dict | None = None) -> Iterator[RayConnection]:
     """Connect to ``address`` or start an embedded local Ray; disconnect at the end if we
-    connected here (an already initialised Ray, e.g. in tests or notebooks, is reused)."""
+    connected here (an already initialised Ray, e.g. in tests or notebooks, is reused).
+    ``runtime_env`` is the job-level runtime environment of a cluster connection (the user's
+    modules shipped to every node: :mod:`harness.studies.cluster.modules`); an embedded Ray's
+    workers share this machine's files and need none."""
     import ray  # see the note on imports at the top of this module
 
     started_here = False
@@ -110,7 +113,7 @@ def ray_session(address: str | None) -> Iterator[RayConnection]:
                 f"{address}`)? Without --address and RAY_ADDRESS the study runs on an embedded local Ray."
             )
         try:
-            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+            ray.init(address=address, runtime_env=runtime_env, log_to_driver=False, logging_level=logging.WARNING)
         except Exception as exc:  # noqa: BLE001 - ConnectionError, AuthenticationError, ...
             hint = ""
             if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":

@@ -24,14 +24,12 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 
 from harness.datasets.corpus import load
+from harness.datasets.data_dir import resolve_data_dir_env
 from harness.errors import InputError
-
-#: The environment variable of the data folder (:mod:`harness.datasets.fetch`).
-DATA_DIR_ENV = "HARNESS_DATA_DIR"
 
 
 class CorpusUnavailable(InputError):
@@ -39,16 +37,15 @@ class CorpusUnavailable(InputError):
 
 
 def trial_data_dir(
-    spec_data_dir: str | None, *, environ: Mapping[str, str] | None = None, cwd: Path | None = None
+    spec_data_dir: str | None, *, environ: MutableMapping[str, str] | None = None, cwd: Path | None = None
 ) -> str | None:
     """The data folder every trial searches first, absolute: the spec's ``train.data_dir``, else
     ``$HARNESS_DATA_DIR``, resolved against ``cwd`` (the user's working directory, where the
     driver runs); None when neither is set (the trials search their node's cache)."""
-    environ = os.environ if environ is None else environ
-    raw = spec_data_dir or environ.get(DATA_DIR_ENV) or None
-    if raw is None:
-        return None
-    return str(((cwd or Path.cwd()) / Path(raw).expanduser()).resolve())
+    if spec_data_dir:
+        return str(((cwd or Path.cwd()) / Path(spec_data_dir).expanduser()).resolve())
+    folder = resolve_data_dir_env(os.environ if environ is None else environ, cwd=cwd)
+    return None if folder is None else str(folder.resolve())
 
 
 def this_node() -> str:

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from harness.cli_options import TrackingUri
+
 device_app = typer.Typer(
     help="A study on a GPU lease without Ray or MLflow: the kit to carry, the run there, its record here.",
     no_args_is_help=True,
@@ -64,9 +66,7 @@ def record(
     storage_path: Annotated[Path, typer.Option("--storage-path", help="Where the study directory is laid out.")] = Path(
         "results"
     ),
-    tracking_uri: Annotated[
-        str | None, typer.Option("--tracking-uri", help="MLflow (default $MLFLOW_TRACKING_URI, else sqlite).")
-    ] = None,
+    tracking_uri: TrackingUri = None,
 ) -> None:
     """Lay a device study out as a study directory and record it in MLflow (parent and child
     runs) as a Ray study is; then `harness report STUDY --from <study directory>` reports it."""
