@@ -95,6 +95,7 @@ SCORECARD_COLOURS = {
     "absent": "#2f6fb0",
     "not resolvable": "#a0785a",
     "inconclusive": "#8a8a8a",
+    "figure": "#3d3d3d",  # a number, not a verdict
 }
 
 

@@ -49,11 +49,29 @@ class StudyResults:
 
 
 # ----------------------------------------------------------------------------- cells
+#: The variant a relative generalisation gap is read against.
+GAP_REFERENCE = "baseline"
+#: The columns :func:`with_derived` adds, and the column each is derived from.
+DERIVED_FROM: dict[str, str] = {"log_tokens_per_s": "tokens_per_s", "gen_gap_rel": "gen_gap"}
+
+
 def with_derived(df: pl.DataFrame) -> pl.DataFrame:
-    """The table with ``log_tokens_per_s`` (a throughput contrast is a ratio)."""
+    """The table with ``log_tokens_per_s`` (a throughput contrast is a ratio) and ``gen_gap_rel``:
+    each run's generalisation gap over its seed's baseline gap in the same cell (and step, in a
+    curves table), so that a contrast of it reads a narrowing relative to the baseline's gap as
+    the papers' 0.331 to 0.289 does; null where the baseline's gap is not positive (no relative
+    reading) or absent."""
     if "tokens_per_s" in df.columns and "log_tokens_per_s" not in df.columns:
         tps = pl.col("tokens_per_s").cast(pl.Float64)
         df = df.with_columns(pl.when(tps > 0).then(tps.log()).otherwise(None).alias("log_tokens_per_s"))
+    if {"gen_gap", "variant", "seed"} <= set(df.columns) and "gen_gap_rel" not in df.columns:
+        keys = [c for c in (*CELL_COLUMNS, "step", "seed") if c in df.columns]
+        base = df.filter((pl.col("variant") == GAP_REFERENCE) & (pl.col("gen_gap").cast(pl.Float64) > 0))
+        base = base.group_by(keys).agg(pl.col("gen_gap").cast(pl.Float64).mean().alias("__gap_ref"))
+        df = df.join(base, on=keys, how="left", nulls_equal=True).with_columns(
+            (pl.col("gen_gap").cast(pl.Float64) / pl.col("__gap_ref")).alias("gen_gap_rel")
+        )
+        df = df.drop("__gap_ref")
     return df
 
 
@@ -142,17 +160,20 @@ def finite(x: float | None) -> float | None:
 
 def numbers(iv: Intervals, verdict: ClaimVerdict, read: CellRead | None = None) -> dict[str, Any]:
     """The row's numbers from its intervals and verdict."""
-    ci, eq, pi = iv.ci, iv.equivalence, iv.prediction
+    ci, eq, pi, rob = iv.ci, iv.equivalence, iv.prediction, iv.robust
     return {
         "n_seeds": iv.n_seeds,
         "estimate": finite(iv.estimate),
         "ci_low": None if ci is None else float(ci.low),
         "ci_high": None if ci is None else float(ci.high),
+        "robust_low": None if rob is None else finite(rob.low),
+        "robust_high": None if rob is None else finite(rob.high),
         "equivalence_low": None if eq is None else float(eq.low),
         "equivalence_high": None if eq is None else float(eq.high),
         "prediction_low": None if pi is None else float(pi.low),
         "prediction_high": None if pi is None else float(pi.high),
         "pvalue": finite(iv.pvalue),
+        "pvalue_robust": None if iv.pvalue is None else finite(iv.robust_pvalue),
         "interval": verdict.rests_on,
         "verdict": verdict.words,
         "verdict_kind": verdict.kind,
@@ -167,10 +188,15 @@ def numbers(iv: Intervals, verdict: ClaimVerdict, read: CellRead | None = None) 
     }
 
 
-def tau_groups(claim: Claim, rows: pl.DataFrame) -> list[tuple[str | None, pl.DataFrame]]:
-    """A level read per initial value of tau when the cell holds several; else the whole cell."""
+def tau_groups(
+    claim: Claim, rows: pl.DataFrame, measure: Measure | None = None
+) -> list[tuple[str | None, pl.DataFrame]]:
+    """A level read per initial value of tau when the measure's runs in the cell start at
+    several; else the whole cell."""
     if not READERS[claim.kind].by_tau_init or "tau_init" not in rows.columns:
         return [(None, rows)]
+    if measure is not None and "variant" in rows.columns:
+        rows = rows.filter(pl.col("variant").is_in(list(measure.names())))
     rows = rows.with_columns(pl.col("tau_init").cast(pl.Float64).fill_null(DEFAULT_TAU_INIT))
     if rows.get_column("tau_init").n_unique() < 2:
         return [(None, rows)]
@@ -187,7 +213,7 @@ def measure_cell(
     base = cell_fields(claim, measure, study, cell, rows)
     ctx = ReadContext(study.settings, claims, cell, study.sigmas)
     out = []
-    for group, part in tau_groups(claim, rows):
+    for group, part in tau_groups(claim, rows, measure):
         try:
             read = READERS[claim.kind].read(claim, measure, part, ctx)
             values = numbers(read.intervals, read.verdict, read)
@@ -218,6 +244,8 @@ def readable_cells(
 
 
 __all__ = [
+    "DERIVED_FROM",
+    "GAP_REFERENCE",
     "StudyResults",
     "can_measure",
     "cell_fields",

@@ -111,7 +111,9 @@ class Claim:
     starts (a number or one of :data:`STARTS`), ``runs`` whether the claim is about new runs
     (a prediction interval must then lie in the band too). ``trend`` names the factor a claim
     about a trend is read against (only from two or more of its levels). ``per_head`` is a
-    parameter count per head, ``d + k`` (``paper_count``), read at any shape."""
+    parameter count per head, ``d + k`` (``paper_count``), read at any shape. ``figure`` (non-empty:
+    why) makes the claim's rows numbers without a verdict: a probe of the harness's own, or a
+    statement the paper gives no target for."""
 
     id: str
     paper: str
@@ -131,6 +133,7 @@ class Claim:
     margin_reason: str = ""
     runs: bool = False
     paper_count: str | None = None
+    figure: str = ""
 
     @property
     def per_head_constant(self) -> int | None:
@@ -310,7 +313,9 @@ def _claim(entry: Any, paper_setting: Setting | None, papers: Mapping[str, str],
     if not isinstance(entry, Mapping):
         raise InputError(f"{where}: expected a mapping, got {entry!r}")
     known = {"id", "paper", "section", "claim", "kind", "sign", "setting", "measures", "paper_value"}
-    optional = {"metric", "band", "start", "datasets", "trend", "margin", "margin_reason", "runs", "paper_count"}
+    optional = {
+        "metric", "band", "start", "datasets", "trend", "margin", "margin_reason", "runs", "paper_count", "figure",
+    }  # fmt: skip
     _unknown(entry, known | optional, where)
     kind = _choice(entry, "kind", MEASURE_KINDS, where)
     sign = _choice(entry, "sign", SIGNS, where)
@@ -346,6 +351,7 @@ def _claim(entry: Any, paper_setting: Setting | None, papers: Mapping[str, str],
         datasets=tuple(str(d) for d in datasets or (setting.dataset,)),
         trend=trend,
         margin_reason=str(entry.get("margin_reason") or ""),
+        figure=str(entry.get("figure") or ""),
         **values,
     )
 

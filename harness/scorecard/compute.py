@@ -15,9 +15,10 @@ study also gets a ``trend`` row per factor: the slope of the per-seed effect per
 (:func:`harness.analysis.effect_trend`), with words saying where the claim holds. A claim
 *about* a trend (``trend:`` in claims.yaml) is read only as that trend, from two or more
 levels of its factor; a study with one level does not measure it. A claim no study read can
-measure gets one ``not measured`` row naming the study that would. Finally every claim's
-rows are adjusted together (:func:`~harness.scorecard.family.adjust_within_claims`), a
-training row in its cell row's place (:func:`~harness.scorecard.family.adjust_training_rows`).
+measure gets one ``not measured`` row naming the study that would. Finally the card's
+procedure holds every signed verdict to the card as a whole
+(:func:`~harness.scorecard.family.adjust_card`), a training row in its cell row's place
+(:func:`~harness.scorecard.family.adjust_training_rows`).
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ from harness.scorecard.cells import (
     with_derived,
 )
 from harness.scorecard.claims import Claim, ClaimSet, Measure, load_claims
-from harness.scorecard.family import adjust_training_rows, adjust_within_claims
-from harness.scorecard.prediction import predicted_rows
+from harness.scorecard.family import adjust_card, adjust_training_rows
+from harness.scorecard.prediction import papers_parameters, predicted_rows
 from harness.scorecard.readers import READERS, equivalence_interval, measured_under_load, seed_sd
 from harness.scorecard.rows import SCORECARD_COLUMNS, SCORECARD_SCHEMA, ScorecardRow, rows_frame
 from harness.scorecard.training import training_rows, with_stability
@@ -92,12 +93,58 @@ def _trend_intervals(claim: Claim, measure: Measure, study: StudyResults, factor
     return iv, len(res.x_values)
 
 
+def _level_values(claim: Claim, measure: Measure, study: StudyResults, factor: str) -> list[tuple[Any, float]]:
+    """(level, its value on the factor's axis) of the study's cells a trend reads: a size and its
+    reference variant's mean parameter count, or a context length and itself; in order."""
+    df = _trend_frame(claim, measure, study)
+    if not df.height or factor not in df.columns:
+        return []
+    if factor == "context_length":
+        return [(t, float(t)) for t in sorted(set(df.get_column("context_length").drop_nulls().to_list()))]
+    reference = str(measure.control or measure.base or measure.names()[0])
+    ref = df.filter(pl.col("variant") == reference)
+    by_size = ref.group_by("size").agg(pl.col("params").cast(pl.Float64).mean()).drop_nulls().sort("params")
+    return list(by_size.iter_rows())
+
+
+def trend_span(claim: Claim, measure: Measure, study: StudyResults, factor: str) -> tuple[float, str, float | None]:
+    """The doublings a trend's margin is spread over, in words, and the papers' level over the
+    largest measured: from the largest level measured to the papers' (a size: the claim's
+    reference variant built at the papers' shape with the study's vocabulary, as a prediction
+    is), from the papers' level up to the smallest when it lies below them, or the measured
+    span when it lies within it (or is unknown); at least 1."""
+    levels = _level_values(claim, measure, study, factor)
+    if len(levels) < 2:
+        return 1.0, "", None
+    (_, small), (large_name, large) = levels[0], levels[-1]
+    noun = "size" if factor == "params" else "context length"
+    paper, paper_name = float(claim.setting.context_length), f"T={claim.setting.context_length}"
+    if factor == "params":
+        context = int(_trend_frame(claim, measure, study).get_column("context_length").max() or 0)
+        reference = str(measure.control or measure.base or measure.names()[0])
+        try:
+            paper = float(papers_parameters(reference, large_name, large, context, claim.setting)[0])
+        except InputError:
+            return max(1.0, math.log2(large / small)), f"the measured span; the papers' {noun} is unknown", None
+        paper_name = f"{paper / 1e6:.2f}M ({claim.setting.size})"
+    if paper > large:
+        span, words = math.log2(paper / large), f"from the largest {noun} measured to the papers' {paper_name}"
+    elif paper < small:
+        span, words = math.log2(small / paper), f"from the papers' {paper_name} to the smallest {noun} measured"
+    else:
+        span, words = math.log2(large / small), f"the measured span, which holds the papers' {paper_name}"
+    return max(1.0, span), words, paper / large
+
+
 def _trend_row(
     claim: Claim, measure: Measure, study: StudyResults, factor: str, cell_rows: Sequence[ScorecardRow], claims
 ) -> ScorecardRow:
     iv, levels = _trend_intervals(claim, measure, study, factor)
     margin = claims.margin_for(claim, study.settings.smallest_effect)
-    verdict = classify_trend(iv, sign=claim.sign, margin=margin, factor=factor, levels=levels)
+    span, span_words, ratio = trend_span(claim, measure, study, factor)
+    verdict = classify_trend(
+        iv, sign=claim.sign, margin=margin, factor=factor, levels=levels, span=span, span_words=span_words
+    )
     row = ScorecardRow(
         **claim_fields(claim, measure, study.name),
         kind="trend",
@@ -105,7 +152,8 @@ def _trend_row(
         levels=levels or None,
         parent_run_id=study.parent_run_id,
         **numbers(iv, verdict),
-        margin=margin,
+        margin=margin / span,
+        extrapolation=ratio,
         where=where_it_holds(cell_rows, factor) if cell_rows else None,
     )
     return keyed(row, measure)
@@ -235,16 +283,17 @@ def _under_load(claim: Claim, measure: Measure, study: StudyResults, cells, clai
 
 
 def scorecard_rows(studies: Iterable[StudyResults], claims: ClaimSet | None = None) -> list[ScorecardRow]:
-    """Every row of the scorecard, each claim's rows adjusted together (Holm); a training
-    row is adjusted as its cell's final row is, in that row's place (the steps of one curve
-    are not adjusted against each other)."""
+    """Every row of the scorecard after the card's procedure (:mod:`harness.scorecard.family`:
+    Holm within a claim, Benjamini-Hochberg across claims); a training row is adjusted as its
+    cell's final row is, in that row's place (the steps of one curve are not adjusted against
+    each other)."""
     claims = claims or load_claims()
     prepared = [replace(s, frame=with_derived(s.frame)) for s in studies]
     alpha = min((1.0 - s.settings.confidence for s in prepared), default=0.05)
     rows = [row for claim in claims for row in claim_rows(claim, prepared, claims)]
     training = [r for r in rows if r.kind == "training"]
-    adjusted = adjust_within_claims([r for r in rows if r.kind != "training"], alpha)
-    return adjusted + with_stability(adjust_training_rows(training, adjusted, alpha))
+    adjusted, procedure = adjust_card([r for r in rows if r.kind != "training"], alpha)
+    return adjusted + with_stability(adjust_training_rows(training, adjusted, procedure))
 
 
 def scorecard_table(studies: Iterable[StudyResults], claims: ClaimSet | None = None) -> pl.DataFrame:

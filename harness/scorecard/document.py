@@ -4,7 +4,7 @@ table (and MLflow description) and the terminal table are its renderings.
 Sections: ``summary`` (one row per claim and reading: its verdict at the paper's setting, the
 kinds found beyond it and predicted at the papers' size and steps; a claim about a trend: its trend; in
 bold where it replicated; above it the claims measured and not, the rows by kind, each
-measurement counted once, and the card's family-wise rate under a global null), ``claims``
+measurement counted once, and the card's procedure with its rate under a global null), ``claims``
 (one row per claim, reading, study and cell), ``trends`` (per claim and factor, with where it
 holds), ``predicted`` (at the papers' size and training steps, from a surface over size x
 steps, or why not, with its own calibration and a figure per claim), ``training`` (every
@@ -25,7 +25,7 @@ from harness.analysis.results_types import NOT_TESTABLE
 from harness.report.document import Document, Note, Paragraph, Section, Table
 from harness.scorecard.claims import ClaimSet
 from harness.scorecard.compute import cell_of
-from harness.scorecard.family import card_family_wise
+from harness.scorecard.family import PROCEDURE, card_family_wise
 from harness.scorecard.prediction_words import reach_text
 from harness.scorecard.rows import ScorecardRow
 from harness.scorecard.sections import paper_text, predicted_section, texts, training_section, value_text
@@ -194,22 +194,24 @@ def count_words(table: pl.DataFrame, studies: Sequence[str]) -> str:
 
 
 def family_words(rows: Sequence[ScorecardRow]) -> str:
-    """The card's family-wise rate under a global null, in one sentence (from the simulation
-    of ``benchmarks/calibration.py``, shipped as ``harness/scorecard/calibration.json``)."""
+    """The card's procedure and its simulated rate under a global null, in a few sentences (from
+    the simulation of ``benchmarks/calibration.py``, shipped as ``harness/scorecard/calibration.json``)."""
     card, rate = card_family_wise(rows)
     if card is None:
-        return "No row has a test, so no family-wise rate applies."
+        return "No row has a test, so the card's procedure has nothing to adjust."
     rows_each = f"{card.rows_per_family} row{'s' if card.rows_per_family != 1 else ''}"
     families = f"{card.families} claim famil{'ies' if card.families != 1 else 'y'}"
-    where = f"{families} (up to {rows_each} each, Holm within a claim)"
+    head = (
+        f"Every signed verdict passed the card's procedure: {PROCEDURE}. This card has {families} (up to {rows_each} "
+        f"each) at {card.seeds} or more seeds"
+    )
     if rate is None:
-        return f"This card has {where} at {card.seeds} seeds; its family-wise rate was not simulated at that size."
+        return f"{head}; its rate under a global null was not simulated at that size."
     return (
-        f"This card has {where} at {card.seeds} or more seeds: where no claim is true anywhere, "
-        f"{rate.rate:.0%} of such cards show at least one signed verdict (replicated, smaller, larger, "
-        f"reversed, grows, shrinks, a difference) by chance (simulated at {rate.families} families of "
-        f"{rate.rows_per_family} rows, {rate.seeds} seeds, {rate.reps:,} cards: docs/calibration.md). Read one "
-        "signed row as one of many."
+        f"{head}: where no claim is true anywhere, {rate.rate:.1%} of such cards show at least one signed verdict "
+        f"(replicated, smaller, larger, reversed, grows, shrinks, a difference) after it (simulated at "
+        f"{rate.families} families of {rate.rows_per_family} rows, {rate.seeds} seeds, {rate.reps:,} cards: "
+        "docs/calibration.md)."
     )
 
 
@@ -306,9 +308,9 @@ def scorecard_document(table: pl.DataFrame, claims: ClaimSet, studies: Sequence[
     sections.append(Section("statements", "The claims", (Table(_statements_frame(claims), stub="claim"),)))
     notes = (
         Note(
-            "Each claim's rows are one family: their signed verdicts are adjusted together with Holm's method, "
-            "and one lost to it says so. Across claims nothing is adjusted: the family-wise rate above says how "
-            "often a card this size shows a signed verdict where nothing is true.",
+            "Each claim's rows are one family (Holm within it) and the claims are adjusted across the card "
+            "(Benjamini-Hochberg): a signed verdict lost to either says so. The rate above says how often a card "
+            "this size shows a signed verdict where nothing is true.",
             kind="caution",
         ),
         Note(

@@ -142,10 +142,15 @@ def _inconclusive_reason(row: dict) -> tuple[str, str]:
     (a short tag, the reason in words)."""
     words = row["verdict"] or ""
     was = re.search(r"was ([a-z ]+)\)", words)
+    before = f"; {was.group(1)} before" if was else ""
+    if "not significant across the card" in words:  # the card's procedure: its claim not selected
+        p = f"p{NBSP}={NBSP}{row['pvalue_card']:.2g}" if row.get("pvalue_card") is not None else "adjusted"
+        return "the card's procedure", f"not significant across the card's claims ({p}{before})"
     if "after Holm" in words:
-        before = f"; {was.group(1)} before" if was else ""
         p = f"p{NBSP}={NBSP}{row['pvalue_holm']:.2g}" if row["pvalue_holm"] is not None else "adjusted"
         return "Holm", f"not significant after Holm ({p}{before})"
+    if "the sign is withheld" in words:  # the t-interval excludes the null, the skew-robust one does not
+        return "sign withheld", f"too few seeds for the sign under skew ({row['n_seeds']} seeds)"
     if "skewed" in words:
         return "skewed seeds", "seeds skewed (one far from the rest): sign withheld"
     if row["ci_low"] is None:

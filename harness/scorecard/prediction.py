@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 from typing import Any
 
 import polars as pl
@@ -39,44 +38,15 @@ from harness.analysis.results_types import NOT_TESTABLE, no_test_reason
 from harness.analysis.surface_calibration import calibrate, calibration_words
 from harness.errors import InputError
 from harness.scorecard.cells import StudyResults, claim_fields, keyed, numbers
-from harness.scorecard.claims import Claim, ClaimSet, Measure, Setting
+from harness.scorecard.claims import Claim, ClaimSet, Measure
 from harness.scorecard.pooling import prediction_pools
 from harness.scorecard.prediction_words import refused_words, where_words
-from harness.scorecard.readers import READERS, equivalence_interval, seed_sd, size_shape
+from harness.scorecard.readers import READERS, equivalence_interval, papers_parameters, seed_sd
 from harness.scorecard.rows import ScorecardRow
 from harness.scorecard.verdicts import ClaimVerdict, Intervals, classify_effect
 
 #: Simulated studies per truth in a card's own calibration (Monte-Carlo se about 0.5 % at 95 %).
 CARD_REPS = 2000
-
-
-@lru_cache(maxsize=256)
-def papers_parameters(variant: str, size: Any, params: float, context_length: int, setting: Setting) -> tuple[int, int]:
-    """(the parameter count of ``variant`` at ``setting``'s size and context length, the
-    vocabulary it is built with): the study's vocabulary, read off ``params``, the variant's
-    count at the study's ``size`` and ``context_length`` (a count is linear in the vocabulary:
-    ``params = c(1) + (V - 1) (c(2) - c(1))``). :class:`InputError` when the size's shape is
-    unknown or no whole vocabulary gives ``params``."""
-    import torch
-
-    from harness.models.sizes import SIZES, custom_size
-    from harness.models.transformer import build_model
-
-    shape = size_shape(size)
-    if shape is None:
-        raise InputError(f"the shape of size {size!r} is unknown: no parameter count at the papers' size")
-    if str(size) not in SIZES:
-        shape = custom_size(shape.n_layer, shape.n_head, shape.d_model)
-
-    def count(at: Any, vocab: int, block: int) -> int:
-        with torch.device("meta"):
-            return int(build_model(variant, size=at, vocab_size=vocab, block_size=block).num_parameters())
-
-    one, two = count(shape, 1, context_length), count(shape, 2, context_length)
-    vocab = 1.0 + (float(params) - one) / (two - one)
-    if not (vocab >= 1.0 and abs(vocab - round(vocab)) < 1e-6):
-        raise InputError(f"no vocabulary gives {variant}'s {params:,.0f} parameters at size {size}")
-    return count(setting.size, int(round(vocab)), setting.context_length), int(round(vocab))
 
 
 # ----------------------------------------------------------------------------- the tables read

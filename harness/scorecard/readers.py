@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -37,13 +38,14 @@ from harness.analysis.tau import open_fraction_analysis, tau_stability
 from harness.errors import InputError
 from harness.models.sizes import SIZES, ModelSize
 from harness.models.variants import DEFAULT_TAU_INIT
-from harness.scorecard.claims import Claim, ClaimSet, Measure
+from harness.scorecard.claims import Claim, ClaimSet, Measure, Setting
 from harness.scorecard.verdicts import (
     ClaimVerdict,
     Intervals,
     classify_effect,
     classify_exact,
     classify_level,
+    figure_verdict,
 )
 
 
@@ -213,6 +215,35 @@ def size_shape(size: Any) -> ModelSize | None:
     return ModelSize(str(size), n_layer=n_layer, n_head=n_head, d_model=d_model, max_context_length=1)
 
 
+@lru_cache(maxsize=256)
+def papers_parameters(variant: str, size: Any, params: float, context_length: int, setting: Setting) -> tuple[int, int]:
+    """(the parameter count of ``variant`` at ``setting``'s size and context length, the
+    vocabulary it is built with): the study's vocabulary, read off ``params``, the variant's
+    count at the study's ``size`` and ``context_length`` (a count is linear in the vocabulary:
+    ``params = c(1) + (V - 1) (c(2) - c(1))``). :class:`InputError` when the size's shape is
+    unknown or no whole vocabulary gives ``params``."""
+    import torch
+
+    from harness.models.sizes import SIZES, custom_size
+    from harness.models.transformer import build_model
+
+    shape = size_shape(size)
+    if shape is None:
+        raise InputError(f"the shape of size {size!r} is unknown: no parameter count at the papers' size")
+    if str(size) not in SIZES:
+        shape = custom_size(shape.n_layer, shape.n_head, shape.d_model)
+
+    def count(at: Any, vocab: int, block: int) -> int:
+        with torch.device("meta"):
+            return int(build_model(variant, size=at, vocab_size=vocab, block_size=block).num_parameters())
+
+    one, two = count(shape, 1, context_length), count(shape, 2, context_length)
+    vocab = 1.0 + (float(params) - one) / (two - one)
+    if not (vocab >= 1.0 and abs(vocab - round(vocab)) < 1e-6):
+        raise InputError(f"no vocabulary gives {variant}'s {params:,.0f} parameters at size {size}")
+    return count(setting.size, int(round(vocab)), setting.context_length), int(round(vocab))
+
+
 def _tau_init(rows: pl.DataFrame) -> float:
     if "tau_init" not in rows.columns:
         return DEFAULT_TAU_INIT
@@ -248,14 +279,15 @@ def _band(claim: Claim, settings: AnalysisSettings) -> float:
 def read_level(claim: Claim, measure: Measure, rows: pl.DataFrame, ctx: ReadContext) -> CellRead:
     """A level (``tau_mean``, ``open_fraction``, ``pc1_cosine``) of the gated runs, per seed, with
     the report's tau-stability statistics: the t-interval, the TOST interval and, for a claim
-    about runs, the prediction interval(s) of where a new seed's run lands."""
+    about runs, the prediction interval(s) of where a new seed's run lands. A claim read as a
+    ``figure`` gets its numbers and where it started, no verdict."""
     s = ctx.settings
     start, start_words = level_start(claim, rows, ctx.cell)
-    band = _band(claim, s)
     margin = ctx.claims.margin_for(claim, s.smallest_effect)
+    band = _band(claim, s) if not claim.figure else margin
     res = tau_stability(
         rows,
-        reference=float(claim.paper_value),
+        reference=float(claim.paper_value) if claim.paper_value is not None else start,
         margin=band,
         confidence=s.confidence,
         variants=list(measure.variants),
@@ -264,6 +296,9 @@ def read_level(claim: Claim, measure: Measure, rows: pl.DataFrame, ctx: ReadCont
     )
     fields = _per_seed_intervals(res.estimate, res.confidence_interval, res.per_seed, start, s.confidence, res.message)
     iv = Intervals(**fields, prediction=res.prediction_interval, stable=res.stable)
+    if claim.figure:
+        started = f"started at {start:.3g}{f' ({start_words})' if start_words else ''}"
+        return CellRead(iv, figure_verdict(iv, f"{started}; {claim.figure}"), margin, start=start)
     verdict = classify_level(
         iv,
         paper_value=float(claim.paper_value),
@@ -285,6 +320,8 @@ def read_tail(claim: Claim, measure: Measure, rows: pl.DataFrame, ctx: ReadConte
         **_per_seed_intervals(res.difference, res.difference_interval, per_seed, 0.0, s.confidence, res.message)
     )
     margin = ctx.claims.margin_for(claim, s.smallest_effect)
+    if claim.figure:
+        return CellRead(iv, figure_verdict(iv, f"open fraction minus 1 - Φ(tau), per seed; {claim.figure}"), margin)
     return CellRead(iv, classify_effect(iv, sign=claim.sign, paper_value=None, margin=margin), margin)
 
 
@@ -300,15 +337,40 @@ def _n_seeds(rows: pl.DataFrame) -> int:
     return rows.get_column("seed").n_unique() if "seed" in rows.columns else 0
 
 
+def _at_papers_shape(claim: Claim, variant: str, rows: pl.DataFrame, cell: Mapping[str, Any]) -> int:
+    """``variant``'s parameter count at the claim setting's shape and context length, with the
+    cell's vocabulary (built on the meta device, as a prediction's papers' size is)."""
+    context = int(cell.get("context_length") or claim.setting.context_length)
+    return papers_parameters(variant, cell.get("size"), _mean_params(rows, variant), context, claim.setting)[0]
+
+
+def _overhead_at_papers_shape(claim: Claim, measure: Measure, rows: pl.DataFrame, ctx: ReadContext) -> CellRead:
+    """A bound on the gate's overhead, read at the papers' shape only (the fraction varies with
+    the shape, so a cell's own would meet or miss the bound by its shape's coincidence); the
+    cell's own fraction is in the words."""
+    base = str(measure.base or measure.control)
+    counts = {
+        v: _at_papers_shape(claim, v, rows, ctx.cell) for v in {str(measure.treatment), str(measure.control), base}
+    }
+    value = (counts[str(measure.treatment)] - counts[str(measure.control)]) / counts[base]
+    own = (_mean_params(rows, measure.treatment) - _mean_params(rows, measure.control)) / _mean_params(rows, base)
+    s = claim.setting
+    what = (
+        f"parameter counts at the papers' shape ({s.size}, T = {s.context_length}: {counts[base]:,} parameters, "
+        f"built, not trained; at this cell's own shape {100 * own:.3g} %)"
+    )
+    verdict = classify_exact(value, sign="<", paper_value=float(claim.paper_value), what=what)
+    return CellRead(Intervals(value, None, None, _n_seeds(rows)), verdict)
+
+
 def read_parameters(claim: Claim, measure: Measure, rows: pl.DataFrame, ctx: ReadContext) -> CellRead:
-    """The gate's extra parameters: a fraction of ``base`` against a bound ("<"), per head
-    against the paper's ``d + k`` at the cell's own width (a ``paper_count``), or a total."""
+    """The gate's extra parameters: a fraction of ``base`` against a bound ("<") at the papers'
+    shape, per head against the paper's ``d + k`` at the cell's own width (a ``paper_count``),
+    or a total."""
     extra = _mean_params(rows, measure.treatment) - _mean_params(rows, measure.control)
     n = _n_seeds(rows)
     if claim.sign == "<":
-        value = extra / _mean_params(rows, measure.base or measure.control)
-        verdict = classify_exact(value, sign="<", paper_value=float(claim.paper_value), what="parameter counts")
-        return CellRead(Intervals(value, None, None, n), verdict)
+        return _overhead_at_papers_shape(claim, measure, rows, ctx)
     k = claim.per_head_constant
     if k is None:
         verdict = classify_exact(extra, sign=claim.sign, paper_value=float(claim.paper_value), what="parameter counts")
@@ -363,5 +425,6 @@ __all__ = [
     "contrast_intervals",
     "equivalence_interval",
     "level_start",
+    "papers_parameters",
     "size_shape",
 ]

@@ -38,13 +38,17 @@ class ScorecardRow:
     ``slope`` its mean per-seed slope per doubling of parameters at the papers' steps,
     ``backtest_*`` the interval of its size backtest's errors (the surface without the largest
     size against that size) and ``calibration`` the rates its own design showed in simulated
-    studies at its own noise; ``ci_*`` the 95 % t-interval over seeds,
+    studies at its own noise; ``ci_*`` the 95 % t-interval over seeds and ``robust_*`` the same
+    widened to the skew-robust critical value,
     ``equivalence_*`` the 90 % one (the TOST's), ``prediction_*`` where a new seed's run lands
     (a claim about runs); ``margin`` the claim's smallest effect of interest (a level: how far
     from its start counts as moved), ``band`` a level's band half-width and ``start`` where it
-    started; ``pvalue`` the t-test against the row's null, ``pvalue_holm`` the same adjusted
-    across the claim's rows; ``settled`` what the row's test decided (settled, not
-    distinguishable, not testable); ``measurement`` identifies what was measured, so that two
+    started; ``pvalue`` the t-test against the row's null, ``pvalue_robust`` the same made
+    valid for strongly skewed seeds too, ``pvalue_holm`` that adjusted across the claim's rows
+    (Holm) and ``pvalue_card`` the claim's own p adjusted across the card's claims
+    (:mod:`harness.scorecard.family`); ``settled`` what the row's test decided (settled, not
+    distinguishable, not testable); ``signed`` whether it asserts a direction after every
+    adjustment; ``measurement`` identifies what was measured, so that two
     claims reading the same contrast count it once."""
 
     claim: str
@@ -71,6 +75,8 @@ class ScorecardRow:
     estimate: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
+    robust_low: float | None = None
+    robust_high: float | None = None
     equivalence_low: float | None = None
     equivalence_high: float | None = None
     prediction_low: float | None = None
@@ -85,7 +91,9 @@ class ScorecardRow:
     steps_extrapolation: float | None = None
     calibration: str | None = None
     pvalue: float | None = None
+    pvalue_robust: float | None = None
     pvalue_holm: float | None = None
+    pvalue_card: float | None = None
     interval: str | None = None
     verdict: str | None = None
     verdict_kind: str | None = None

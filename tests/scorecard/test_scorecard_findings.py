@@ -48,7 +48,7 @@ def _copy_repo(tmp: Path) -> Path:
 def test_a_changed_card_changes_the_table(tmp_path: Path) -> None:
     """The table reads the cards' columns: a verdict the rules change flows through."""
     repo = _copy_repo(tmp_path)
-    card = repo / "published" / "ladder-cpu-2026-12-02" / "scorecard" / "scorecard.parquet"
+    card = repo / "published" / "ladder-long-cpu-2026-12-03" / "scorecard" / "scorecard.parquet"  # tau nearest theirs
     table = pl.read_parquet(card)
     hit = (pl.col("claim") == "tau-035") & (pl.col("kind") == "cell") & (pl.col("size") == "L4H4d128")
     assert table.filter(hit).height == 1
@@ -109,6 +109,28 @@ def _row(**values) -> dict:
                 "verdict": "inconclusive: [-0.004, +0.070]; per-seed values skewed or with an outlier ...",
             },
             "inconclusive: seeds skewed (one far from the rest): sign withheld",
+        ),
+        (
+            {
+                "verdict_kind": "inconclusive",
+                "ci_low": 0.002,
+                "n_seeds": 4,
+                "verdict": "inconclusive: [+0.002, +0.024] excludes 0, but the skew-robust interval [-0.01, +0.04] "
+                "covers it: at 4 seeds strongly skewed per-seed values give such a t-interval too often, so the sign "
+                "is withheld",
+            },
+            "inconclusive: too few seeds for the sign under skew (4 seeds)",
+        ),
+        (
+            {
+                "verdict_kind": "inconclusive",
+                "ci_low": 0.032,
+                "pvalue_card": 0.21,
+                "verdict": "inconclusive: not significant across the card (p=0.21: the claim's Simes p 0.02, "
+                "Benjamini-Hochberg over the card's 9 claims): estimate +0.047 [+0.032, +0.062] before adjustment "
+                "(the card's procedure; Holm across the claim's 2 rows; was smaller)",
+            },
+            "inconclusive: not significant across the card's claims (p\u00a0=\u00a00.21; smaller before)",
         ),
         (
             {

@@ -23,6 +23,7 @@ from harness.analysis import AnalysisSettings
 from harness.analysis.surface import MIN_SIZES
 from harness.results_schema import CURVE_COLUMNS
 from harness.scorecard import StudyResults, load_claims, scorecard_table
+from harness.scorecard.cells import DERIVED_FROM
 from harness.scorecard.readers import READERS
 from harness.studies.spec.grid import expand_grid
 from harness.studies.spec.study_spec import StudySpec, load_spec
@@ -128,7 +129,8 @@ def _has_a_curve(claim) -> bool:
     """A quantity with seeds that the curves table records at every evaluation (not a count,
     not throughput)."""
     reader = READERS[claim.kind]
-    return reader.over_training and set(reader.columns(claim)) <= set(CURVE_COLUMNS)
+    sources = {DERIVED_FROM.get(c, c) for c in reader.columns(claim)}  # a derived metric: its source's curve
+    return reader.over_training and sources <= set(CURVE_COLUMNS)
 
 
 def test_every_claim_with_a_curve_is_read_at_every_evaluation_step(read) -> None:

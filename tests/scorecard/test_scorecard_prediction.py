@@ -171,15 +171,15 @@ def test_a_predicted_row_names_both_axes_and_prints_its_own_calibration() -> Non
 
 
 def test_holm_keeps_both_axes_when_it_withdraws_a_kind() -> None:
-    from harness.scorecard.family import adjust_within_claims
+    from harness.scorecard.family import adjust_card
     from harness.scorecard.rows import ScorecardRow
 
     row = ScorecardRow(
         "c", "p", "A", "s", "predicted", "x", params=4_755_712, steps=5000, extrapolation=5.93, steps_extrapolation=2.5,
-        estimate=0.05, ci_low=0.01, ci_high=0.09, pvalue=0.04, signed=True, verdict_kind="replicated",
+        n_seeds=4, estimate=0.05, ci_low=0.01, ci_high=0.09, pvalue=0.04, signed=True, verdict_kind="replicated",
     )  # fmt: skip
     other = ScorecardRow("c", "p", "A", "s", "cell", "x", estimate=0.0, pvalue=0.5)
-    adjusted = adjust_within_claims([row, other])[0]
+    adjusted = adjust_card([row, other])[0][0]
     assert adjusted.verdict_kind == "inconclusive"
     assert "at 4.76M parameters and 5,000 steps (5.9x in size, 2.5x in steps)" in adjusted.verdict
 

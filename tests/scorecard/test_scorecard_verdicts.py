@@ -66,6 +66,9 @@ def test_each_kind_where_the_truth_puts_it(gain: float, sd: float, seeds: int, k
     assert math.isclose(row["estimate"], gain, abs_tol=6 * sd)
     if kind in ("absent", "not resolvable"):
         assert "TOST" in row["interval"]
+    elif kind in DIRECTIONAL:  # a sign rests on the t-interval and its skew-robust widening
+        assert row["interval"].startswith(f"95% t-interval over {seeds} seeds (skew-robust: |t| > ")
+        assert row["signed"] is True and row["robust_low"] <= row["ci_low"] and row["robust_high"] >= row["ci_high"]
     else:
         assert row["interval"] == f"95% t-interval over {seeds} seeds"
     if kind == "not resolvable":
@@ -274,8 +277,11 @@ def test_no_two_level_trend_is_flat() -> None:
         assert "2 levels: a difference, not a slope" in row["verdict"]
         excludes = row["ci_low"] > 0 or row["ci_high"] < 0
         assert ("grows" in row["verdict"] or "shrinks" in row["verdict"]) == excludes, row["verdict"]
-    iv = Intervals(0.03, ConfidenceInterval(0.01, 0.05), ConfidenceInterval(0.015, 0.045), 10)
+    iv = Intervals(0.03, ConfidenceInterval(0.02, 0.04), ConfidenceInterval(0.022, 0.038), 10, pvalue=1e-5)
     assert classify_trend(iv, sign="+", margin=0.005, factor="params", levels=3).kind == "grows"
+    weak = Intervals(0.03, ConfidenceInterval(0.01, 0.05), ConfidenceInterval(0.015, 0.045), 10, pvalue=0.01)
+    withheld = classify_trend(weak, sign="+", margin=0.005, factor="params", levels=3)
+    assert withheld.kind == "inconclusive" and "skew-robust" in withheld.words and not withheld.signed
 
 
 def test_a_trend_claim_is_read_only_from_two_or_more_levels_of_its_factor() -> None:

@@ -1,0 +1,336 @@
+"""Whole cards of the published designs, simulated and read by the scorecard itself, for
+``benchmarks/calibration.py`` and the tests only (nothing in the package imports this module at
+run time; a test checks it).
+
+:mod:`harness.scorecard.simulate` measures the rules one row or one abstract card at a time. Here
+a card is what ``harness scorecard`` reads: a results table of one of the published studies'
+designs (``published/long-cpu-2026-12-02``: the 2x2, learned positions and tau started at three
+values at ``nano``; ``published/ladder-cpu-2026-12-02``: the 2x2 at three sizes), with the
+published runs' own noise, read by :func:`~harness.scorecard.compute.claim_rows` and the card's
+procedure (:func:`~harness.scorecard.family.adjust_card`). Three truths:
+
+- ``null``: nothing is true anywhere: every variant's loss and gap are the baseline's, tau stays
+  at its initial value, the open fraction at 1 - Phi(tau_init), the energy direction at chance,
+  throughput equal;
+- ``papers``: the papers' values: EGA +0.092, MOPE -0.032, EGA + MOPE +0.119 against the baseline,
+  EGA on learned positions +0.103 against them, the gap 12.7 % narrower, tau at 0.35 and the open
+  fraction at 0.36 from every start;
+- either with normal per-seed noise or strongly skewed noise of the same sd
+  (:func:`~harness.scorecard.simulate.skewed_values`).
+
+:func:`card_rates` gives, over many cards, the share with any signed verdict after the procedure,
+the share of contrast rows signed before it and after it, and, per claim, how often its rows are
+signed in the paper's direction (its power).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+from scipy import stats
+
+from harness.analysis.results_types import AnalysisSettings
+from harness.scorecard.cells import StudyResults, with_derived
+from harness.scorecard.claims import ClaimSet, load_claims
+from harness.scorecard.family import adjust_card
+from harness.scorecard.rows import ScorecardRow
+
+#: What a published design's template keeps of each run (one seed's worth of rows).
+_KEEP = ("dataset", "size", "params", "context_length", "variant", "tau_init", "steps")
+#: The metrics a simulated card carries, with how each is simulated.
+_METRICS = ("val_loss", "gen_gap", "tau_mean", "open_fraction", "pc1_cosine")
+#: The papers' values as per-variant shifts of the baseline's loss (a gain lowers it).
+PAPERS_GAINS: Mapping[str, float] = {"ega": 0.092, "mope": -0.032, "ega-mope": 0.119, "ega-learned": 0.103}
+PAPERS_GAP_RATIO = 0.289 / 0.331
+PAPERS_TAU, PAPERS_OPEN = 0.35, 0.36
+
+
+@dataclass(frozen=True)
+class Design:
+    """A published study's design: one seed's runs (``template``: cell, variant, tau_init,
+    parameter count, steps), the seed-to-seed sd of each metric per size (``sd``: the residual
+    of variant x seed for the losses, the sd over seeds per run for the levels), the baseline's
+    mean loss and gap per size, and the name the card's rows carry."""
+
+    name: str
+    template: pl.DataFrame
+    sd: Mapping[tuple[str, str], float]
+    base: Mapping[tuple[str, str], float]
+
+
+def _residual_sd(frame: pl.DataFrame, metric: str) -> float:
+    """The residual sd of a two-way (variant x seed) table: the paired noise of one run."""
+    wide = frame.filter(pl.col("tau_init").is_null() | (pl.col("tau_init") == 0.0)).pivot(
+        on="variant", index="seed", values=metric, aggregate_function="mean"
+    )
+    y = wide.drop("seed").to_numpy().astype(float)  # (seeds, variants)
+    r = y - y.mean(axis=0) - y.mean(axis=1, keepdims=True) + y.mean()
+    dof = (y.shape[0] - 1) * (y.shape[1] - 1)
+    return float(np.sqrt((r**2).sum() / dof))
+
+
+def design_from_published(folder: Path) -> Design:
+    """The design and noise of a published study (its ``results.parquet``)."""
+    frame = pl.read_parquet(folder / "results.parquet")
+    first = frame.get_column("seed").min()
+    template = frame.filter(pl.col("seed") == first).select([c for c in _KEEP if c in frame.columns])
+    sd, base = {}, {}
+    for (size,), part in frame.partition_by("size", as_dict=True).items():
+        for metric in ("val_loss", "gen_gap"):
+            sd[str(size), metric] = _residual_sd(part, metric)
+            base[str(size), metric] = float(part.filter(pl.col("variant") == "baseline").get_column(metric).mean())
+        for metric in ("tau_mean", "open_fraction", "pc1_cosine"):
+            if metric in part.columns and part.get_column(metric).drop_nulls().len():
+                runs = part.drop_nulls(metric).group_by("variant", "tau_init").agg(pl.col(metric).std())
+                sd[str(size), metric] = float(np.sqrt(np.nanmean(runs.get_column(metric).to_numpy() ** 2)))
+    return Design(str(frame.get_column("study")[0]), template, sd, base)
+
+
+def _truth(design: Design, run: Mapping[str, Any], metric: str, truth: str) -> float | None:
+    """The mean of ``metric`` for one run of the template under ``truth`` ("null" or "papers")."""
+    size, variant = str(run["size"]), str(run["variant"])
+    gated = "ega" in variant
+    tau0 = 0.0 if run.get("tau_init") is None else float(run["tau_init"])
+    if metric == "val_loss":
+        shift = PAPERS_GAINS.get(variant, 0.0) if truth == "papers" else 0.0
+        return design.base[size, "val_loss"] - shift
+    if metric == "gen_gap":
+        ratio = PAPERS_GAP_RATIO if truth == "papers" and variant == "ega" else 1.0
+        return design.base[size, "gen_gap"] * ratio
+    if not gated or (size, metric) not in design.sd:
+        return None
+    if metric == "tau_mean":
+        return PAPERS_TAU if truth == "papers" else tau0
+    if metric == "open_fraction":
+        return PAPERS_OPEN if truth == "papers" else float(stats.norm.sf(tau0))
+    from harness.scorecard.readers import size_shape
+    from harness.training.energy_probe import chance_cosine
+
+    return chance_cosine(size_shape(size).d_model)
+
+
+def simulated_card(design: Design, seeds: int, gen: np.random.Generator, *, truth: str, noise: str) -> pl.DataFrame:
+    """One simulated results table of ``design`` at ``seeds`` seeds: each run's metric is its
+    truth plus the seed's shared level (losses) plus its own noise at the published sd, normal
+    or strongly skewed (``noise`` "lognormal")."""
+    from harness.scorecard.simulate import skewed_values
+
+    runs = design.template.to_dicts()
+    rows = []
+    for seed in range(seeds):
+        shared = gen.normal(0.0, 0.05)  # the seed's own level: paired away in a contrast
+        for run in runs:
+            row = {**run, "study": design.name, "seed": seed, "status": "finished", "tokens_per_s": 1e5}
+            for metric in _METRICS:
+                mean = _truth(design, run, metric, truth)
+                sd = design.sd.get((str(run["size"]), metric), 0.0)
+                draw = skewed_values(gen, (), sd) if noise == "lognormal" else gen.normal(0.0, sd)
+                row[metric] = None if mean is None else mean + float(draw) + (shared if metric == "val_loss" else 0.0)
+            rows.append(row)
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+@contextlib.contextmanager
+def quick_cards() -> Iterator[None]:
+    """What a simulated card does not need, skipped for thousands of them: the zoo's parameter
+    counts at the papers' size are built once (they do not change between cards), and a ``not
+    resolvable`` row's seeds-needed words (a power search, a third of a card's time) are not
+    computed (the kinds and rates do not read them)."""
+    import harness.analysis.planning as planning
+    import harness.scorecard.compute as compute
+    import harness.scorecard.prediction as prediction
+    import harness.scorecard.readers as readers
+
+    original, plan = prediction.papers_parameters, planning.seeds_needed
+    cached = functools.lru_cache(maxsize=None)(original)
+
+    def counts(variant, size, params, context_length, setting):
+        return cached(variant, size, float(params), int(context_length), setting)
+
+    def no_plan(**_: Any) -> _NoPlan:
+        return _NoPlan()
+
+    prediction.papers_parameters = compute.papers_parameters = readers.papers_parameters = counts
+    planning.seeds_needed = no_plan
+    try:
+        yield
+    finally:
+        prediction.papers_parameters = compute.papers_parameters = readers.papers_parameters = original
+        planning.seeds_needed = plan
+
+
+class _NoPlan:
+    """What :func:`quick_cards` gives in place of the seeds-needed search."""
+
+    def range_text(self) -> str:
+        return "(not computed in a simulation)"
+
+
+def card_rows(frame: pl.DataFrame, name: str, claims: ClaimSet) -> tuple[list[ScorecardRow], list[ScorecardRow]]:
+    """A simulated card's rows before and after the card's procedure (no curves: no training rows)."""
+    from harness.scorecard.compute import claim_rows
+
+    study = replace(StudyResults(name, frame, AnalysisSettings(n_resamples=199)), frame=with_derived(frame))
+    rows = [row for claim in claims for row in claim_rows(claim, [study], claims)]
+    adjusted, _ = adjust_card(rows)
+    return rows, adjusted
+
+
+def _contrast(row: ScorecardRow) -> bool:
+    return row.kind == "cell" and row.metric == "val_loss" and row.pvalue is not None
+
+
+def _towards(row: ScorecardRow) -> bool:
+    """A signed verdict in the paper's direction (not reversed)."""
+    return bool(row.signed) and row.verdict_kind in ("replicated", "smaller", "larger", "grows")
+
+
+def card_counts(
+    design: Design, seeds: int, *, cards: int, truth: str = "null", noise: str = "normal", rng: Any = 0
+) -> dict[str, Any]:
+    """What :func:`card_rates` divides, summed over ``cards`` simulated cards (so that chunks of
+    cards run apart add up: :func:`merged_rates`)."""
+    gen, claims = np.random.default_rng(rng), load_claims()
+    counts: dict[str, Any] = {"cards": cards, "any": 0, "before": 0, "after": 0, "contrasts": 0, "towards": {}}
+    with quick_cards():
+        for _ in range(cards):
+            frame = simulated_card(design, seeds, gen, truth=truth, noise=noise)
+            rows, adjusted = card_rows(frame, design.name, claims)
+            counts["any"] += any(r.signed for r in adjusted)
+            counts["before"] += sum(bool(r.signed) for r in rows if _contrast(r))
+            counts["after"] += sum(bool(r.signed) for r in adjusted if _contrast(r))
+            counts["contrasts"] += sum(_contrast(r) for r in rows)
+            for r in adjusted:
+                if r.kind == "cell" and r.pvalue is not None and r.verdict_kind != "figure":
+                    hit = counts["towards"].setdefault(r.claim, [0, 0])
+                    hit[0], hit[1] = hit[0] + _towards(r), hit[1] + 1
+    return counts
+
+
+def merged_rates(name: str, seeds: int, truth: str, noise: str, parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The rates of :func:`card_rates` from the counts of one or more chunks of cards."""
+    total = {k: sum(p[k] for p in parts) for k in ("cards", "any", "before", "after", "contrasts")}
+    towards: dict[str, list[int]] = {}
+    for part in parts:
+        for claim, (hit, n) in part["towards"].items():
+            both = towards.setdefault(claim, [0, 0])
+            both[0], both[1] = both[0] + hit, both[1] + n
+    return {
+        "design": name,
+        "seeds": seeds,
+        "cards": total["cards"],
+        "truth": truth,
+        "noise": noise,
+        "any_signed": total["any"] / total["cards"],
+        "contrast_rows_signed_before": total["before"] / max(total["contrasts"], 1),
+        "contrast_rows_signed_after": total["after"] / max(total["contrasts"], 1),
+        "towards_paper": {c: hit / n for c, (hit, n) in sorted(towards.items())},
+    }
+
+
+def card_rates(
+    design: Design, seeds: int, *, cards: int, truth: str = "null", noise: str = "normal", rng: Any = 0
+) -> dict[str, Any]:
+    """Over ``cards`` simulated cards: the share with any signed verdict after the procedure, the
+    share of contrast rows (the losses' cells) signed before and after it, and per claim the
+    share of its cell rows signed in the paper's direction after it."""
+    counts = card_counts(design, seeds, cards=cards, truth=truth, noise=noise, rng=rng)
+    return merged_rates(design.name, seeds, truth, noise, [counts])
+
+
+#: The published designs the calibration simulates, by folder.
+DESIGNS: tuple[str, ...] = ("long-cpu-2026-12-02", "ladder-cpu-2026-12-02")
+#: The most cards one process simulates (a larger count is split into chunks run apart).
+CHUNK_CARDS = 75
+
+
+def _chunk(root: Path, folder: str, n: int, truth: str, noise: str, cards: int, rng: list) -> dict[str, Any]:
+    return card_counts(design_from_published(root / folder), n, cards=cards, truth=truth, noise=noise, rng=rng)
+
+
+def _tasks(root: Path, cards: int, more: int, power_cards: int, seeds: Sequence[int], rng: int) -> list[tuple]:
+    """(root, folder, seeds, truth, noise, cards, rng) chunks: null cards (``cards`` at the fewest
+    seeds, ``more`` at more), null cards on skewed noise at the fewest and cards at the papers'
+    values (``power_cards`` each)."""
+    units = []
+    for folder in DESIGNS:
+        for n in seeds:
+            fewest = n == min(seeds)
+            units.append((folder, n, "null", "normal", cards if fewest else more))
+            if fewest:
+                units.append((folder, n, "null", "lognormal", power_cards))
+            units.append((folder, n, "papers", "normal", power_cards))
+    tasks = []
+    for j, (folder, n, truth, noise, count) in enumerate(units):
+        for k, start in enumerate(range(0, count, CHUNK_CARDS)):
+            tasks.append((root, folder, n, truth, noise, min(CHUNK_CARDS, count - start), [rng, j, k]))
+    return tasks
+
+
+def designs_table(
+    root: Path, *, cards: int = 500, more_cards: int | None = None, power_cards: int | None = None,
+    seeds: Sequence[int] = (4, 10), rng: int = 0, jobs: int = 4,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """For each published design: null cards (normal noise; ``cards`` at the fewest seeds,
+    ``more_cards`` at more, default two fifths of ``cards``), null cards on skewed noise at the
+    fewest seeds and cards at the papers' values at each (``power_cards``, default
+    ``cards // 5``), in chunks of :data:`CHUNK_CARDS` cards, ``jobs`` processes at a time."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    more = more_cards or max(2 * cards // 5, 1)
+    tasks = _tasks(root, cards, more, power_cards or max(cards // 5, 1), seeds, rng)
+    with ProcessPoolExecutor(max_workers=max(jobs, 1)) as pool:
+        counts = list(pool.map(_chunk, *zip(*tasks, strict=True)))
+    grouped: dict[tuple, list] = {}
+    for task, part in zip(tasks, counts, strict=True):
+        grouped.setdefault(task[1:5], []).append(part)
+    names = {folder: design_from_published(root / folder).name for folder in DESIGNS}
+    return [merged_rates(names[f], n, truth, noise, parts) for (f, n, truth, noise), parts in grouped.items()]
+
+
+def markdown_designs(rows: Sequence[dict[str, Any]]) -> str:
+    """The calibration page's table of whole simulated cards."""
+    head = ["design", "truth", "noise", "seeds", "cards", "any signed verdict", "contrast rows signed (before → after)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        shift = f"{r['contrast_rows_signed_before']:.3f} → {r['contrast_rows_signed_after']:.3f}"
+        cells = [r["design"], r["truth"], r["noise"], str(r["seeds"]), str(r["cards"]), f"{r['any_signed']:.3f}", shift]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def markdown_power(rows: Sequence[dict[str, Any]]) -> str:
+    """The page's table of power at the papers' values: per claim, the share of its cells
+    signed in the paper's direction after the card's procedure."""
+    papers = [r for r in rows if r["truth"] == "papers"]
+    claims = sorted({c for r in papers for c in r["towards_paper"]})
+    head = ["claim", *(f"{r['design']}, {r['seeds']} seeds" for r in papers)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for claim in claims:
+        cells = [f"{r['towards_paper'][claim]:.2f}" if claim in r["towards_paper"] else "–" for r in papers]
+        lines.append("| " + " | ".join([f"`{claim}`", *cells]) + " |")
+    return "\n".join(lines)
+
+
+__all__ = [
+    "DESIGNS",
+    "PAPERS_GAINS",
+    "Design",
+    "card_counts",
+    "card_rates",
+    "card_rows",
+    "quick_cards",
+    "design_from_published",
+    "designs_table",
+    "markdown_designs",
+    "markdown_power",
+    "merged_rates",
+    "simulated_card",
+]
