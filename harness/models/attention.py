@@ -60,7 +60,7 @@ from harness.models.fold import (
     fold_width,
 )
 from harness.models.gates import KeyGate, OutputGate
-from harness.models.heads import in_head_order, select_heads
+from harness.models.heads import in_head_order, select_heads, split_heads
 from harness.models.positional import PositionalEncoding
 
 __all__ = [
@@ -212,9 +212,11 @@ class CausalSelfAttention(nn.Module):
         projections here)."""
         q, k, v = self._heads(x)
         log_g = self.gate(x, k) if self.gate is not None else None  # (B, H, T) or None
-        rotate = None
+        rotate, rotation = None, None
         if position.transforms_qk and not self.scoring.transforms_keys:
-            rotate = position.rotate_heads  # in each call, recomputed with it: no rotated copy of q, k kept
+            # inside the call: no rotated copy of q, k kept (by cos and sin where the encoding gives them)
+            rotation = position.pair_rotation(x.size(1), x.device)
+            rotate = position.rotate_heads if rotation is None else None
         else:
             q, k = position.rotate(q, k)
             k = self.scoring(k)
@@ -230,6 +232,7 @@ class CausalSelfAttention(nn.Module):
             dropout_p=dropout_p,
             recompute=position.transforms_qk,
             rotate=rotate,
+            rotation=rotation,
         )  # (B, H, T, hd); recomputed in the backward pass when the rotation keeps q, k, v anyway
         return self._finish(y, x, self.proj.weight), log_g
 
@@ -347,10 +350,13 @@ class CausalSelfAttention(nn.Module):
         steep = [h for h, m in enumerate(slope_values) if not slope_fits_window(m, T)]  # Python numbers
         shallow = [h for h in range(H) if h not in steep]
         dropout_p = self.attention_dropout if self.training else 0.0
+        groups = [g for g in (steep, shallow) if g]
+        # one split per tensor (its backward is one cat), not a slice per group (a zero-filled gradient each)
+        q_parts, k_parts, v_parts, k2_parts = (split_heads(t, groups) for t in (q2, k, v2, k2))
         outputs = []
         if steep:
             y = lag_penalised_attention(
-                *(select_heads(t, steep)[..., :hd] for t in (q2, k, v2)),
+                *(t[0][..., :hd] for t in (q_parts, k_parts, v_parts)),
                 None if log_g is None else select_heads(log_g.expand(B, H, T), steep),
                 None,
                 lag_slope=select_heads(slopes, steep, dim=0),
@@ -361,9 +367,10 @@ class CausalSelfAttention(nn.Module):
             )  # (B, steep, T, hd)
             outputs.append(F.pad(y, (0, width - hd)))
         if shallow:
-            parts = (select_heads(t, shallow) for t in (q2, k2, v2))
+            parts = (t[-1] for t in (q_parts, k2_parts, v_parts))
             outputs.append(F.scaled_dot_product_attention(*parts, dropout_p=dropout_p, is_causal=True, scale=scale))
-        y = in_head_order(outputs, steep + shallow)  # (B, H, T, width)
+        # put together in the (B, T, H, width) layout, so that merging the heads for the projection is free
+        y = in_head_order([o.transpose(1, 2) for o in outputs], steep + shallow, dim=2).transpose(1, 2)
         return self._finish(y, x, self._folded_proj_weight(width)), log_g
 
 

@@ -371,19 +371,21 @@ def test_lag_attention_runs_in_fp32_under_bf16_autocast():
 
 
 def test_lag_attention_chunks_use_the_flash_kernel_forward_and_backward():
-    """T = 600 in chunks of 64: ten flash calls for the two heads (one group), each chunk against the
-    keys up to its end with a boolean mask that needs no gradient; recomputed once in the backward
-    pass; never the math path."""
+    """T = 600 in chunks of 64 (ten chunks), one head a group: per head, the first chunk one causal
+    flash call, each later chunk two (the keys before it, no mask; its own, a causal square): 19
+    calls a head; the backward pass calls the flash backward once per forward call and recomputes
+    nothing; never the math path."""
     q, k, v, key_bias, gamma = _lag_inputs(5, (1.0, 1.0), T=600, hd=32)
     flash = "aten::_scaled_dot_product_flash_attention_for_cpu"
+    calls = 2 * (1 + 2 * 9)  # two heads
     with torch.no_grad(), torch.profiler.profile() as prof:
         lag_penalised_attention(q, k, v, key_bias, gamma)
-    assert [e.name for e in prof.events()].count(flash) == 10
+    assert [e.name for e in prof.events()].count(flash) == calls
     with torch.profiler.profile() as prof:
         lag_penalised_attention(q, k, v, key_bias, gamma).sum().backward()
     names = [event.name for event in prof.events()]
-    assert names.count(flash) == 20  # forward + recomputation
-    assert names.count(f"{flash}_backward") == 10
+    assert names.count(flash) == calls  # the forward pass's only
+    assert names.count(f"{flash}_backward") == calls
     assert "aten::_scaled_dot_product_attention_math" not in names
 
 
