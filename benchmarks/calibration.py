@@ -6,9 +6,10 @@ The report part: every interval and test at 2, 3, 5, 10 and 20 seeds, in the sim
 and in the designs real studies have. The scorecard part: the rate of each verdict kind under
 known truths at 4, 6 and 10 seeds, the card's family-wise rate under a global null, and the
 false-positive rate of a t claim on shape-flagged skewed seeds. The prediction part: a claim
-predicted at the papers' size from the three sizes of studies/ladder-cpu.yaml, its coverage
-there under a log-linear truth with seed-specific slopes at 4, 6, 8 and 10 seeds, and how
-often the backtest refuses a curved truth.
+predicted at the papers' size and 5,000 steps from the published ladder's design (and with the
+5,000-step runs pooled), at the noise measured in its published curves: each candidate surface
+under log-linear, curved, saturating, emergent and phase truths (refusal, coverage, misses,
+wrong sign, width), and issue 38's test over 200 simulated cards.
 
 Prints the tables, writes benchmarks/results/calibration.json; with --page regenerates the
 tables of the manual's Calibration page (between its markers); with --scorecard-data writes
@@ -121,32 +122,73 @@ def write_scorecard_page(path: Path, block: str) -> None:
     )
 
 
+PUBLISHED_LADDER = Path(__file__).resolve().parents[1] / "published" / "ladder-cpu-2026-12-02" / "curves.parquet"
+
+
+def prediction_data(reps: int, seed: int, cards: int = 200) -> dict:
+    """The prediction's calibration at the published ladder's noise: the noise, the candidate
+    surfaces per design and truth (``reps`` studies each) and issue 38's test (``cards`` cards)."""
+    from harness.analysis.surface import MODEL
+    from harness.scorecard import simulate_prediction as sp
+
+    noise, each = sp.published_noise(PUBLISHED_LADDER)
+    designs = {"ladder": sp.ladder_design(), "pooled": sp.ladder_design(pooled=True)}
+    rows = sp.model_table(designs, noise, reps=reps, rng=seed)
+    return {
+        "model": MODEL,
+        "reps": reps,
+        "confidence": sp.CONFIDENCE,
+        "anchor": list(sp.ANCHOR),
+        "noise": noise.to_json(),
+        "noise_by_effect": each,
+        "models": rows,
+        "done_when": sp.done_when(noise, cards=cards, rng=seed + 1),
+    }
+
+
 def prediction_block(data: dict) -> str:
     """The generated part of the Calibration page's prediction section."""
-    import harness.scorecard.simulate as simulate
+    from harness.analysis.surface_calibration import PHASE
+    from harness.scorecard import simulate_prediction as sp
 
-    sc = data["scenario"]
-    sizes = ", ".join(f"{x / 1e6:.2f}M" for x in sc["sizes"])
+    noise, done = data["noise"], data["done_when"]
+    chosen = [r for r in data["models"] if r["model"] == data["model"]]
+    sd = " / ".join(f"{x:.4f}" for x in noise["sd"])
+    lin, sat = done["log-linear"], done["saturating"]
+    a, b, c = data["anchor"]
     return "\n".join(
         [
-            simulate.markdown_prediction(data),
+            f"**At the published ladder's noise** (measured from `published/ladder-cpu-2026-12-02/curves.parquet`, "
+            f"the mean over the 2x2's four effects: per-seed sd {sd} at nano, L3H4d96 and L4H4d128, step-to-step "
+            f"correlation {noise['rho']:.2f}, slope sd {noise['slope_sd']:.4f} per doubling of parameters and "
+            f"{noise['steps_slope_sd']:.4f} per doubling of steps, net of the noise), 4 seeds, predicted at 4.76M "
+            f"parameters and 5,000 steps with the surface used (`{data['model']}`):",
             "",
-            f"{data['reps']} simulated studies per row. Sizes {sizes} (the baseline of studies/ladder-cpu.yaml), "
-            f"predicted at {sc['at'] / 1e6:.2f}M (the papers' size); each seed's effect is "
-            f"{sc['intercept']:g} + b_s (L - L0) + c (L - L0)^2 + e at log2 size L, with its own slope b_s ~ "
-            f"N({sc['slope']:g}, {sc['slope_sd']:g}) per doubling and noise e ~ N(0, {sc['sd']:g}) per cell; c is "
-            "the curvature (0: log-linear). Coverage: the 95 % t-interval over seeds of the per-seed predictions "
-            "covers the mean effect at the papers' size; *backtest passed*: among the studies whose backtest (the "
-            "line from the two smaller sizes against the largest, 95 % t-interval of the per-seed errors) covers 0, "
-            "the ones a scorecard shows; *mean error*: the mean prediction minus the truth there.",
+            sp.markdown_models(chosen),
+            "",
+            f"{data['reps']} simulated studies per row. *ladder*: the design of studies/ladder-cpu.yaml (3 sizes, "
+            "runs of 2,000 steps, an evaluation every 250), 5.9x in size and 2.5x in steps from the papers' setting; "
+            "*pooled*: with runs of 5,000 steps at nano and L4H4d128 (long-cpu and ladder-long-cpu), 5.9x in size "
+            f"and within the steps measured. The truths are anchored on {a:+g} at nano and step 2,000, {b:+g} per "
+            f"doubling of parameters and {c:+g} per doubling of steps (at the papers' setting: "
+            f"{chosen[0]['at_target']:+.3f}); *phase*: the end of every run, and the target, {PHASE:+g} off the "
+            "surface through the evaluations mid-schedule.",
+            "",
+            f"**Issue 38's test** ({done['cards']} simulated cards of the ladder at this noise, through the card's own "
+            f"path and the vectorised rules alike): a log-linear truth is covered by {lin['coverage']:.1%} of the "
+            f"intervals shown (refused {lin['refused']:.1%}); a saturating one is refused or covered in "
+            f"{sat['refused or covered']:.1%} of cards (refused {sat['refused']:.1%}, covered {sat['covered']:.1%}, "
+            f"missed {sat['missed']:.1%}).",
+            "",
+            "**Choosing the surface** (the same simulated studies for every candidate of one design and truth):",
+            "",
+            sp.markdown_models(data["models"]),
         ]
     )
 
 
 def _prediction_part(args: argparse.Namespace, payload: dict) -> None:
-    import harness.scorecard.simulate as simulate
-
-    data = simulate.prediction_table(reps=2 * args.reps, rng=args.seed + 3)
+    data = prediction_data(2 * args.reps, args.seed + 3, cards=min(200, args.reps))  # --reps 20: a quick check
     block = prediction_block(data)
     print(block)
     payload["prediction"] = data

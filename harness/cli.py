@@ -4,7 +4,7 @@ Each area registers its own commands from ``harness/<area>/cli.py`` (a ``registe
 function; the benchmarks from ``harness/bench/cli.py``), so this file only assembles them
 and maps bad input to exit code 2:
 
-    harness zoo | data ... | train | run | submit | report | scorecard | ui | bench ...
+    harness zoo | data ... | train | run | submit | report | scorecard | ui | device ... | bench ...
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ _COMMAND_MODULES = (
     "harness.datasets.cli",
     "harness.training.cli",
     "harness.studies.cli",
+    "harness.studies.device.cli",
     "harness.scorecard.cli",
 )
 

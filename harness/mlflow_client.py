@@ -130,6 +130,38 @@ def run_page_link(experiment_id: str, run_id: str, tab: str = "") -> str:
     return ui_link(f"experiments/{experiment_id}/runs/{run_id}" + (f"/{tab.strip('/')}" if tab else ""))
 
 
+# -- metric names ---------------------------------------------------------------------------------
+
+#: The end-of-run numbers of a training run (``final/val_loss`` in its reports and results).
+SUMMARY_PREFIX = "final/"
+
+
+def mlflow_metric_key(key: str) -> str:
+    """The name a metric is stored under in MLflow: an end-of-run number without its slash
+    (``final/val_loss`` -> ``final_val_loss``), every other name as it is (``val/loss``).
+
+    MLflow's run page groups its charts by the part of a name before the last ``/`` and sorts
+    the groups by name, slash-less names in its last group ("Model metrics"): a single-point
+    ``final/*`` chart came before every curve (``gate/``, ``train/``, ``val/``). The results
+    rebuild (:mod:`harness.analysis.results`) reads both spellings.
+
+    >>> mlflow_metric_key("final/val_loss"), mlflow_metric_key("val/loss")
+    ('final_val_loss', 'val/loss')
+    """
+    return key.replace("/", "_", 1) if key.startswith(SUMMARY_PREFIX) else key
+
+
+def run_ui_url(tracking_uri: str, experiment_id: str, run_id: str, *, host: str = "127.0.0.1", port: int = 5000) -> str:
+    """The page of a run in MLflow 3's "Model training" view: on the tracking server itself
+    for an http(s) URI (without its credentials), else on ``harness ui`` at ``host:port``."""
+    parsed = urlparse(tracking_uri)
+    if parsed.scheme in ("http", "https"):
+        base = parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[-1], query="", fragment="").geturl()
+    else:
+        base = f"http://{host}:{port}"
+    return f"{base.rstrip('/')}/{run_page_link(experiment_id, run_id)}"
+
+
 # -- values ---------------------------------------------------------------------------------------
 
 # scheme://user:password@  (the password is everything up to the last '@' of the authority)

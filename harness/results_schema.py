@@ -15,15 +15,23 @@ evaluation's set: the whole validation split by default; null in tables written 
 |cos| between the gate's energy projection and the first principal component of its input
 (``final/pc1_cosine``; null for gates the probe does not read). ``status`` is a
 :data:`TrialStatus`.
+
+The types are written once, as names (:data:`RESULT_TYPES`, :data:`CURVE_TYPES`: ``string``,
+``int64``, ``float64``, ``list[float64]``), and read as polars types (:data:`RESULT_SCHEMA`,
+:data:`CURVE_SCHEMA`, built on first use) or as a pyarrow schema (:func:`arrow_schema`): a
+study run on a GPU lease writes its tables with pyarrow alone (the lease's image has no
+polars: :mod:`harness.studies.device`), and importing this module imports neither.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
-import polars as pl
+if TYPE_CHECKING:  # pragma: no cover - the types, for annotations
+    import polars as pl
+    import pyarrow as pa
 
 #: How a trial ended: from its final report (``finished``, ``diverged``: the loss became
 #: non-finite), Tune gave up on it (``failed``), or the study stopped before it ended
@@ -35,36 +43,36 @@ TRIAL_STATUSES: tuple[str, ...] = get_args(TrialStatus)
 #: (:data:`harness.mlflow_client.RunStatus`). A table rebuilt from MLflow reads it back.
 RUN_TAG_OF_TRIAL_STATUS: dict[str, str] = {s: "interrupted" if s == "incomplete" else s for s in TRIAL_STATUSES}
 
-#: The columns of the results table and their polars types, in order.
-RESULT_SCHEMA: dict[str, pl.DataType] = {
-    "study": pl.String(),
-    "trial_id": pl.String(),
-    "dataset": pl.String(),
-    "size": pl.String(),
-    "params": pl.Int64(),
-    "context_length": pl.Int64(),
-    "variant": pl.String(),
-    "position": pl.String(),
-    "gate": pl.String(),
-    "scoring": pl.String(),
-    "seed": pl.Int64(),
-    "tau_init": pl.Float64(),
-    "val_loss": pl.Float64(),
-    "test_loss": pl.Float64(),
-    "train_loss": pl.Float64(),
-    "best_val_loss": pl.Float64(),
-    "gen_gap": pl.Float64(),
-    "tau_mean": pl.Float64(),
-    "tau_heads": pl.List(pl.Float64()),
-    "open_fraction": pl.Float64(),
-    "pc1_cosine": pl.Float64(),
-    "tokens_per_s": pl.Float64(),
-    "steps": pl.Int64(),
-    "val_windows": pl.Int64(),
-    "status": pl.String(),
+#: The columns of the results table and their types (names: :func:`polars_type`, :func:`arrow_type`), in order.
+RESULT_TYPES: dict[str, str] = {
+    "study": "string",
+    "trial_id": "string",
+    "dataset": "string",
+    "size": "string",
+    "params": "int64",
+    "context_length": "int64",
+    "variant": "string",
+    "position": "string",
+    "gate": "string",
+    "scoring": "string",
+    "seed": "int64",
+    "tau_init": "float64",
+    "val_loss": "float64",
+    "test_loss": "float64",
+    "train_loss": "float64",
+    "best_val_loss": "float64",
+    "gen_gap": "float64",
+    "tau_mean": "float64",
+    "tau_heads": "list[float64]",
+    "open_fraction": "float64",
+    "pc1_cosine": "float64",
+    "tokens_per_s": "float64",
+    "steps": "int64",
+    "val_windows": "int64",
+    "status": "string",
 }
-#: The results table's columns, in order (the keys of :data:`RESULT_SCHEMA`).
-RESULT_COLUMNS: tuple[str, ...] = tuple(RESULT_SCHEMA)
+#: The results table's columns, in order (the keys of :data:`RESULT_TYPES`).
+RESULT_COLUMNS: tuple[str, ...] = tuple(RESULT_TYPES)
 
 #: The curves table (``curves.parquet`` beside ``results.parquet``): one row per trial and
 #: evaluation. The factor columns repeat the results table's (so that an analysis needs no
@@ -72,19 +80,19 @@ RESULT_COLUMNS: tuple[str, ...] = tuple(RESULT_SCHEMA)
 #: by then (step x batch x T); the losses are the evaluation's (``val/loss``, ``train/loss``,
 #: ``gen_gap``), the gate readings its ``gate/tau_mean``, ``gate/open_fraction`` and
 #: ``gate/pc1_cosine`` (null without a gate); ``status`` is the trial's, as in the results table.
-CURVE_SCHEMA: dict[str, pl.DataType] = {
-    **{name: RESULT_SCHEMA[name] for name in RESULT_COLUMNS[: RESULT_COLUMNS.index("tau_init") + 1]},
-    "step": pl.Int64(),
-    "tokens": pl.Int64(),
-    "val_loss": pl.Float64(),
-    "train_loss": pl.Float64(),
-    "gen_gap": pl.Float64(),
-    "tau_mean": pl.Float64(),
-    "open_fraction": pl.Float64(),
-    "pc1_cosine": pl.Float64(),
-    "status": pl.String(),
+CURVE_TYPES: dict[str, str] = {
+    **{name: RESULT_TYPES[name] for name in RESULT_COLUMNS[: RESULT_COLUMNS.index("tau_init") + 1]},
+    "step": "int64",
+    "tokens": "int64",
+    "val_loss": "float64",
+    "train_loss": "float64",
+    "gen_gap": "float64",
+    "tau_mean": "float64",
+    "open_fraction": "float64",
+    "pc1_cosine": "float64",
+    "status": "string",
 }
-CURVE_COLUMNS: tuple[str, ...] = tuple(CURVE_SCHEMA)
+CURVE_COLUMNS: tuple[str, ...] = tuple(CURVE_TYPES)
 #: The curves table's file in a study's folder (and in a report's).
 CURVES_FILE = "curves.parquet"
 #: Curve column -> the evaluation metric it is read from (MLflow, Tune reports).
@@ -111,3 +119,43 @@ def head_taus(metrics: Mapping[str, Any]) -> list[float] | None:
         if match is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
             found.append(((int(match.group(1)), int(match.group(2))), float(value)))
     return [value for _, value in sorted(found)] or None
+
+
+def polars_type(name: str) -> pl.DataType:
+    """The polars type of a type name of :data:`RESULT_TYPES` / :data:`CURVE_TYPES`."""
+    import polars as pl
+
+    if name.startswith("list[") and name.endswith("]"):
+        return pl.List(polars_type(name[5:-1]))
+    return {"string": pl.String(), "int64": pl.Int64(), "float64": pl.Float64()}[name]
+
+
+def arrow_type(name: str) -> pa.DataType:
+    """The pyarrow type of a type name of :data:`RESULT_TYPES` / :data:`CURVE_TYPES` (the same
+    parquet types polars writes: large strings and large lists)."""
+    import pyarrow as pa
+
+    if name.startswith("list[") and name.endswith("]"):
+        return pa.large_list(arrow_type(name[5:-1]))
+    return {"string": pa.large_string(), "int64": pa.int64(), "float64": pa.float64()}[name]
+
+
+def arrow_schema(types: Mapping[str, str]) -> pa.Schema:
+    """The pyarrow schema of a table's type names (e.g. :data:`RESULT_TYPES`), in order."""
+    import pyarrow as pa
+
+    return pa.schema([(column, arrow_type(name)) for column, name in types.items()])
+
+
+_POLARS_SCHEMAS = {"RESULT_SCHEMA": RESULT_TYPES, "CURVE_SCHEMA": CURVE_TYPES}
+_BUILT: dict[str, dict[str, Any]] = {}
+
+
+def __getattr__(name: str) -> Any:
+    """:data:`RESULT_SCHEMA` and :data:`CURVE_SCHEMA`: the tables' columns and their polars
+    types, in order, built (and polars imported) on first use."""
+    if name not in _POLARS_SCHEMAS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _BUILT:
+        _BUILT[name] = {column: polars_type(kind) for column, kind in _POLARS_SCHEMAS[name].items()}
+    return _BUILT[name]

@@ -267,3 +267,73 @@ def test_wide_tables_fit_a_1280px_window(site: Path, name: str) -> None:
         assert visible(table, table["labels"].index(KEY_COLUMNS[name])), (name, table["labels"], table["frame"])
     widest = max(tables, key=lambda t: t["width"])
     assert visible(widest, len(widest["labels"]) - 1), (name, widest["labels"], widest["heads"][-1], widest["frame"])
+
+
+# ----------------------------------------------------------------------------- nothing runs off the page
+#: The two windows every page is read in: a laptop, and a phone (an iPhone's 390 x 844).
+WINDOWS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
+#: The narrowest a figure may be shown on a phone: below it a plot's labels are unreadable.
+MIN_PHONE_IMAGE_PX = 280
+
+_OVERFLOW_JS = """() => {
+  const doc = document.documentElement;
+  const cut = el => el.scrollWidth > el.clientWidth + 1;
+  return {
+    page: doc.scrollWidth - doc.clientWidth,
+    code: [...document.querySelectorAll('article pre > code')].filter(cut)
+      .map(el => el.innerText.split('\\n').sort((a, b) => b.length - a.length)[0].slice(0, 80)),
+    loose: [...document.querySelectorAll('article > *')].filter(el =>
+      el.getBoundingClientRect().right > doc.clientWidth + 1).map(el => el.tagName),
+    images: [...document.querySelectorAll('article img')]
+      .map(img => [img.getAttribute('src').split('/').pop(), Math.round(img.getBoundingClientRect().width)]),
+  };
+}"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("window", sorted(WINDOWS))
+def test_nothing_runs_off_any_page(site: Path, window: str) -> None:
+    """Every page of the built site in headless Chromium at 1280 x 800 and 390 x 844: the page
+    never scrolls sideways, no code or terminal block hides a line behind a sideways scroll
+    (they wrap at the column: docs/stylesheets/extra.css), no block of the article reaches past
+    the window (a wide table scrolls inside its own box), and on the phone every figure is at
+    least 280 px wide."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is absent (Debian package `chromium`; .ci/run installs it)")
+    playwright = pytest.importorskip("playwright.sync_api", reason="playwright (the [test] extra) is not installed")
+    pages = sorted(site.rglob("index.html"))
+    assert len(pages) >= 20, pages
+    found: dict[str, dict] = {}
+    with playwright.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport=WINDOWS[window])
+            for html_file in pages:
+                page.goto(html_file.as_uri())
+                found[str(html_file.parent.relative_to(site)) or "home"] = page.evaluate(_OVERFLOW_JS)
+        finally:
+            browser.close()
+    assert not {name: r["page"] for name, r in found.items() if r["page"] > 0}, "pages that scroll sideways"
+    assert not {name: r["code"] for name, r in found.items() if r["code"]}, "code blocks cut at the column"
+    assert not {name: r["loose"] for name, r in found.items() if r["loose"]}, "blocks past the window"
+    if window == "phone":
+        narrow = {n: [i for i in r["images"] if i[1] < MIN_PHONE_IMAGE_PX] for n, r in found.items()}
+        assert not {n: i for n, i in narrow.items() if i}, f"figures under {MIN_PHONE_IMAGE_PX} px on a phone"
+    assert sum(len(r["images"]) for r in found.values()) >= MIN_FIGURES
+
+
+def test_no_page_shows_one_figure_twice(site: Path) -> None:
+    """No page shows the same picture twice, under one name or two (the scorecard page once
+    showed one card's figure as both scorecard.png and long-cpu-scorecard.png)."""
+    import hashlib
+
+    for page in site.rglob("index.html"):
+        seen: dict[str, str] = {}
+        for src in re.findall(r'<img[^>]+src="([^"]+)"', page.read_text()):
+            if "figures/" not in src:
+                continue
+            name = src.rsplit("/", 1)[-1]
+            digest = hashlib.sha256((site / "figures" / name).read_bytes()).hexdigest()
+            assert digest not in seen or seen[digest] == name, f"{page.parent.name}: {name} is {seen.get(digest)} again"
+            assert name not in seen.values(), f"{page.parent.name}: {name} shown twice"
+            seen[digest] = name

@@ -198,7 +198,8 @@ def test_no_import_runs_up_a_layer() -> None:
 
 
 #: The phases of a study (harness/studies/__init__.py), low to high: what to run, where it runs,
-#: where it is kept, the run on Tune, its record in MLflow, then the modules that put them together.
+#: where it is kept, the run on Tune, its record in MLflow, then the modules that put them together
+#: (and the device runner, which runs a study without Ray and records it as the replay does).
 STUDY_PHASES = [
     ["harness.studies.spec", "harness.studies.signals"],
     ["harness.studies.cluster"],
@@ -208,6 +209,7 @@ STUDY_PHASES = [
     ["harness.studies.launch", "harness.studies.dry_run"],
     ["harness.studies.runner", "harness.studies.submit"],
     ["harness.studies.replay"],
+    ["harness.studies.device"],
     ["harness.studies.cli"],
 ]
 

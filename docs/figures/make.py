@@ -18,17 +18,20 @@ The figures (docs/figures/), what each is drawn from, and the page that shows it
 - ``report-page.png``: the top of ``report.html``, recomputed by ``harness report``, in
   Chromium (home, report);
 - ``forest.png``, ``interaction.png``, ``tau.png``: the plots of that report (report);
-- ``scorecard.png``: :func:`scorecard_figure` of ``scorecard.parquet`` (``--scorecard``, else
-  ``harness scorecard --from STUDY --no-log``) (scorecard);
 - ``calibration.png``: the coverage rows of docs/calibration.md's table, which
   ``benchmarks/calibration.py`` writes (calibration);
 - ``attention-cost.png``: ``harness bench attention`` JSON (``--attention``, else a sweep of
   T = 256, 1024, 4096 on 1 thread) (zoo).
 
 ``--publish SCORECARD_DIR --prefix NAME`` draws only the figures of a published real scorecard
-(scorecard): as ``NAME-scorecard.png`` :func:`scorecard_figure` of its ``scorecard.parquet`` and,
-as ``NAME-<figure>.png``, the figures :data:`PUBLISHED_FIGURES` that ``harness scorecard`` wrote beside it (each core
-claim over training, and predicted against parameters where the study had three sizes).
+(scorecard), from its ``scorecard.parquet`` with today's figure code: as ``NAME-scorecard.png``
+:func:`scorecard_figure` and, as ``NAME-<figure>.png``, the figures :data:`PUBLISHED_FIGURES` (each
+core claim over training, and predicted against parameters where the study had three sizes:
+:mod:`harness.scorecard.figures`). The scorecard page shows those; the smoke study's card is
+not drawn (it would show the same figure twice on one page).
+
+Every figure is drawn at the width the manual shows it (``DISPLAY_WIDTH_IN``: the content
+column at 1280 px), with no text under ``MIN_FONT_PT`` (both of ``harness.report.plots_training``).
 
 Screenshots need Playwright (the ``test`` extra) and Debian's Chromium (``/usr/bin/chromium``,
 ``apt-get install chromium``). Every PNG is reduced to a 256-colour palette and must stay under
@@ -56,6 +59,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # this checkout's harness, whatever an editable install points at
+
+from harness.report.plots_training import DISPLAY_WIDTH_IN, MIN_FONT_PT  # noqa: E402
+
 OUT = REPO / "docs" / "figures"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
@@ -155,13 +162,6 @@ def attention_sweep(work: Path) -> Path:
     return out
 
 
-def scorecard_of(study: Study, work: Path) -> Path:
-    """``scorecard.parquet`` of the study, from files (``--no-log``: no MLflow run)."""
-    out = work / "scorecard"
-    harness("scorecard", "--from", str(study.directory), "--out", str(out), "--no-log")
-    return out / "scorecard.parquet"
-
-
 # ----------------------------------------------------------------------------- writing
 def save_png(data: bytes, name: str, out: Path = OUT) -> Path:
     """``data`` as ``out``/NAME (docs/figures/ by default), reduced to a 256-colour palette,
@@ -183,9 +183,10 @@ def save_png(data: bytes, name: str, out: Path = OUT) -> Path:
 
 
 def figure_png(fig) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
-    return buffer.getvalue()
+    """The figure at its own size (drawn at the display width: no tight box to change it)."""
+    from harness.report.plots_training import png_bytes
+
+    return png_bytes(fig)
 
 
 # ----------------------------------------------------------------------------- browser
@@ -265,32 +266,29 @@ def mlflow_ui(tracking_uri: str) -> Iterator[str]:
 
 
 def mlflow_parent_png(page, study: Study) -> bytes:
-    """The study's parent run in MLflow's model-training view: its name and the verdict table
-    of its description (the assistant panel closed, the description unfolded)."""
+    """The study's parent run in MLflow's model-training view as it first opens (the assistant
+    panel closed, nothing unfolded): its name and the verdict table of its description."""
     with mlflow_ui(study.tracking_uri) as base:
-        page.set_viewport_size({"width": VIEWPORT_WIDTH, "height": 1000})
+        page.set_viewport_size({"width": VIEWPORT_WIDTH, "height": 800})
         page.goto(
             f"{base}/#/experiments/{study.experiment_id}/runs/{study.parent_run_id}?workflowType=machine_learning"
         )
-        page.get_by_text(f"Verdicts: {study.name}", exact=False).first.wait_for(timeout=90_000)
+        page.get_by_text("full report", exact=False).first.wait_for(timeout=90_000)
         close = page.get_by_role("button", name="Close")  # MLflow 3's assistant panel, when it shows
         if close.count() and close.first.is_visible():
             close.first.click(timeout=10_000)
-        more = page.get_by_text("Show more", exact=True)  # a long description is folded
-        if more.count() and more.first.is_visible():
-            more.first.click(timeout=10_000)
-        table = page.locator("table").filter(has_text="p (test)").first
+        table = page.locator("table").filter(has_text="verdict").first
         table.wait_for(timeout=30_000)
         page.wait_for_timeout(1000)  # let the charts and fonts settle
-        bottom = table.bounding_box()["y"] + table.bounding_box()["height"] + 90
-        return page.screenshot(clip={"x": 0, "y": 0, "width": VIEWPORT_WIDTH, "height": min(bottom, 1000)})
+        return page.screenshot(clip={"x": 0, "y": 0, "width": VIEWPORT_WIDTH, "height": 800})
 
 
 # ----------------------------------------------------------------------------- plots
-def _figure(width: float, height: float):
+def _figure(height: float):
+    """A figure :data:`DISPLAY_WIDTH_IN` wide (the manual's column), laid out by constrained layout."""
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width, height), layout="constrained")
+    return Figure(figsize=(DISPLAY_WIDTH_IN, height), layout="constrained")
 
 
 def calibration_rows(page: Path) -> tuple[list[int], dict[str, list[float]]]:
@@ -319,7 +317,7 @@ def calibration_figure(seeds: Sequence[int], coverage: dict[str, Sequence[float]
     """Coverage against the number of seeds, one line per interval, the nominal level as a line."""
     from matplotlib.ticker import NullLocator
 
-    fig = _figure(7.0, 3.9)
+    fig = _figure(4.4)
     ax = fig.subplots()
     for name, values in coverage.items():
         never = name.endswith("(report: never)")  # drawn thin and dashed: what the report does not use
@@ -331,8 +329,8 @@ def calibration_figure(seeds: Sequence[int], coverage: dict[str, Sequence[float]
     ax.set_ylim(0.4, 1.0)
     ax.set_xlabel("seeds (n)")
     ax.set_ylabel("coverage of the true value")
-    ax.set_title("How often each interval holds the truth (simulated studies)", fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title("The t-interval holds the truth about 95 % of the time from 2 seeds (simulated)", fontsize=11)
+    ax.legend(fontsize=MIN_FONT_PT, loc="lower right")
     ax.grid(alpha=0.3)
     return fig
 
@@ -343,8 +341,8 @@ def attention_figure(payload: dict):
 
     rows = [r for r in payload["attention"] if r["status"] == "ok"]
     settings = payload["settings"]
-    fig = _figure(9.0, 3.6)
-    time_ax, memory_ax = fig.subplots(1, 2)
+    fig = _figure(6.4)
+    time_ax, memory_ax = fig.subplots(2, 1, sharex=True)
     families = [f for f in ATTENTION_FAMILIES if any(r["family"] == f for r in rows)]
     for family in families:
         mine = sorted((r for r in rows if r["family"] == family), key=lambda r: r["seq_len"])
@@ -358,17 +356,18 @@ def attention_figure(payload: dict):
         ax.set_xticks(lens, [str(t) for t in lens])
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_yscale("log")
-        ax.set_xlabel("context length T")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3, which="both")
-    time_ax.legend(fontsize=8)
+    memory_ax.set_xlabel("context length T (tokens)")
+    time_ax.legend(fontsize=MIN_FONT_PT)
     machine = payload["machine"]
     load = machine.get("load_average") or [float("nan")]
     fig.suptitle(
         f"One attention layer, B={settings['batch']} H={settings['heads']} head dim {settings['head_dim']}, "
         f"fp32, median of {settings['repeats']}; torch {machine.get('torch')}, {machine.get('torch_threads')} "
         f"thread(s), {machine.get('cpu_count')} CPUs at load average {load[0]:.0f} (times scale with the load)",
-        fontsize=8,
+        fontsize=MIN_FONT_PT,
+        wrap=True,
     )
     return fig
 
@@ -386,22 +385,26 @@ def scorecard_figure(parquet: Path):
     table = pl.read_parquet(parquet)
     shown = table.filter((pl.col("kind") == "cell") & pl.col("ci_low").is_not_null() & pl.col("ci_high").is_not_null())
     panels = [
-        ("loss effect (nats): gain or gap", shown.filter(pl.col("metric").is_in(["val_loss", "gen_gap"]))),
         (
-            "level: tau, open fraction, |cos| with the first principal component",
+            "gain in validation loss or generalisation gap (nats)",
+            shown.filter(pl.col("metric").is_in(["val_loss", "gen_gap"])),
+        ),
+        (
+            "level: tau, open fraction, |cos| with PC1 (no unit)",
             shown.filter(pl.col("metric").is_in(LEVELS)),
         ),
     ]
     panels = [(title, rows.head(24)) for title, rows in panels if rows.height]
     heights = [max(rows.height, 2) for _, rows in panels]
-    fig = _figure(9.0, 1.4 + 0.3 * sum(heights))
+    fig = _figure(2.0 + 0.42 * sum(heights))  # two-line labels: the claim, then its cell
     axes = fig.subplots(len(panels), 1, gridspec_kw={"height_ratios": heights}, squeeze=False)[:, 0]
     for ax, (title, rows) in zip(axes, panels, strict=True):
         _scorecard_panel(ax, rows, title)
     kinds = [k for k in SCORECARD_COLOURS if k in set(shown.get_column("verdict_kind"))]
     handles = [Line2D([], [], color=SCORECARD_COLOURS[k], lw=3) for k in kinds]
     diamond = Line2D([], [], color="black", marker="D", ls="", ms=5)
-    axes[0].legend([*handles, diamond], [*kinds, "paper (1 seed)"], fontsize=7, loc="lower right", ncol=2)
+    labels = [*kinds, "paper (1 seed)"]
+    fig.legend([*handles, diamond], labels, fontsize=MIN_FONT_PT, loc="outside lower center", ncol=4)
     # a row not measured names the study that would measure it: the studies read are the others'
     studies = sorted(set(table.filter(pl.col("kind") != "not measured").get_column("study").drop_nulls()))
     title = (
@@ -409,7 +412,7 @@ def scorecard_figure(parquet: Path):
         f"{shown.height} cells with an interval drawn, {table.height - shown.height} other rows (not measured, "
         "over training, trends, predictions, counts) in scorecard.html"
     )
-    fig.suptitle(textwrap.fill(title, 120), fontsize=9)
+    fig.suptitle(textwrap.fill(title, 90), fontsize=MIN_FONT_PT)
     return fig
 
 
@@ -423,10 +426,11 @@ def _scorecard_panel(ax, rows, title: str) -> None:
         if r["paper_value"] is not None and math.isfinite(r["paper_value"]):
             ax.plot([r["paper_value"]], [y], "D", color="black", ms=4)
     labels = [_scorecard_label(r) for r in rows.iter_rows(named=True)]
-    ax.set_yticks(range(n), labels[::-1], fontsize=7)
+    ax.set_yticks(range(n), labels[::-1], fontsize=MIN_FONT_PT)
+    ax.tick_params(axis="x", labelsize=MIN_FONT_PT)
     ax.set_ylim(-0.7, n - 0.3)
     ax.axvline(0.0, color="black", lw=0.6, ls="--")
-    ax.set_title(title, fontsize=9, loc="left")
+    ax.set_title(title, fontsize=MIN_FONT_PT + 1, loc="left")
     ax.grid(axis="x", alpha=0.3)
 
 
@@ -434,7 +438,7 @@ def _scorecard_label(row: dict) -> str:
     reading = f" ({row['reading'].split(' ', 1)[0]})" if row.get("reading") else ""
     cell = f"{row['size']}, T={row['context_length']}" if row.get("size") else ""
     group = f"  {row['group']}" if row.get("group") else ""  # e.g. tau_init=0.7: one row per initial value
-    return f"{row['claim']}{reading}  {cell}{group}  n={row['n_seeds']}"
+    return f"{row['claim']}{reading}\n{cell}{group}  n={row['n_seeds']}"  # two lines: the label stays narrow
 
 
 # ----------------------------------------------------------------------------- main
@@ -450,19 +454,33 @@ def report_figures(study: Study, work: Path, out: Path) -> None:
 
 
 def published_figures(scorecard_dir: Path, prefix: str, out: Path) -> None:
-    """``PREFIX-scorecard.png`` of a published scorecard and its figures named in :data:`PUBLISHED_FIGURES`
-    (``scorecard.png``, the manual's example of the figure, is drawn by the ``scorecard`` group)."""
-    save_png(figure_png(scorecard_figure(scorecard_dir / "scorecard.parquet")), f"{prefix}-scorecard.png", out)
+    """``PREFIX-scorecard.png`` of a published scorecard and its figures named in
+    :data:`PUBLISHED_FIGURES`, each drawn anew from its ``scorecard.parquet`` (a figure the card
+    has no rows for is skipped)."""
+    import polars as pl
+
+    from harness.scorecard.figures import prediction_figure, training_figure
+
+    parquet = scorecard_dir / "scorecard.parquet"
+    save_png(figure_png(scorecard_figure(parquet)), f"{prefix}-scorecard.png", out)
+    table = pl.read_parquet(parquet)
+    training = table.filter((pl.col("kind") == "training") & pl.col("estimate").is_not_null())
+    predicted = table.filter((pl.col("kind") == "predicted") & (pl.col("levels").fill_null(0) >= 3))
     for name in PUBLISHED_FIGURES:
-        if (scorecard_dir / f"{name}.png").is_file():
-            save_png((scorecard_dir / f"{name}.png").read_bytes(), f"{prefix}-{name}.png", out)
+        kind, claim = name.split("-", 1)
+        if kind == "training" and training.filter(pl.col("claim") == claim).height:
+            fig = training_figure(claim, training.filter(pl.col("claim") == claim))
+        elif kind == "predicted" and predicted.filter(pl.col("claim") == claim).height:
+            fig = prediction_figure(claim, table, predicted.filter(pl.col("claim") == claim))
+        else:
+            continue
+        save_png(figure_png(fig), f"{prefix}-{name}.png", out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     add = parser.add_argument
     add("--study", type=Path, help="a finished study's directory (results/<study>/<run>); default: run the smoke study")
-    add("--scorecard", type=Path, help="scorecard.parquet; default: harness scorecard --from the study")
     add("--attention", type=Path, help="harness bench attention JSON; default: a small sweep")
     add("--calibration", type=Path, default=REPO / "docs" / "calibration.md", help="the calibration page")
     add("--out", type=Path, default=OUT, help="where the PNGs go (default: docs/figures, what the site serves)")
@@ -476,8 +494,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         work = Path(tmp)
         study = Study.read(args.study.resolve()) if args.study else run_smoke_study(work)
         report_figures(study, work, args.out)
-        scorecard = scorecard_figure(args.scorecard or scorecard_of(study, work))
-        save_png(figure_png(scorecard), "scorecard.png", args.out)
         calibration = calibration_figure(*calibration_rows(args.calibration))
         save_png(figure_png(calibration), "calibration.png", args.out)
         attention = attention_figure(json.loads((args.attention or attention_sweep(work)).read_text()))

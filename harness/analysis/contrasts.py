@@ -51,6 +51,7 @@ from harness.analysis.results_types import (
     BOOTSTRAP_SMALL_N,
     NEEDS_TWO_SEEDS,
     NOT_DISTINGUISHABLE,
+    PAPERS_FACTORIAL,
     SETTLED,
     AnalysisSettings,
     ConfidenceInterval,
@@ -384,7 +385,10 @@ def _contrast(
 
 
 def interaction_weights(
-    base: str = "baseline", a: str = "ega", b: str = "mope", ab: str = "ega-mope"
+    base: str = PAPERS_FACTORIAL.base,
+    a: str = PAPERS_FACTORIAL.a,
+    b: str = PAPERS_FACTORIAL.b,
+    ab: str = PAPERS_FACTORIAL.ab,
 ) -> dict[str, float]:
     """I = L_a + L_b - L_base - L_ab (positive = superadditive)."""
     return {base: -1.0, a: 1.0, b: 1.0, ab: -1.0}
@@ -393,10 +397,10 @@ def interaction_weights(
 def interaction_contrast(
     df: pl.DataFrame,
     *,
-    base: str = "baseline",
-    a: str = "ega",
-    b: str = "mope",
-    ab: str = "ega-mope",
+    base: str = PAPERS_FACTORIAL.base,
+    a: str = PAPERS_FACTORIAL.a,
+    b: str = PAPERS_FACTORIAL.b,
+    ab: str = PAPERS_FACTORIAL.ab,
     metric: str = "val_loss",
     confidence: float = 0.95,
     rng: Any = None,
@@ -462,7 +466,7 @@ def interaction_contrast(
 def main_effect(
     df: pl.DataFrame,
     treatment: str,
-    control: str = "baseline",
+    control: str = PAPERS_FACTORIAL.base,
     *,
     metric: str = "val_loss",
     confidence: float = 0.95,

@@ -1,137 +1,185 @@
-"""An effect predicted beyond the sizes measured, refused when it cannot be honest.
+"""An effect predicted at a setting beyond the sizes and training steps measured, refused
+when it cannot be honest: the tables' side of :mod:`harness.analysis.surface`.
 
-With three or more sizes of one study (cells that differ only in size), each seed's paired
-effect is fitted by least squares against ``log2(params)`` (the trend's unit: per doubling),
-and each seed's line is read at the parameter count ``at``:
+**The points.** Every evaluation of every run in the curves (``curves.parquet``: one row per
+trial and evaluation; a study without curves: its final results, one point per run) of one or
+more studies of one design (one corpus, one context length, one recipe but for ``max_steps``),
+each a paired effect per seed: ``sum_v w_v metric_v`` over the variants of a contrast
+(``L_control - L_treatment``) or of the 2x2 interaction (``L_a + L_b - L_base - L_ab``), where
+every variant has a finite value at that evaluation. A point's x is ``log2`` of the reference
+variant's parameter count at its size (the control, or the 2x2's base) and ``log2`` of the
+evaluation's step. A run's length is the last step evaluated at its size in its study.
 
-    y_s(x) = a_s + b_s log2 x,     p_s = a_s + b_s log2 at,
+**Seeds across studies** are matched by their number: seed s fixes initialisation and data
+order, so seed s at one size is the same model in every study of the recipe until their
+schedules part. A seed enters only with every point (paired); the others are named and left
+out. Two studies that hold a run of the same size and length for the same seeds hold the same
+runs: the first one read is kept.
 
-with a ``confidence`` t-interval over seeds of the per-seed predictions p_s (the seed is the
-unit: its line carries its own intercept and slope, so slopes that differ between seeds are
-in the interval). The prediction is **refused** (:attr:`PredictionResult.refused` says why)
-when the study has fewer than :data:`MIN_SIZES` sizes, when ``at`` lies more than
-:data:`MAX_EXTRAPOLATION` times beyond the largest size measured, or when the **backtest**
-fails: each seed's line fitted without the largest size predicts that size, and the
-``confidence`` t-interval over seeds of the per-seed errors
-
-    e_s = y_s(x_max) - (a'_s + b'_s log2 x_max)     (a', b': the fit without x_max)
-
-must cover 0 (a paired test of "the smaller sizes' line reaches the largest"; a truth that is
-linear in log2 x gives errors of mean 0, so the backtest refuses such a truth at about
-1 - ``confidence``). ``benchmarks/calibration.py`` measures the coverage at the predicted
-point under a log-linear truth with seed-specific slopes, and how often the backtest refuses
-a curved one, with these same functions (:func:`line_fits`, :func:`predict`,
-:func:`backtest_errors`).
+**The fit, checks and refusals** are :mod:`harness.analysis.surface`'s; :func:`effect_surface`
+returns them as a :class:`SurfacePrediction`, with the per-seed effects kept so that the
+scorecard can simulate studies of the same design at the same noise
+(:mod:`harness.analysis.surface_calibration`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from harness.analysis.contrasts import check_confidence, interaction_weights, seed_blocks, sort_key, t_interval
-from harness.analysis.results import cell_columns, require_columns, require_table
-from harness.analysis.results_types import ConfidenceInterval, has_spread, readonly_array
+from harness.analysis.contrasts import check_confidence, interaction_weights, t_interval
+from harness.analysis.results import at_reference_tau_init, require_columns, require_table, unfinished_mask
+from harness.analysis.results_types import PAPERS_FACTORIAL, ConfidenceInterval, has_spread, readonly_array
 from harness.analysis.shape import shape_check
-from harness.analysis.trends import trend_points
+from harness.analysis.surface import (
+    CHECKS,
+    MODEL,
+    SurfaceDesign,
+    SurfacePlan,
+    plan_surface,
+    refusal_words,
+)
 from harness.errors import InputError
 
-#: Fewest sizes a prediction is made from (two give a line with no check on its shape).
-MIN_SIZES = 3
-#: Farthest a prediction reaches: the predicted parameter count over the largest measured.
-MAX_EXTRAPOLATION = 16.0
 
-
-# ----------------------------------------------------------------------------- the arithmetic
-def line_fits(lx: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Least-squares intercepts and slopes of ``y`` against ``lx`` along the last axis.
-
-    ``lx``: (k,) the log2 sizes; ``y``: (..., k) the effects (a batch of studies and seeds);
-    returns (intercepts, slopes), each of shape ``y.shape[:-1]``:
-    ``b = sum((x - xbar)(y - ybar)) / sum((x - xbar)^2)``, ``a = ybar - b xbar``."""
-    lx = np.asarray(lx, dtype=float)
-    y = np.asarray(y, dtype=float)
-    centred = lx - lx.mean()
-    slopes = (y * centred).sum(axis=-1) / (centred**2).sum()  # (...,)
-    return y.mean(axis=-1) - slopes * lx.mean(), slopes
-
-
-def predict(lx: np.ndarray, y: np.ndarray, at: float) -> np.ndarray:
-    """Each line of :func:`line_fits` read at log2 size ``at``: (...,)."""
-    intercepts, slopes = line_fits(lx, y)
-    return intercepts + slopes * at
-
-
-def backtest_errors(lx: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Measured minus predicted at the largest size, each line fitted without it:
-    ``y[..., -1] - predict(lx[:-1], y[..., :-1], lx[-1])`` (``lx`` ascending): (...,)."""
-    lx = np.asarray(lx, dtype=float)
-    y = np.asarray(y, dtype=float)
-    return y[..., -1] - predict(lx[:-1], y[..., :-1], float(lx[-1]))
-
-
-def backtest_fails(errors: np.ndarray, confidence: float) -> np.ndarray:
-    """Whether the ``confidence`` t-interval over seeds (last axis) of the backtest errors
-    excludes 0 (a batch: one answer per study)."""
-    ci, _ = t_interval(np.asarray(errors, dtype=float), confidence=confidence, axis=-1)
-    return (np.asarray(ci.low) > 0) | (np.asarray(ci.high) < 0)
-
-
-# ----------------------------------------------------------------------------- results
-@dataclass(frozen=True)
-class Backtest:
-    """The fit without the largest size against the largest size's measured effect:
-    ``predicted`` and ``measured`` (means over seeds), the per-seed ``errors``
-    (measured - predicted) and their ``confidence`` t-interval (None: no test possible);
-    ``passed``: the interval covers 0."""
-
-    predicted: float
-    measured: float
-    errors: np.ndarray
-    interval: ConfidenceInterval | None
-    passed: bool
-
-    @property
-    def words(self) -> str:
-        shown = "no interval" if self.interval is None else f"[{self.interval.low:+.4f}, {self.interval.high:+.4f}]"
-        verb = "covers" if self.passed else ("does not cover" if self.interval is not None else "cannot test")
-        return (
-            f"the line without the largest size predicts {self.predicted:+.4f} there, measured {self.measured:+.4f}; "
-            f"the error's interval {shown} {verb} 0"
+# ----------------------------------------------------------------------------- the points
+def _evaluations(study: str, df: pl.DataFrame, weights: Mapping[str, float], metric: str) -> pl.DataFrame:
+    """One study's paired effects: (study, size, seed, step, run_steps, effect), every variant
+    finite at that evaluation (a curves table), or finished (a results table: step = steps)."""
+    df = require_table(df)
+    require_columns(df, ("variant", "seed", "size", metric), f"study {study}")
+    if "step" not in df.columns:
+        require_columns(df, ("steps",), f"study {study} (no curves: its final results need their steps)")
+        df = df.filter(~unfinished_mask(df)).with_columns(pl.col("steps").alias("step"))
+    df, _ = at_reference_tau_init(df.filter(pl.col("variant").is_in(list(weights))))
+    value = pl.col(metric).cast(pl.Float64)
+    df = df.filter(value.is_not_null() & value.is_finite().fill_null(False) & pl.col("step").is_not_null())
+    keys = ["size", "seed", "step"]
+    if df.select(keys + ["variant"]).is_duplicated().any():
+        raise InputError(
+            f"study {study}: several runs of one variant, seed, size and step (one corpus and context per prediction)"
         )
+    if df.height == 0:
+        return pl.DataFrame(schema={"study": pl.String, "size": pl.String, "seed": pl.Int64, "step": pl.Int64})
+    wide = df.with_columns(value.alias("__y")).pivot(on="variant", index=keys, values="__y")
+    if not set(weights) <= set(wide.columns):
+        return wide.clear().select(keys)
+    effect = sum(pl.col(v) * w for v, w in weights.items())
+    out = wide.filter(pl.all_horizontal(pl.col(v).is_not_null() for v in weights)).select(*keys, effect.alias("effect"))
+    runs = df.group_by("size").agg(pl.col("step").max().alias("run_steps"))
+    return out.join(runs, on="size").with_columns(pl.lit(study).alias("study"), pl.col("size").cast(pl.String))
 
 
 @dataclass(frozen=True)
-class PredictionResult:
-    """An effect predicted at ``at`` parameters from per-seed lines against log2(params).
+class SurfaceEffects:
+    """The points of one prediction: the ``design``, the per-seed effects ``y`` (seeds,
+    points) of the ``seeds`` with every point, the study each run came from (``run_studies``)
+    and a ``note`` on what was left out."""
+
+    design: SurfaceDesign
+    y: np.ndarray
+    seeds: tuple
+    run_studies: tuple[str, ...]
+    note: str
+
+
+def _params_by_size(frames: Sequence[tuple[str, pl.DataFrame]], reference: str) -> dict[str, float]:
+    """Each size's x: the reference variant's mean parameter count there (every study)."""
+    parts = [
+        df.filter(pl.col("variant") == reference).select(pl.col("size").cast(pl.String), "params") for _, df in frames
+    ]
+    table = pl.concat(parts).group_by("size").agg(pl.col("params").cast(pl.Float64).mean())
+    out = {str(s): float(p) for s, p in table.iter_rows() if p is not None}
+    if any(not (p > 0) for p in out.values()):
+        raise InputError("a prediction across sizes needs a positive parameter count at every size")
+    return out
+
+
+def surface_effects(
+    frames: Sequence[tuple[str, pl.DataFrame]], weights: Mapping[str, float], reference: str, metric: str
+) -> SurfaceEffects:
+    """The points (see the module docstring) of ``frames``: (study name, its curves, or its
+    results without curves), of one corpus and context length."""
+    params = _params_by_size(frames, reference)
+    parts = [_evaluations(name, df, weights, metric) for name, df in frames]
+    points = pl.concat([p for p in parts if p.height], how="diagonal_relaxed") if any(p.height for p in parts) else None
+    if points is None:
+        raise InputError(f"no seed has every variant of {sorted(weights)} at any evaluation")
+    kept = (
+        points.select("size", "run_steps", "study")
+        .unique(maintain_order=True)
+        .unique(["size", "run_steps"], keep="first", maintain_order=True)
+    )
+    dropped_runs = points.select("size", "run_steps", "study").unique().height - kept.height
+    points = points.join(kept, on=["size", "run_steps", "study"])
+    points = points.with_columns(pl.col("size").replace_strict(params, return_dtype=pl.Float64).alias("params"))
+    grid = points.select("size", "params", "run_steps", "study", "step").unique().sort("params", "run_steps", "step")
+    seeds_all = sorted(points.get_column("seed").unique().to_list())
+    counts = points.group_by("seed").len()
+    complete = sorted(s for s, n in counts.iter_rows() if n == grid.height)
+    wide = points.filter(pl.col("seed").is_in(complete)).pivot(
+        on="seed", index=["size", "run_steps", "step"], values="effect"
+    )
+    wide = grid.join(wide, on=["size", "run_steps", "step"], how="left")
+    y = wide.select([str(s) for s in complete]).to_numpy().T if complete else np.zeros((0, grid.height))
+    sizes = grid.select("size", "params").unique().sort("params")
+    index = {s: i for i, s in enumerate(sizes.get_column("size").to_list())}
+    runs = grid.select("size", "run_steps", "study").unique(maintain_order=True)
+    run_index = {(r[0], r[1]): i for i, r in enumerate(runs.iter_rows())}
+    design = SurfaceDesign(
+        u=np.log2(grid.get_column("params").to_numpy()),
+        v=np.log2(grid.get_column("step").cast(pl.Float64).to_numpy()),
+        size=np.array([index[s] for s in grid.get_column("size")]),
+        run=np.array(
+            [run_index[(s, r)] for s, r in zip(grid.get_column("size"), grid.get_column("run_steps"), strict=True)]
+        ),
+        run_steps=grid.get_column("run_steps").to_numpy(),
+        size_names=tuple(sizes.get_column("size").to_list()),
+        size_params=sizes.get_column("params").to_numpy(),
+    )
+    notes = []
+    if len(complete) < len(seeds_all):
+        notes.append(f"{len(seeds_all) - len(complete)} seed(s) lack an evaluation and are left out")
+    if dropped_runs:
+        notes.append(f"{dropped_runs} run(s) of a size and length another study also holds are read once")
+    return SurfaceEffects(
+        design, np.asarray(y, dtype=float), tuple(complete), tuple(runs.get_column("study")), "; ".join(notes)
+    )
+
+
+# ----------------------------------------------------------------------------- the prediction
+@dataclass(frozen=True)
+class SurfacePrediction:
+    """An effect predicted at ``params`` parameters and ``steps`` training steps from each seed's
+    surface over size x steps (:mod:`harness.analysis.surface`).
 
     ``estimate``: the mean of the per-seed predictions ``per_seed``, ``confidence_interval``
-    their t-interval (None when refused or untestable), ``pvalue`` the t-test against 0,
-    ``slope`` the mean per-seed slope per doubling; ``x_values`` the sizes' parameter counts
-    (the reference variant's), ascending, with ``size_names``; ``extrapolation`` = ``at`` /
-    the largest; ``backtest`` (None below :data:`MIN_SIZES`); ``refused`` the reason a
-    prediction is not made (None: it is)."""
+    their t-interval (None when refused or untestable), ``pvalue`` the t-test against 0;
+    ``slope`` / ``steps_slope``: the mean per-seed slope per doubling of parameters / of steps at
+    the target; ``checks``: each check run -> its interval (low, high); ``refused``: why no
+    prediction is made (None: it is). ``effects`` and ``plan`` are what it was read from (the
+    calibration simulates the same design at the same noise)."""
 
     effect: str
     metric: str
-    at: float
+    params: float
+    steps: float
     estimate: float
     confidence_interval: ConfidenceInterval | None
     pvalue: float | None
-    slope: float
     per_seed: np.ndarray
-    seeds: tuple
-    x_values: np.ndarray
-    size_names: tuple[str, ...]
-    extrapolation: float
-    backtest: Backtest | None
+    slope: float | None
+    steps_slope: float | None
+    checks: Mapping[str, tuple[float, float]]
     refused: str | None
+    effects: SurfaceEffects
+    plan: SurfacePlan
     confidence: float = 0.95
-    message: str = ""
     shape: Any = None
 
     @property
@@ -139,139 +187,98 @@ class PredictionResult:
         return len(self.per_seed)
 
     @property
-    def n_sizes(self) -> int:
-        return len(self.x_values)
+    def design(self) -> SurfaceDesign:
+        return self.effects.design
+
+    @property
+    def size_extrapolation(self) -> float:
+        return self.plan.size_extrapolation
+
+    @property
+    def steps_extrapolation(self) -> float:
+        return self.plan.steps_extrapolation
+
+    def check_words(self, name: str) -> str:
+        """One check's interval in words: "[-0.0120, +0.0310] covers 0"."""
+        low, high = self.checks[name]
+        side = "covers 0" if low <= 0 <= high else "excludes 0"
+        return f"[{low:+.4f}, {high:+.4f}] {side}"
 
 
-def refusal(n_sizes: int, extrapolation: float, backtest: Backtest | None) -> str | None:
-    """Why a prediction is not made, in words (None: it is), by the rules of the module
-    docstring; a papers' size at or below the largest measured is not extrapolated either (its
-    cells and trend say what there is)."""
-    if n_sizes < MIN_SIZES:
-        return f"{n_sizes} size{'s' if n_sizes != 1 else ''} measured; a prediction needs {MIN_SIZES} or more"
-    if extrapolation <= 1.0:
-        return (
-            f"nothing to extrapolate: the papers' size is {extrapolation:.2g}x the largest measured, within the "
-            "sizes measured (read the measured cells and the trend)"
-        )
-    if extrapolation > MAX_EXTRAPOLATION:
-        return (
-            f"the papers' size is {extrapolation:.1f}x the largest measured, beyond the "
-            f"{MAX_EXTRAPOLATION:g}x a prediction may reach"
-        )
-    if backtest is None or backtest.interval is None:
-        return "no backtest possible (fewer than 2 seeds with every size, or zero spread)"
-    if not backtest.passed:
-        return f"the backtest failed: {backtest.words}"
-    return None
+def _weights(treatment: str | None, control: str, base: str, a: str, b: str, ab: str) -> tuple[dict, str, str]:
+    """(variant weights, the effect's name, the reference variant whose count is a size's x)."""
+    if treatment is None:
+        return interaction_weights(base, a, b, ab), f"interaction {a} x {b}", base
+    return {control: 1.0, treatment: -1.0}, f"{treatment} vs {control}", control
 
 
-# ----------------------------------------------------------------------------- the prediction
-def _size_matrix(
-    df: pl.DataFrame, weights: dict[str, float], reference: str, metric: str
-) -> tuple[np.ndarray, np.ndarray, tuple[str, ...], list, str]:
-    """(log2 x of each size ascending, effects (seeds, sizes) of the seeds with every size,
-    the size names, those seeds, a note on the seeds left out)."""
-    cells = cell_columns(df, None)
-    if "size" not in cells:
-        raise InputError("a prediction across sizes needs the size column")
-    for column in cells:
-        if column != "size" and df.get_column(column).n_unique() > 1:
-            raise InputError(f"a prediction reads cells that differ only in size; {column} varies")
-    blocks = seed_blocks(df, tuple(weights), metric, cells)
-    points, _ = trend_points(df, blocks, weights, cells, "params", reference)
-    by_x: dict[float, str] = {}
-    for (cell, _seed), (_, lx, _, _) in zip(blocks.keys, points, strict=True):
-        by_x.setdefault(lx, str(cell[cells.index("size")]))
-    lxs = sorted(by_x)
-    seeds = sorted({p[0] for p in points}, key=sort_key)
-    table = {(p[0], p[1]): p[2] for p in points}
-    complete = [s for s in seeds if all((s, lx) in table for lx in lxs)]
-    y = np.array([[table[(s, lx)] for lx in lxs] for s in complete], dtype=float).reshape(len(complete), len(lxs))
-    note = f"{len(seeds) - len(complete)} seed(s) lack a size and are left out" if len(complete) < len(seeds) else ""
-    return np.array(lxs), y, tuple(by_x[lx] for lx in lxs), complete, note
-
-
-def _backtest(lx: np.ndarray, y: np.ndarray, confidence: float) -> Backtest:
-    errors = backtest_errors(lx, y)  # (seeds,)
-    predicted = predict(lx[:-1], y[:, :-1], float(lx[-1]))
-    interval = None
-    if len(errors) >= 2 and has_spread(errors):
-        interval = t_interval(errors, confidence=confidence)[0]
-    passed = interval is not None and not interval.excludes(0.0)
-    return Backtest(float(np.mean(predicted)), float(np.mean(y[:, -1])), readonly_array(errors), interval, passed)
-
-
-def effect_prediction(
-    df: pl.DataFrame,
+def effect_surface(
+    frames: Sequence[tuple[str, pl.DataFrame]],
     *,
-    at: float,
+    params: float,
+    steps: float,
     treatment: str | None = None,
-    control: str = "baseline",
-    base: str = "baseline",
-    a: str = "ega",
-    b: str = "mope",
-    ab: str = "ega-mope",
+    control: str = PAPERS_FACTORIAL.base,
+    base: str = PAPERS_FACTORIAL.base,
+    a: str = PAPERS_FACTORIAL.a,
+    b: str = PAPERS_FACTORIAL.b,
+    ab: str = PAPERS_FACTORIAL.ab,
     metric: str = "val_loss",
     confidence: float = 0.95,
-) -> PredictionResult:
-    """The paired effect predicted at ``at`` parameters from the sizes of ``df`` (see the
-    module docstring).
-
-    ``treatment`` given: the main effect ``L_control - L_treatment``; else the interaction
-    ``L_a + L_b - L_base - L_ab``. ``df``: one study's rows whose cells differ only in
-    ``size`` (one corpus, one context length); a size's x is the mean parameter count of
-    ``control`` (or ``base``) there. Only the seeds with every size enter (paired seeds).
-    A refused prediction keeps its sizes, distance and backtest, and has no interval."""
+    model: str = MODEL,
+) -> SurfacePrediction:
+    """The paired effect predicted at ``params`` parameters and ``steps`` training steps from
+    ``frames`` (study name, its curves or results: one design, one corpus and context length;
+    see the module docstring). ``treatment`` given: ``L_control - L_treatment``; else the
+    interaction ``L_a + L_b - L_base - L_ab``. A refused prediction keeps its design,
+    distances and checks, and has no interval."""
     check_confidence(confidence)
-    if not (at > 0 and math.isfinite(at)):
-        raise InputError(f"effect_prediction: at must be a positive parameter count, got {at!r}")
-    if treatment is None:
-        weights, name, reference = interaction_weights(base, a, b, ab), f"interaction {a} x {b}", base
-    else:
-        weights, name, reference = {control: 1.0, treatment: -1.0}, f"{treatment} vs {control}", control
-    df = require_table(df)
-    require_columns(df, ("params", "size"))
-    lx, y, names, seeds, note = _size_matrix(df, weights, reference, metric)
-    x_values = readonly_array(np.exp2(lx))
-    extrapolation = float(at / x_values[-1]) if len(x_values) else math.inf
-    backtest = _backtest(lx, y, confidence) if len(lx) >= MIN_SIZES and len(seeds) else None
-    refused = refusal(len(lx), extrapolation, backtest)
-    per_seed = predict(lx, y, math.log2(at)) if len(lx) >= 2 and len(seeds) else np.zeros(0)
+    if not (params > 0 and steps > 0 and math.isfinite(params) and math.isfinite(steps)):
+        raise InputError(f"effect_surface: the target must be positive counts, got params={params!r}, steps={steps!r}")
+    weights, name, reference = _weights(treatment, control, base, a, b, ab)
+    effects = surface_effects(frames, weights, reference, metric)
+    plan = plan_surface(effects.design, params, steps, model)
+    y = effects.y
+    if len(y) < 2:
+        plan = _refuse(plan, f"{len(y)} seed(s) with every evaluation: no interval over seeds")
+    read = plan.read(y, confidence) if len(y) else None
+    checks = {} if read is None else {k: (float(lo), float(hi)) for k, (lo, hi) in read.checks.items()}
+    per_seed = np.zeros(0) if read is None or plan.predict is None else read.per_seed
+    result = dict(effect=name, metric=metric, params=float(params), steps=float(steps), effects=effects, plan=plan)
+    words = {k: f"[{lo:+.4f}, {hi:+.4f}] excludes 0" for k, (lo, hi) in checks.items()}
+    refused = plan.refused if read is None else refusal_words(plan, read, words)
+    if refused is None and not has_spread(per_seed):
+        refused = "the per-seed predictions have no spread: no interval"
     ci, pvalue, shape = None, None, None
-    if refused is None and len(per_seed) >= 2 and has_spread(per_seed):
+    if refused is None:
         ci, pvalue = t_interval(per_seed, confidence=confidence)
         shape = shape_check(per_seed)
-    return PredictionResult(
-        effect=name,
-        metric=metric,
-        at=float(at),
+    slopes = [None if w is None or not len(y) else float(np.mean(y @ w)) for w in (plan.slope_size, plan.slope_steps)]
+    return SurfacePrediction(
+        **result,
         estimate=float(np.mean(per_seed)) if len(per_seed) else math.nan,
         confidence_interval=ci,
         pvalue=pvalue,
-        slope=float(np.mean(line_fits(lx, y)[1])) if len(lx) >= 2 and len(seeds) else math.nan,
         per_seed=readonly_array(per_seed),
-        seeds=tuple(seeds),
-        x_values=x_values,
-        size_names=names,
-        extrapolation=extrapolation,
-        backtest=backtest,
+        slope=slopes[0],
+        steps_slope=slopes[1],
+        checks=checks,
         refused=refused,
         confidence=confidence,
-        message=note,
         shape=shape,
     )
 
 
+def _refuse(plan: SurfacePlan, why: str) -> SurfacePlan:
+    from dataclasses import replace
+
+    return plan if plan.refused is not None else replace(plan, refused=why)
+
+
 __all__ = [
-    "MAX_EXTRAPOLATION",
-    "MIN_SIZES",
-    "Backtest",
-    "PredictionResult",
-    "backtest_errors",
-    "backtest_fails",
-    "effect_prediction",
-    "line_fits",
-    "predict",
-    "refusal",
+    "CHECKS",
+    "SurfaceEffects",
+    "SurfacePrediction",
+    "effect_surface",
+    "surface_effects",
 ]

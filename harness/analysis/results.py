@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from harness.errors import InputError
-from harness.mlflow_client import TrackingClient
+from harness.mlflow_client import TrackingClient, mlflow_metric_key
 from harness.models.variants import DEFAULT_TAU_INIT
 from harness.results_schema import (
     CURVE_COLUMNS,
@@ -33,8 +33,8 @@ from harness.results_schema import (
 CELL_COLUMNS: tuple[str, ...] = ("dataset", "size", "context_length")
 
 
-# final MLflow metric of a child run -> results-table column
-_METRIC_COLUMNS = {
+# final metric of a child run (as its reports name it) -> results-table column
+_REPORTED_COLUMNS = {
     "final/val_loss": "val_loss",
     "final/test_loss": "test_loss",
     "final/train_loss": "train_loss",
@@ -46,6 +46,12 @@ _METRIC_COLUMNS = {
     "final/tokens_per_s": "tokens_per_s",
     "final/val_windows": "val_windows",
     "num_parameters": "params",
+}
+# ... as MLflow stores it (``final_val_loss``: mlflow_metric_key), then as stores written before
+# that name did (``final/val_loss``): a run holds one or the other
+METRIC_COLUMNS = {
+    **{mlflow_metric_key(k): c for k, c in _REPORTED_COLUMNS.items()},
+    **{k: c for k, c in _REPORTED_COLUMNS.items() if mlflow_metric_key(k) != k},
 }
 _TAG_COLUMNS = ("variant", "position", "gate", "scoring", "dataset", "size", "context_length", "seed", "status")
 FINISHED = "finished"
@@ -313,8 +319,8 @@ def _trial_row(run, study: str) -> dict[str, Any]:
         row["status"] = {"FINISHED": FINISHED, "FAILED": "failed", "KILLED": "failed"}.get(run.info.status, "running")
     row["status"] = _TRIAL_STATUS_OF_RUN_TAG.get(row["status"], row["status"])  # interrupted -> incomplete
     row["tau_init"] = _to_number(tags.get("tau_init", params.get("tau_init")))
-    for key, column in _METRIC_COLUMNS.items():
-        if key in metrics:
+    for key, column in METRIC_COLUMNS.items():
+        if key in metrics and row.get(column) is None:
             row[column] = metrics[key]
     steps = metrics.get("steps", metrics.get("trainer/global_step"))
     row["steps"] = None if steps is None else int(steps)

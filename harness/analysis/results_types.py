@@ -50,6 +50,20 @@ BOOTSTRAP_SMALL_N = (
 )
 
 
+class FactorialNames(NamedTuple):
+    """The four variants of a 2x2: ``base``, ``a`` and ``b`` each change one component of
+    ``base``, ``ab`` changes both. The interaction is ``L_a + L_b - L_base - L_ab``."""
+
+    base: str
+    a: str
+    b: str
+    ab: str
+
+
+#: The papers' 2x2 (the default of every contrast, trend and prediction; one place to name it).
+PAPERS_FACTORIAL = FactorialNames(base="baseline", a="ega", b="mope", ab="ega-mope")
+
+
 class ConfidenceInterval(NamedTuple):
     """A two-sided interval, like ``scipy.stats._result_classes.ConfidenceInterval``
     (``low``/``high`` are floats, or arrays for a vectorised call)."""
@@ -162,10 +176,10 @@ class AnalysisSettings:
     others' draws as they were.
     """
 
-    base: str = "baseline"
-    a: str = "ega"
-    b: str = "mope"
-    ab: str = "ega-mope"
+    base: str = PAPERS_FACTORIAL.base
+    a: str = PAPERS_FACTORIAL.a
+    b: str = PAPERS_FACTORIAL.b
+    ab: str = PAPERS_FACTORIAL.ab
     metric: str = "val_loss"
     tau_reference: float = 0.35
     tau_margin: float = 0.05

@@ -27,7 +27,14 @@ from harness.analysis.contrasts import (
     t_interval,
 )
 from harness.analysis.results import cell_columns, numeric_column, require_columns, require_table
-from harness.analysis.results_types import NEEDS_TWO_SEEDS, ConfidenceInterval, TrendResult, has_spread, readonly_array
+from harness.analysis.results_types import (
+    NEEDS_TWO_SEEDS,
+    PAPERS_FACTORIAL,
+    ConfidenceInterval,
+    TrendResult,
+    has_spread,
+    readonly_array,
+)
 from harness.analysis.shape import shape_check
 from harness.errors import InputError
 
@@ -37,11 +44,11 @@ def effect_trend(
     *,
     against: str = "context_length",
     treatment: str | None = None,
-    control: str = "baseline",
-    base: str = "baseline",
-    a: str = "ega",
-    b: str = "mope",
-    ab: str = "ega-mope",
+    control: str = PAPERS_FACTORIAL.base,
+    base: str = PAPERS_FACTORIAL.base,
+    a: str = PAPERS_FACTORIAL.a,
+    b: str = PAPERS_FACTORIAL.b,
+    ab: str = PAPERS_FACTORIAL.ab,
     metric: str = "val_loss",
     confidence: float = 0.95,
     by: Sequence[str] | None = None,

@@ -54,9 +54,9 @@ def _config(settings: Settings, variant: str, **fields: Any) -> Any:
 
 def training_run(settings: Settings, phase: Phase) -> None:
     """``train()`` as a study runs it (the recipe's dropout, the callbacks, evaluations, checkpoints,
-    ``compile`` as the settings say), then again on the warm compile cache: the run finishes, the
-    loss falls below the uniform guess, no steady step waits for the device; the compile costs,
-    the step time and the checkpoint's size and copy time are measured."""
+    ``compile`` as the settings say), then (``train_warm_steps`` > 0) again on the warm compile
+    cache: the run finishes, the loss falls below the uniform guess, no steady step waits for the
+    device; the compile costs, the step time and the checkpoint's size and copy time are measured."""
     with tempfile.TemporaryDirectory(prefix="harness-gpu-check-run-") as tmp:
         first = _one_run(settings, phase, Path(tmp) / "cold", settings.train_steps, count_syncs=True)
         if first is None:
@@ -66,12 +66,14 @@ def training_run(settings: Settings, phase: Phase) -> None:
         phase.constants["train_step_s"] = {"size": settings.size, "variant": settings.train_variant, "step_s": step_s}
         cold = _compile_seconds(config, settings, step_s) if result.compiled else None
         _checkpoint_cost(result.checkpoint_path, phase)
+        phase.rows[0]["compile_s"] = cold
+        if cold is not None:
+            phase.constants["cold_compile_s"] = cold
+        if not settings.train_warm_steps:  # the warm run is optional (a lease spends its minutes elsewhere)
+            return
         second = _one_run(settings, phase, Path(tmp) / "warm", settings.train_warm_steps, count_syncs=False)
         warm = _compile_seconds(config, settings, step_s) if second is not None and second[0].compiled else None
-    phase.rows[0]["compile_s"] = cold
     phase.rows[-1]["compile_s"] = warm
-    if cold is not None:
-        phase.constants["cold_compile_s"] = cold
     if warm is not None and len(phase.rows) > 1:
         phase.constants["warm_compile_s"] = warm
 
@@ -84,7 +86,8 @@ def _one_run(settings: Settings, phase: Phase, directory: Path, steps: int, *, c
         settings.train_variant,
         max_steps=steps,
         eval_every=min(settings.train_eval_every, steps),
-        eval_windows=64,
+        eval_windows=settings.train_eval_windows,
+        final_eval_windows=settings.train_final_eval_windows,
         eval_batch_size=settings.batch_size,
         warmup_steps=min(100, steps // 4),
         compile=settings.compile,
@@ -287,11 +290,11 @@ def bf16_correctness(settings: Settings, phase: Phase) -> None:
     q, k, v = (torch.randn(2, 4, T, 32, generator=g).to(device) for _ in range(3))
     log_g = F.logsigmoid(3 * torch.randn(2, 4, T, generator=g)).to(device).requires_grad_(True)
     up = torch.randn(2, 4, T, 32, generator=g).to(device)
-    ref, ref_grad = _oracle(q, k, v, log_g, up)
+    ref, ref_grad = biased_attention_oracle(q, k, v, log_g, up)
     with torch.autocast(device_type=device, dtype=torch.bfloat16):
         out = key_biased_attention(q, k, v, log_g)
     (grad,) = torch.autograd.grad((out.float() * up).sum(), (log_g,))
-    floor = _bf16_floor(q, k, v, log_g, ref)
+    floor = bf16_floor(q, k, v, log_g, ref)
     error = float((out.detach().double() - ref).abs().max())
     grad_error = float((grad.double() - ref_grad).abs().max() / ref_grad.abs().max())
     phase.rows.append({"case": "ega fold", "T": T, "error": error, "bf16_floor": floor, "grad_log_g_rel": grad_error})
@@ -303,7 +306,7 @@ def bf16_correctness(settings: Settings, phase: Phase) -> None:
         _layer_against_float64(settings, family, phase)
 
 
-def _oracle(q: Tensor, k: Tensor, v: Tensor, log_g: Tensor, up: Tensor) -> tuple[Tensor, Tensor]:
+def biased_attention_oracle(q: Tensor, k: Tensor, v: Tensor, log_g: Tensor, up: Tensor) -> tuple[Tensor, Tensor]:
     """Causal softmax with the explicit bias in float64 (the T x T matrix: the oracle), and the
     gradient of log g of (out * up).sum()."""
     bias = log_g.detach().double().requires_grad_(True)
@@ -315,10 +318,10 @@ def _oracle(q: Tensor, k: Tensor, v: Tensor, log_g: Tensor, up: Tensor) -> tuple
     return out.detach(), grad
 
 
-def _bf16_floor(q: Tensor, k: Tensor, v: Tensor, log_g: Tensor, ref: Tensor) -> float:
+def bf16_floor(q: Tensor, k: Tensor, v: Tensor, log_g: Tensor, ref: Tensor) -> float:
     """The error of bf16 attention with an exact bias and a bf16 output (what bf16 cannot avoid)."""
     rounded = [t.bfloat16().double() for t in (q, k, v)]
-    floor, _ = _oracle(*rounded, log_g, torch.zeros_like(rounded[0]))
+    floor, _ = biased_attention_oracle(*rounded, log_g, torch.zeros_like(rounded[0]))
     return float((floor.bfloat16().double() - ref).abs().max())
 
 

@@ -19,7 +19,7 @@ from harness.report.verdict import Verdict, loss_unit
 
 
 @dataclass(frozen=True)
-class StudyLayout:
+class ReportLayout:
     """The table's layout, read once: the study's name, its cell columns, variants, seeds."""
 
     name: str
@@ -32,7 +32,7 @@ class StudyLayout:
         return bool(self.seeds)
 
     @classmethod
-    def of(cls, df: pl.DataFrame, title: str | None) -> StudyLayout:
+    def of(cls, df: pl.DataFrame, title: str | None) -> ReportLayout:
         name = title
         if name is None and "study" in df.columns:
             name = ", ".join(map(str, df.get_column("study").drop_nulls().unique().sort().to_list())) or None
@@ -143,7 +143,7 @@ def seeds_text(n: int) -> str:
 __all__ = [
     "SectionDraft",
     "SectionOutput",
-    "StudyLayout",
+    "ReportLayout",
     "effect_style",
     "frame_table",
     "joined",

@@ -6,7 +6,6 @@ reference band, the open fraction against the Gaussian tail, the MOPE widths.
 
 from __future__ import annotations
 
-import io
 import math
 import textwrap
 from collections.abc import Mapping, Sequence
@@ -17,12 +16,12 @@ import polars as pl
 
 from harness.analysis.contrasts import seed_blocks
 from harness.analysis.results_types import (
-    BOOTSTRAP_MIN_SEEDS,
     AnalysisSettings,
     TrendResult,
     format_interval,
 )
 from harness.analysis.tau_types import TauStabilityResult
+from harness.report.plots_training import DISPLAY_WIDTH_IN, MIN_FONT_PT, axis_label, png_bytes
 from harness.report.verdict import finite
 
 #: Rows of the effects table the forest plot shows.
@@ -38,23 +37,29 @@ def cell_label(cell: Mapping[str, Any]) -> str:
 
 
 def _png(fig) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    return buf.getvalue()
+    return png_bytes(fig)
 
 
-def _figure(width: float, height: float):
+def _figure(height: float):
+    """A figure as wide as the report and the manual show it (``DISPLAY_WIDTH_IN``): drawn at the
+    size it is seen, its text at the size it was set (none under ``MIN_FONT_PT``)."""
     from matplotlib.figure import Figure  # Agg canvas via savefig; no pyplot state
 
-    return Figure(figsize=(width, height), layout="constrained")
+    return Figure(figsize=(DISPLAY_WIDTH_IN, height), layout="constrained")
 
 
 def forest_plot(effects: pl.DataFrame, cells: Sequence[str], confidence: float) -> bytes:
+    """:func:`forest_figure` as PNG bytes."""
+    return _png(forest_figure(effects, cells, confidence))
+
+
+def forest_figure(effects: pl.DataFrame, cells: Sequence[str], confidence: float):
     """Each effect of each cell (the first :data:`MAX_FOREST_ROWS` rows) with its t-interval
-    (thick) and its bootstrap interval (thin), against 0."""
+    (thick) and, where the study has the seeds for one, its bootstrap interval (thin), against
+    0 (a ``matplotlib.figure.Figure``)."""
     rows = effects.head(MAX_FOREST_ROWS)
     n = rows.height
-    fig = _figure(7.5, 1.2 + 0.32 * n)
+    fig = _figure(1.6 + 0.34 * n)
     ax = fig.subplots()
     colors = {"interaction": "tab:red", "main_effect": "tab:blue"}
     labels = []
@@ -70,13 +75,18 @@ def forest_plot(effects: pl.DataFrame, cells: Sequence[str], confidence: float) 
             ax.plot([r["boot_low"], r["boot_high"]], [y - 0.18, y - 0.18], color=color, lw=1, alpha=0.5)
     ax.axvline(0.0, color="black", lw=0.8, ls="--")
     ax.set_yticks(range(n))
-    ax.set_yticklabels(labels[::-1], fontsize=8)
+    ax.set_yticklabels(labels[::-1], fontsize=MIN_FONT_PT)
+    booted = rows.get_column("boot_low").drop_nulls().len() > 0 if "boot_low" in rows.columns else False
+    # the thin line is drawn only from BOOTSTRAP_MIN_SEEDS seeds on: named only where it is drawn
+    thin = "; thin: BCa bootstrap" if booted else ""
     ax.set_xlabel(
-        f"gain in {effects.get_column('metric')[0]} (positive = better / superadditive); "
-        f"thick: {confidence:.0%} t-interval, thin: BCa bootstrap (from {BOOTSTRAP_MIN_SEEDS} seeds)"
+        f"{axis_label(effects.get_column('metric')[0], gain=True)}, positive = better / superadditive\n"
+        f"thick: {confidence:.0%} t-interval over seeds{thin}",
+        fontsize=MIN_FONT_PT,
     )
-    ax.set_title("Effects per cell (paired seeds)")
-    return _png(fig)
+    ax.tick_params(axis="x", labelsize=MIN_FONT_PT)
+    ax.set_title("Effects per cell (paired seeds)", fontsize=MIN_FONT_PT + 2)
+    return fig
 
 
 def interaction_plot(df: pl.DataFrame, settings: AnalysisSettings) -> bytes:
@@ -85,8 +95,9 @@ def interaction_plot(df: pl.DataFrame, settings: AnalysisSettings) -> bytes:
     variants = (settings.base, settings.a, settings.b, settings.ab)
     blocks = seed_blocks(df, variants, settings.metric, None)
     cells = blocks.all_cells[:6]
-    fig = _figure(4.2 * min(len(cells), 3), 3.4 * math.ceil(len(cells) / 3))
-    axes = np.atleast_1d(fig.subplots(math.ceil(len(cells) / 3), min(len(cells), 3), squeeze=False)).ravel()
+    cols = min(len(cells), 2)  # two a row at most: each panel half the column, its text still 9 pt
+    fig = _figure(3.4 * math.ceil(len(cells) / cols) + 0.4)
+    axes = np.atleast_1d(fig.subplots(math.ceil(len(cells) / cols), cols, squeeze=False, sharey=True)).ravel()
     from scipy import stats
 
     for ax, cell in zip(axes, cells, strict=False):
@@ -109,13 +120,16 @@ def interaction_plot(df: pl.DataFrame, settings: AnalysisSettings) -> bytes:
             for seed_row in vals[:, [j0, j1]]:
                 ax.plot([0, 1], seed_row, color=color, alpha=0.15, lw=0.8)
         ax.set_xticks([0, 1])
-        ax.set_xticklabels([f"without {settings.a}", f"with {settings.a}"])
-        ax.set_ylabel(settings.metric)
-        ax.set_title(f"{cell_label(dict(zip(blocks.cells, cell, strict=False)))} ({len(vals)} seeds)", fontsize=9)
-        ax.legend(fontsize=8)
+        ax.set_xticklabels([f"without {settings.a}", f"with {settings.a}"], fontsize=MIN_FONT_PT)
+        ax.tick_params(axis="y", labelsize=MIN_FONT_PT)
+        ax.set_ylabel(axis_label(settings.metric, gain=False), fontsize=MIN_FONT_PT)
+        ax.set_title(f"{cell_label(dict(zip(blocks.cells, cell, strict=False)))} ({len(vals)} seeds)", fontsize=10)
+        ax.legend(fontsize=MIN_FONT_PT)
     for ax in axes[len(cells) :]:
         ax.set_visible(False)
-    fig.suptitle(f"Interaction plot: parallel lines = additive (means, {settings.confidence:.0%} t-intervals)")
+    fig.suptitle(
+        f"Interaction plot: parallel lines = additive (means, {settings.confidence:.0%} t-intervals)", fontsize=11
+    )
     return _png(fig)
 
 
@@ -129,7 +143,7 @@ def trend_plot(
 ) -> bytes:
     """Each effect per cell against the cell's size or context (log scale), with its fitted
     slope over seeds."""
-    fig = _figure(6.5, 4.6)
+    fig = _figure(4.8)
     ax = fig.subplots()
     palette = ["tab:red", "tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown"]
     for k, trend in enumerate(trends):
@@ -162,9 +176,11 @@ def trend_plot(
     ax.axhline(0.0, color="black", lw=0.8, ls="--")
     ax.set_xscale("log")
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("effect (gain, positive = better)")
-    ax.set_title(title)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.18), ncol=1, frameon=False)
+    metric = effects.get_column("metric")[0] if "metric" in effects.columns and effects.height else None
+    ax.set_ylabel(axis_label(metric or "val_loss", gain=True), fontsize=MIN_FONT_PT)
+    ax.tick_params(labelsize=MIN_FONT_PT)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=MIN_FONT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.18), ncol=1, frameon=False)
     return _png(fig)
 
 
@@ -176,7 +192,7 @@ def tau_plot(runs: pl.DataFrame, tau: TauStabilityResult, column: str) -> bytes:
 def tau_figure(runs: pl.DataFrame, tau: TauStabilityResult, column: str):
     """tau of every run by group, with the reference band, the mean's interval and the
     prediction interval of a new run (a ``matplotlib.figure.Figure``)."""
-    fig = _figure(7.0, 3.8)
+    fig = _figure(4.0)
     ax = fig.subplots()
     groups = ["variant"] + [c for c in ("dataset", "size", "context_length") if c in runs.columns]
     groups = [g for g in groups if g in runs.columns]
@@ -221,8 +237,9 @@ def tau_figure(runs: pl.DataFrame, tau: TauStabilityResult, column: str):
     ax.set_xticks(range(len(keys)))
     _group_labels(ax, [_tau_group_label(groups, k) for k in keys])
     ax.set_ylabel("learned tau (head mean; bar: range)")
-    ax.set_title(textwrap.fill(f"tau across runs: {tau.verdict}", 90), fontsize=9)
-    ax.legend(fontsize=8)
+    ax.tick_params(axis="y", labelsize=MIN_FONT_PT)
+    ax.set_title(textwrap.fill(f"tau across runs: {tau.verdict}", 80), fontsize=10)
+    ax.legend(fontsize=MIN_FONT_PT)
     return fig
 
 
@@ -238,12 +255,12 @@ def _group_labels(ax, labels: Sequence[str]) -> None:
     """Tick labels that stay inside the figure and apart: level while the widest line fits
     the width a group has, else upright (each label in its own column under its tick; the
     saved figure grows downwards to hold them)."""
-    width_chars = 9.0 * ax.figure.get_figwidth() / max(len(labels), 1)  # characters a group has at 8 pt
+    width_chars = 8.0 * ax.figure.get_figwidth() / max(len(labels), 1)  # characters a group has at 9 pt
     widest = max((len(line) for label in labels for line in label.splitlines()), default=0)
     if widest <= width_chars:
-        ax.set_xticklabels(labels, fontsize=8)
+        ax.set_xticklabels(labels, fontsize=MIN_FONT_PT)
     else:
-        ax.set_xticklabels(labels, fontsize=8, rotation=90, ha="center", va="top")
+        ax.set_xticklabels(labels, fontsize=MIN_FONT_PT, rotation=90, ha="center", va="top")
 
 
 def open_fraction_plot(runs: pl.DataFrame, tau: TauStabilityResult, column: str) -> bytes:
@@ -251,7 +268,7 @@ def open_fraction_plot(runs: pl.DataFrame, tau: TauStabilityResult, column: str)
     the corpus's content-word fraction."""
     from scipy import stats
 
-    fig = _figure(6.0, 4.0)
+    fig = _figure(4.4)
     ax = fig.subplots()
     t = runs.get_column(column).to_numpy()
     o = runs.get_column("open_fraction").cast(pl.Float64).to_numpy()
@@ -274,9 +291,10 @@ def open_fraction_plot(runs: pl.DataFrame, tau: TauStabilityResult, column: str)
     ax.set_ylabel("fraction of open gates (g > 1/2)")
     ax.set_title(
         "Open fraction against the Gaussian tail" + (f"\n{textwrap.fill(of.verdict, 80)}" if of is not None else ""),
-        fontsize=9,
+        fontsize=10,
     )
-    ax.legend(fontsize=7)
+    ax.tick_params(labelsize=MIN_FONT_PT)
+    ax.legend(fontsize=MIN_FONT_PT)
     return _png(fig)
 
 
@@ -288,7 +306,7 @@ def mope_plot(sigmas: np.ndarray, scales) -> bytes:
 def mope_figure(sigmas: np.ndarray, scales):
     """The histogram of log10 of the MOPE widths, with the cluster centres and the corpus's
     scales (word, clause, sentence), each named inside the axes (a ``matplotlib.figure.Figure``)."""
-    fig = _figure(6.0, 3.6)
+    fig = _figure(3.8)
     ax = fig.subplots()
     ax.hist(np.log10(sigmas), bins=min(40, max(10, len(sigmas) // 3)), color="tab:blue", alpha=0.7)
     for c in scales.centres:
@@ -304,7 +322,7 @@ def mope_figure(sigmas: np.ndarray, scales):
             rotation=90,
             va="top",
             ha="right",
-            fontsize=8,
+            fontsize=MIN_FONT_PT,
             color="tab:green",
             transform=ax.get_xaxis_transform(),
         )
@@ -317,6 +335,7 @@ def mope_figure(sigmas: np.ndarray, scales):
 __all__ = [
     "MAX_FOREST_ROWS",
     "cell_label",
+    "forest_figure",
     "forest_plot",
     "interaction_plot",
     "mope_figure",

@@ -2,14 +2,15 @@
 scorecard: an effect (or a level) against the training step with its interval as a band, one
 panel per cell (:func:`over_training_plot`), and an effect against the parameter count with
 each size's interval, the fitted line and the prediction at the papers' size
-(:func:`prediction_plot`). Drawn with ``matplotlib.figure.Figure`` (no pyplot state) and
-returned as PNG bytes.
+(:func:`prediction_plot`). Drawn with ``matplotlib.figure.Figure`` (no pyplot state) at the
+width the manual shows them (:data:`DISPLAY_WIDTH_IN` at :data:`DPI`), one panel a row on one
+y-axis, no text under :data:`MIN_FONT_PT`, each axis in its unit (:func:`axis_label`); the
+``*_figure`` functions return the figure, the ``*_plot`` ones its PNG bytes.
 """
 
 from __future__ import annotations
 
 import io
-import math
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +20,29 @@ import numpy as np
 #: Panels a figure shows at most (a caption says when there were more).
 MAX_PANELS = 6
 _PALETTE = ("tab:blue", "tab:red", "tab:green", "tab:orange", "tab:purple", "tab:brown", "tab:gray", "tab:olive")
+
+
+#: Each metric an axis shows, named in words with its unit (a loss in nats; a level as what it is).
+METRIC_LABELS = {
+    "val_loss": "validation loss (nats)",
+    "gen_gap": "generalisation gap (nats)",
+    "tau_mean": "learned tau (mean over heads)",
+    "open_fraction": "open fraction (share of keys with gate > 1/2)",
+    "tail": "open fraction - Gaussian tail 1 - Φ(tau)",
+    "pc1_cosine": "|cos| with the first principal component",
+    "log_tokens_per_s": "log tokens per second",
+}
+
+
+def axis_label(metric: str | None, *, gain: bool) -> str:
+    """The axis label of ``metric`` with its unit: ``gain in validation loss (nats)`` for a
+    paired gain, the level's own name for a level (``learned tau (mean over heads)``).
+
+    >>> axis_label("val_loss", gain=True)
+    'gain in validation loss (nats)'
+    """
+    label = METRIC_LABELS.get(metric or "", metric or "value")
+    return f"gain in {label}" if gain and metric != "tail" else label
 
 
 @dataclass(frozen=True)
@@ -66,26 +90,32 @@ class Reference:
     high: float | None = None
 
 
-def _png(fig) -> bytes:
+#: The width a figure is drawn at, in inches at :data:`DPI`: the manual's content column at
+#: 1280 px (720 px), so that a figure is shown at the size it was drawn and its text at the
+#: size it was set (a figure drawn wider is scaled down, and its 9 pt become 5).
+DISPLAY_WIDTH_IN = 7.2
+DPI = 100
+#: The smallest text a figure sets, in points at its drawn size (ticks, legends, notes).
+MIN_FONT_PT = 9
+#: Each panel's height (inches): panels stand one a row, sharing their axes, so that every
+#: panel is as wide as the figure (one a row on a phone too) and the cells read on one scale.
+PANEL_HEIGHT_IN = 2.5
+
+
+def png_bytes(fig) -> bytes:
+    """A figure as PNG bytes at its own size (:data:`DPI`; no tight bounding box)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)  # fixed margins: a layout engine doubles the cost
+    fig.savefig(buf, format="png", dpi=DPI)  # the figure's own size: no tight bounding box
     return buf.getvalue()
 
 
-def _grid(n: int, width: float = 4.4, height: float = 3.4):
-    """A grid of up to 3 panels a row, with fixed margins (in inches, so they hold at any size)."""
+def _grid(n: int, *, sharex: bool = True):
+    """``n`` panels one a row, :data:`DISPLAY_WIDTH_IN` wide, sharing the y-axis (and the
+    x-axis: the same steps or sizes), laid out by matplotlib's constrained layout."""
     from matplotlib.figure import Figure
 
-    cols = min(n, 3)
-    rows = math.ceil(n / cols)
-    fig_w, fig_h = width * cols, height * rows + 0.7
-    fig = Figure(figsize=(fig_w, fig_h))
-    fig.subplots_adjust(
-        left=0.75 / fig_w, right=1 - 0.15 / fig_w, top=1 - 0.75 / fig_h, bottom=0.5 / fig_h, wspace=0.32, hspace=0.55
-    )
-    axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
-    for ax in axes[n:]:
-        ax.set_visible(False)
+    fig = Figure(figsize=(DISPLAY_WIDTH_IN, PANEL_HEIGHT_IN * n + 1.0), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(n, 1, sharey=True, sharex=sharex, squeeze=False)).ravel()
     return fig, axes
 
 
@@ -95,7 +125,7 @@ def _band(ax, curve: Curve, color: str, marker: str = "") -> None:
     low = np.array([np.nan if v is None else v for v in curve.low], dtype=float)
     high = np.array([np.nan if v is None else v for v in curve.high], dtype=float)
     ax.fill_between(x, low, high, color=color, alpha=0.18, lw=0)
-    ax.plot(x, y, marker or "-", color=color, lw=1.4, ms=4, label=curve.label)
+    ax.plot(x, y, marker or "-", color=color, lw=1.6, ms=5, label=curve.label)
 
 
 def _reference(ax, reference: Reference | None, zero: bool) -> None:
@@ -110,37 +140,34 @@ def _reference(ax, reference: Reference | None, zero: bool) -> None:
         ax.axhline(reference.value, color="tab:green", lw=1.2, ls="--", label=None if banded else reference.label)
 
 
-def _finish(fig, axes, panels: Sequence[Panel], title: str, total: int) -> bytes:
+def _finish(fig, axes, panels: Sequence[Panel], title: str, total: int) -> None:
+    """Panel titles, notes, ticks and legends at :data:`MIN_FONT_PT` or more; the figure's
+    title (what it shows) above, left-aligned, wrapped to the width."""
     for ax, panel in zip(axes, panels, strict=False):
-        ax.set_title(textwrap.fill(panel.title, 48), fontsize=8)
+        ax.set_title(panel.title, fontsize=MIN_FONT_PT + 1, loc="left")
         if panel.note:
-            ax.text(0.02, 0.02, textwrap.fill(panel.note, 60), transform=ax.transAxes, fontsize=7, va="bottom")
-        ax.tick_params(labelsize=7)
-        ax.legend(fontsize=6, loc="best")
+            ax.text(
+                0.01, 0.03, textwrap.fill(panel.note, 90), transform=ax.transAxes, fontsize=MIN_FONT_PT, va="bottom"
+            )
+        ax.tick_params(labelsize=MIN_FONT_PT)
+        ax.legend(fontsize=MIN_FONT_PT, loc="best", framealpha=0.85)
     more = f" (first {len(panels)} of {total} panels)" if total > len(panels) else ""
-    wrapped = textwrap.fill(title + more, int(14 * fig.get_figwidth()))
-    _room_for_title(fig, wrapped.count("\n") + 1)
-    fig.suptitle(wrapped, fontsize=9)
-    return _png(fig)
-
-
-def _room_for_title(fig, lines: int, line_in: float = 0.17) -> None:
-    """Grow the figure at the top by ``line_in`` inches a title line beyond the two that
-    :func:`_grid`'s 0.75 in of top margin holds, keeping the panels' size and margins."""
-    extra = max(0, lines - 2) * line_in
-    if not extra:
-        return
-    height = fig.get_figheight()
-    fig.set_figheight(height + extra)
-    new = height + extra
-    fig.subplots_adjust(top=1 - (0.75 + extra) / new, bottom=0.5 / new)
+    fig.suptitle(textwrap.fill(title + more, 78), fontsize=MIN_FONT_PT + 2, ha="left", x=0.01)
 
 
 def over_training_plot(
     panels: Sequence[Panel], *, title: str, ylabel: str, reference: Reference | None = None, zero: bool = True
 ) -> bytes:
-    """An effect (or a level) against the training step, one panel per cell, each curve with
-    its interval as a band, the paper's value (or band) and 0 as lines."""
+    """:func:`over_training_figure` as PNG bytes."""
+    return png_bytes(over_training_figure(panels, title=title, ylabel=ylabel, reference=reference, zero=zero))
+
+
+def over_training_figure(
+    panels: Sequence[Panel], *, title: str, ylabel: str, reference: Reference | None = None, zero: bool = True
+):
+    """An effect (or a level) against the training step, one panel a row per cell on one
+    y-axis, each curve with its interval as a band, the paper's value (or band) and 0 as lines
+    (a ``matplotlib.figure.Figure``; ``title`` states the finding, ``ylabel`` the unit)."""
     from matplotlib.ticker import MaxNLocator
 
     shown = list(panels)[:MAX_PANELS]
@@ -150,25 +177,34 @@ def over_training_plot(
             _band(ax, curve, _PALETTE[k % len(_PALETTE)])
         _reference(ax, reference, zero)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
-        ax.set_xlabel("training step", fontsize=8)
-        ax.set_ylabel(ylabel, fontsize=8)
-    return _finish(fig, axes, shown, title, len(panels))
+        ax.set_ylabel(ylabel, fontsize=MIN_FONT_PT)
+    axes[len(shown) - 1].set_xlabel("training step", fontsize=MIN_FONT_PT)
+    _finish(fig, axes, shown, title, len(panels))
+    return fig
 
 
 def prediction_plot(
     panels: Sequence[Panel], *, title: str, ylabel: str, reference: Reference | None = None, zero: bool = True
 ) -> bytes:
+    """:func:`prediction_figure` as PNG bytes."""
+    return png_bytes(prediction_figure(panels, title=title, ylabel=ylabel, reference=reference, zero=zero))
+
+
+def prediction_figure(
+    panels: Sequence[Panel], *, title: str, ylabel: str, reference: Reference | None = None, zero: bool = True
+):
     """An effect against the parameter count (log scale): each size's estimate with its
     interval, the fitted line through the prediction at the papers' size, and the prediction
-    with its interval (a refused one: the sizes only, and the panel's note says why)."""
+    with its interval (a refused one: the sizes only, and the panel's note says why); one
+    panel a row on one y-axis (a ``matplotlib.figure.Figure``)."""
     shown = list(panels)[:MAX_PANELS]
-    fig, axes = _grid(max(len(shown), 1))
+    fig, axes = _grid(max(len(shown), 1), sharex=False)
     for ax, panel in zip(axes, shown, strict=False):
         for k, curve in enumerate(panel.curves):
             color = _PALETTE[k % len(_PALETTE)]
             low = [y - lo if lo is not None else 0.0 for y, lo in zip(curve.y, curve.low, strict=True)]
             high = [hi - y if hi is not None else 0.0 for y, hi in zip(curve.y, curve.high, strict=True)]
-            ax.errorbar(curve.x, curve.y, yerr=[low, high], fmt="o", capsize=3, color=color, ms=4, label=curve.label)
+            ax.errorbar(curve.x, curve.y, yerr=[low, high], fmt="o", capsize=3, color=color, ms=5, label=curve.label)
             pred = panel.predictions[k] if k < len(panel.predictions) else None
             if pred is None:
                 continue
@@ -180,9 +216,10 @@ def prediction_plot(
                 ax.errorbar([pred.at], [pred.estimate], yerr=span, fmt="D", capsize=4, color=color, mfc="white")
         _reference(ax, reference, zero)
         _parameter_ticks(ax, panel)
-        ax.set_xlabel("parameters (log scale); ◇ predicted at the papers' size", fontsize=8)
-        ax.set_ylabel(ylabel, fontsize=8)
-    return _finish(fig, axes, shown, title, len(panels))
+        ax.set_xlabel("parameters (log scale); ◇ predicted at the papers' size and steps", fontsize=MIN_FONT_PT)
+        ax.set_ylabel(ylabel, fontsize=MIN_FONT_PT)
+    _finish(fig, axes, shown, title, len(panels))
+    return fig
 
 
 def _parameter_ticks(ax, panel: Panel) -> None:
@@ -197,7 +234,23 @@ def _parameter_ticks(ax, panel: Panel) -> None:
         ax.xaxis.set_major_locator(FixedLocator(sorted(at)))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1e6:.2g} M"))
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.tick_params(axis="x", labelsize=7)
+        ax.tick_params(axis="x", labelsize=MIN_FONT_PT)
 
 
-__all__ = ["MAX_PANELS", "Curve", "Extrapolation", "Panel", "Reference", "over_training_plot", "prediction_plot"]
+__all__ = [
+    "DISPLAY_WIDTH_IN",
+    "METRIC_LABELS",
+    "axis_label",
+    "DPI",
+    "MAX_PANELS",
+    "MIN_FONT_PT",
+    "Curve",
+    "Extrapolation",
+    "Panel",
+    "Reference",
+    "over_training_figure",
+    "png_bytes",
+    "over_training_plot",
+    "prediction_figure",
+    "prediction_plot",
+]

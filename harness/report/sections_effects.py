@@ -41,7 +41,7 @@ from harness.analysis.trends import effect_trend
 from harness.errors import InputError
 from harness.models.variants import DIAGNOSTIC_LABEL, is_diagnostic
 from harness.report.document import Block, Figure, Note, Paragraph
-from harness.report.parts import SectionDraft, SectionOutput, StudyLayout, effect_style, frame_table, seeds_text
+from harness.report.parts import ReportLayout, SectionDraft, SectionOutput, effect_style, frame_table, seeds_text
 from harness.report.plots import MAX_FOREST_ROWS, cell_label, forest_plot, interaction_plot, trend_plot
 from harness.report.verdict import Verdict, VerdictKind, loss_unit, verdict_of
 
@@ -65,7 +65,7 @@ def _contrast_headline(prefix: str, res: ContrastResult) -> dict[str, float]:
     return out
 
 
-def overview_section(df: pl.DataFrame, study: StudyLayout) -> SectionOutput:
+def overview_section(df: pl.DataFrame, study: ReportLayout) -> SectionOutput:
     """The study at a glance: trials, variants, seeds, cells, statuses, the unfinished trials."""
     parts = SectionDraft()
     cells = study.cells
@@ -82,6 +82,7 @@ def overview_section(df: pl.DataFrame, study: StudyLayout) -> SectionOutput:
     components = _components_line(df)
     if components:
         overview.append(components)
+    overview.append(_evaluation_line(df))
     if "status" in df.columns:
         counts = df.group_by("status").len().sort("status")
         overview.append("status: " + ", ".join(f"{s}={n}" for s, n in counts.iter_rows()))
@@ -92,6 +93,20 @@ def overview_section(df: pl.DataFrame, study: StudyLayout) -> SectionOutput:
     parts.headline["trials/unfinished"] = float(n_unfinished)
     parts.add("study", "Study", [Paragraph(o) for o in overview])
     return parts.done()
+
+
+def _evaluation_line(df: pl.DataFrame) -> str:
+    """How many validation windows the final losses rest on (``val_windows``, per context length
+    where it varies), or that the table does not say (tables written before it was kept)."""
+    if "val_windows" not in df.columns or df["val_windows"].is_null().all():
+        return "final losses: how many validation windows they rest on was not kept (an older table)"
+    by = "context_length" if "context_length" in df.columns else None
+    counts = df.filter(pl.col("val_windows").is_not_null())
+    if by is None or counts[by].n_unique() == 1:
+        windows = sorted(set(counts["val_windows"].to_list()))
+        return f"final losses: each on {' / '.join(f'{w:,}' for w in windows)} validation windows"
+    pairs = counts.group_by(by).agg(pl.col("val_windows").max()).sort(by).rows()
+    return "final losses: each on " + ", ".join(f"{w:,} validation windows at T = {t}" for t, w in pairs)
 
 
 def _components_line(df: pl.DataFrame) -> str | None:
@@ -121,11 +136,11 @@ def _unfinished_lines(df: pl.DataFrame) -> list[str]:
     return lines
 
 
-def _has_factorial(settings: AnalysisSettings, study: StudyLayout) -> bool:
+def _has_factorial(settings: AnalysisSettings, study: ReportLayout) -> bool:
     return all(v in study.variants for v in (settings.base, settings.a, settings.b, settings.ab))
 
 
-def _primary_label(settings: AnalysisSettings, study: StudyLayout) -> str | None:
+def _primary_label(settings: AnalysisSettings, study: ReportLayout) -> str | None:
     """The verdict-table label of the primary hypothesis (None: no primary computable)."""
     primary = settings.primary
     if primary is None:
@@ -149,7 +164,7 @@ class Contrasts:
 
 
 def contrasts_section(
-    df: pl.DataFrame, settings: AnalysisSettings, study: StudyLayout, rng: np.random.Generator
+    df: pl.DataFrame, settings: AnalysisSettings, study: ReportLayout, rng: np.random.Generator
 ) -> Contrasts:
     """Main effects against the base and the interaction, pooled over cells; the primary
     hypothesis marked; the headline family adjusted (Holm) at the end of the report."""
@@ -343,7 +358,7 @@ def _sequential_tables(
 def cells_section(
     df: pl.DataFrame,
     settings: AnalysisSettings,
-    study: StudyLayout,
+    study: ReportLayout,
     rng: np.random.Generator,
     contrasts: Mapping[str, ContrastResult],
 ) -> tuple[SectionOutput, pl.DataFrame | None]:
@@ -400,7 +415,7 @@ def cells_section(
 def multi_bootstrap_section(
     window_losses: pl.DataFrame | None,
     settings: AnalysisSettings,
-    study: StudyLayout,
+    study: ReportLayout,
     rng: np.random.Generator,
 ) -> SectionOutput:
     """The interaction per cell with seeds and evaluation windows resampled together."""
@@ -436,7 +451,7 @@ def multi_bootstrap_section(
 
 
 def trends_section(
-    df: pl.DataFrame, settings: AnalysisSettings, study: StudyLayout, effects: pl.DataFrame | None
+    df: pl.DataFrame, settings: AnalysisSettings, study: ReportLayout, effects: pl.DataFrame | None
 ) -> SectionOutput:
     """Slopes of each effect against log parameters and log context length."""
     parts = SectionDraft()
@@ -475,7 +490,7 @@ def trends_section(
 
 
 def _trends_against(
-    df: pl.DataFrame, settings: AnalysisSettings, study: StudyLayout, against: str, label: str, parts: SectionDraft
+    df: pl.DataFrame, settings: AnalysisSettings, study: ReportLayout, against: str, label: str, parts: SectionDraft
 ) -> list[TrendResult]:
     trends: list[TrendResult] = []
     specs = [(None, "interaction")] if _has_factorial(settings, study) else []

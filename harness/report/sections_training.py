@@ -19,7 +19,7 @@ from harness.analysis.results import cell_label
 from harness.analysis.results_types import AnalysisSettings
 from harness.report.document import Block, Figure, Paragraph
 from harness.report.parts import SectionDraft, SectionOutput, frame_table
-from harness.report.plots_training import Curve, Panel, Reference, over_training_plot
+from harness.report.plots_training import Curve, Panel, Reference, axis_label, over_training_plot
 
 
 def _panels(frame: pl.DataFrame, cells: list[str], line: str, label) -> list[Panel]:
@@ -102,7 +102,7 @@ def training_section(curves: pl.DataFrame | None, settings: AnalysisSettings) ->
         parts.pngs["effects_over_training"] = over_training_plot(
             _panels(effects, cells, "effect", str),
             title="Effects over training (paired seeds, 95 % band)",
-            ylabel=f"gain in {settings.metric}",
+            ylabel=axis_label(settings.metric, gain=True),
             reference=band,
         )
         blocks.append(Figure("effects_over_training", parts.pngs["effects_over_training"]))
@@ -129,7 +129,7 @@ def _tau_over_training(
     parts.pngs["tau_over_training"] = over_training_plot(
         _panels(tau, cells, "tau_init", lambda v: f"tau started at {v:g}"),
         title="tau over training, per initial value (mean over seeds, 95 % band)",
-        ylabel="learned tau (mean over heads)",
+        ylabel=axis_label("tau_mean", gain=False),
         reference=band,
         zero=False,
     )

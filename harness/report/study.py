@@ -32,6 +32,7 @@ metrics (``superadditivity/estimate`` ...).
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import re
@@ -48,9 +49,10 @@ from harness.analysis.sequential import SequentialSummary
 from harness.errors import InputError
 from harness.mlflow_client import TrackingClient, redact_uri, run_page_link
 from harness.report.document import Document, Note
+from harness.report.effect_metrics import effect_metrics
 from harness.report.html import render_html
-from harness.report.markdown import render_markdown
-from harness.report.parts import SectionOutput, StudyLayout, joined, section_rng, seeds_text
+from harness.report.markdown import render_markdown, table_markdown
+from harness.report.parts import ReportLayout, SectionOutput, joined, section_rng, seeds_text
 from harness.report.sections_effects import (
     cells_section,
     contrasts_section,
@@ -64,7 +66,15 @@ from harness.report.sections_effects import (
 from harness.report.sections_tau import mope_section, tau_section
 from harness.report.sections_training import training_section
 from harness.report.terminal import render_terminal
-from harness.report.verdict import VERDICTS_KEY, Verdict, descriptive_verdict, finite, headline_family, verdict_section
+from harness.report.verdict import (
+    VERDICTS_KEY,
+    Verdict,
+    descriptive_verdict,
+    finite,
+    headline_family,
+    verdict_section,
+    verdict_table,
+)
 from harness.training.description import NOTE_TAG
 
 #: MLflow keeps at most this many characters of a tag's value (``mlflow.note.content`` too).
@@ -152,7 +162,7 @@ def build_report(
     df = require_table(df)
     require_columns(df, ("variant", settings.metric))
     corpus_info = dict(corpus_info or {})
-    study = StudyLayout.of(df, title)
+    study = ReportLayout.of(df, title)
     seed = settings.seed
     paired, reference_tau = at_reference_tau_init(df)
     outputs = [overview_section(df, study)]
@@ -190,46 +200,69 @@ def build_report(
     return _write_report(df, settings, study, Path(out_dir), parts, verdicts, stopped_on_data=sequential is not None)
 
 
+def short_verdict(words: str) -> str:
+    """A verdict's words up to its first qualification (`` — at 2 seeds: ...``, ``; ...``): the
+    claim itself, as a table cell of one line.
+
+    >>> short_verdict("not distinguishable from control — at 2 seeds: 1 degree of freedom")
+    'not distinguishable from control'
+    """
+    return re.split(r" — |; ", words, maxsplit=1)[0]
+
+
+#: How tall MLflow 3's run page shows a description before folding it behind "Show more" (px),
+#: and how tall a line of its markdown tables is: the description's table fits this many rows.
+MLFLOW_DESCRIPTION_PX, MLFLOW_TABLE_ROW_PX = 100, 20
+DESCRIPTION_ROWS = MLFLOW_DESCRIPTION_PX // MLFLOW_TABLE_ROW_PX - 1  # the header takes a line
+
+
+def _cut(words: str, limit: int) -> str:
+    """``words`` cut to ``limit`` characters, an ellipsis marking the cut."""
+    return words if len(words) <= limit else words[: limit - 1].rstrip() + "…"
+
+
 def parent_description(report: Report, *, report_link: str = "report/report.html") -> str:
-    """The markdown description of the study's parent run (MLflow tag
-    ``mlflow.note.content``, shown first on the run's Overview tab): the verdict section
-    (effect, estimate, interval, ``p (test)``, ``Holm p``, seeds, verdict; the primary row
-    marked ``*``; settled verdicts in bold, untestable ones in italics; how to read it) as
-    every output shows it, and the link to the full report (``report_link``: the run
-    page's artifact URL of ``report/report.html``). Longer than MLflow keeps
-    (:data:`DESCRIPTION_MAX_CHARS`), the verdicts' words are shortened, never the rows.
+    """The markdown description of the study's parent run (MLflow tag ``mlflow.note.content``,
+    shown first on the run's Overview tab), made to be read whole at first sight: MLflow folds a
+    description taller than 100 px behind "Show more", so it opens with the verdict table alone,
+    cut to what a first look needs (effect, the primary row marked ``*``; estimate; interval; the
+    verdict's claim, :func:`short_verdict`, in bold where settled, in italics where untestable;
+    one line a row), its first header linking the full report (``report_link``: the run page's
+    artifact URL of ``report/report.html``, which holds the p-values, the seeds and each
+    verdict's full words, its notes and how to read it), its estimate's the seeds. Nothing follows
+    the table: a study of :data:`DESCRIPTION_ROWS` verdicts or fewer shows them all unfolded.
 
     Examples
     --------
     >>> from harness.analysis.results_types import ConfidenceInterval
     >>> v = Verdict("ega gain", 0.02, ConfidenceInterval(-0.01, 0.05), 0.2, 3,
-    ...             "not distinguishable from control", unit="nats")
+    ...             "not distinguishable from control — at 3 seeds", unit="nats")
     >>> r = Report(Path("."), Path("report.html"), Path("summary.md"), "", {}, {}, {}, (v,), "",
     ...            heading="demo — 3 seeds")
-    >>> parent_description(r).splitlines()[4]
-    '| ega gain | +0.0200 nats | [-0.0100, +0.0500] | 0.2 (t) |  | 3 | not distinguishable from control |'
+    >>> parent_description(r).splitlines()[2]
+    '| ega gain | +0.0200 nats | [-0.0100, +0.0500] | not distinguishable from control |'
     """
-    document = report.document
-    if document is None or VERDICTS_KEY not in {s.key for s in document.sections}:
-        section = verdict_section(report.verdicts, heading=report.heading, confidence=report.confidence)
-        document = Document("Verdicts", (section,))
-    link = f"Full report, with every plot and table: [report/report.html]({report_link}) (Artifacts tab → report)."
-    notes = [f"{len(report.notes)} note(s) in the report (sections skipped, runs dropped)."] if report.notes else []
-    return render_markdown(
-        document,
-        sections=(VERDICTS_KEY,),
-        title=False,
-        level=3,
-        notes=False,
-        max_chars=DESCRIPTION_MAX_CHARS,
-        footer=[link, *notes],
+    # MLflow keeps DESCRIPTION_MAX_CHARS of a tag: each row's words get an equal share of what
+    # the numbers leave (a row's numbers and markup take under 120 characters).
+    words_cap = max(40, DESCRIPTION_MAX_CHARS // max(1, len(report.verdicts)) - 160)
+    short = [dataclasses.replace(v, verdict=_cut(short_verdict(v.verdict), words_cap)) for v in report.verdicts]
+    if not short:
+        return f"No verdict: see the notes of the [full report]({report_link}).\n"
+    seeds = max((v.n_seeds or 0 for v in short), default=0)
+    table = dataclasses.replace(
+        verdict_table(short, confidence=report.confidence),
+        hidden=("pvalue", "test", "pvalue_holm", "n_seeds"),  # in the full report, one click away
+        caption="",
+        labels={"effect": "effect (LINK)", "estimate": f"estimate, {seeds_text(seeds)}"},
     )
+    # the link goes in after the table is written: a cell's text is escaped, an address must not be
+    return table_markdown(table).replace("(LINK)", f"([full report]({report_link}))", 1) + "\n"
 
 
 def _write_report(
     df: pl.DataFrame,
     settings: AnalysisSettings,
-    study: StudyLayout,
+    study: ReportLayout,
     out_dir: Path,
     parts: SectionOutput,
     verdicts: Sequence[Verdict],
@@ -320,8 +353,10 @@ def _write(path: Path, data: bytes) -> Path:
 
 
 def log_report(report: Report, *, run_id: str, tracking_uri: str, artifact_path: str = "report") -> None:
-    """Log the report's files under ``artifact_path`` and its headline metrics to the
-    MLflow run ``run_id`` (the study's parent run), and write the run's description
+    """Log the report's files under ``artifact_path``, its headline metrics and each core
+    effect over training (``effect/<claim>``, ``/lo``, ``/hi`` at every evaluation step:
+    :mod:`harness.report.effect_metrics`) to the MLflow run ``run_id`` (the study's parent
+    run), and write the run's description
     (:func:`parent_description`: the verdict table, shown first on the run's page) with
     the link to ``report.html`` in the run page's Artifacts tab."""
     client = TrackingClient(tracking_uri)
@@ -331,6 +366,10 @@ def log_report(report: Report, *, run_id: str, tracking_uri: str, artifact_path:
     for path in report.files:
         client.log_artifact(run_id, path, artifact_path)
     client.log_metrics(run_id, report.headline_metrics, step=0)
+    effects = report.table_paths.get("effects_over_training")
+    if effects is not None:  # each core effect and its band at every evaluation step (MLflow's charts)
+        for step, values in effect_metrics(pl.read_parquet(effects)).items():
+            client.log_metrics(run_id, values, step=step)
     # relative to the UI's root: it works whatever host and port serve the UI
     link = run_page_link(run.info.experiment_id, run_id, f"artifacts/{artifact_path}/{report.html_path.name}")
     client.set_tag(run_id, NOTE_TAG, parent_description(report, report_link=link))
@@ -341,5 +380,7 @@ __all__ = [
     "Report",
     "build_report",
     "log_report",
+    "DESCRIPTION_ROWS",
     "parent_description",
+    "short_verdict",
 ]

@@ -7,8 +7,8 @@ report's own intervals against the paper's number (:mod:`harness.scorecard.verdi
 reader per kind of measure (:mod:`harness.scorecard.readers`), each claim's rows one Holm
 family (:mod:`harness.scorecard.family`). A study's curves are read at every evaluation step
 with the same readers (``training`` rows: :mod:`harness.scorecard.training`), and three or
-more sizes of one study give each effect predicted at the papers' size, or refused with the
-reason (``predicted`` rows: :mod:`harness.scorecard.prediction`). Rows are
+more sizes in the studies of one recipe give each effect predicted at the papers' size and
+training steps, or refused with the reason (``predicted`` rows: :mod:`harness.scorecard.prediction`). Rows are
 :class:`ScorecardRow`, from which the parquet schema is derived. ``harness scorecard`` writes
 the table, an HTML page with a figure per claim and a markdown table, prints what was
 measured, and logs them to MLflow.

@@ -11,10 +11,10 @@ from the simulations of :mod:`harness.scorecard.simulate`; nothing here is typed
   with at least one signed verdict, by the number of claim families, the rows per family
   (adjusted together with Holm's method) and the seeds (:func:`family_wise_rate`);
 - ``kinds``: the rate of each verdict kind under known truths (docs/calibration.md shows it);
-- ``prediction``: a prediction at the papers' size from three sizes under a log-linear truth
-  with seed-specific slopes: how often its t-interval covers the truth there (all studies, and
-  those whose backtest passed), how often the backtest refuses, and how often it refuses a
-  curved truth (:func:`prediction_coverage`).
+- ``prediction``: a prediction at the papers' size and 5,000 steps at the published ladder's
+  noise: the candidate surfaces' rates under each truth and issue 38's test (docs/calibration.md
+  shows them; a card states the rates of its own design at its own noise, simulated when it is
+  made: :mod:`harness.analysis.surface_calibration`).
 
 A missing or unreadable file is not an error: the scorecard then states no rate and says so.
 """
@@ -98,39 +98,10 @@ def family_wise_rate(
     return FamilyWiseRate(float(curve[families - 1]), families, k, n, int(table["reps"]))
 
 
-@dataclass(frozen=True)
-class PredictionCoverage:
-    """The simulated coverage of a prediction's interval at the papers' size under a
-    log-linear truth, among the studies whose backtest passed (the predictions a scorecard
-    shows), at ``seeds`` seeds from ``reps`` simulated studies."""
-
-    rate: float
-    seeds: int
-    reps: int
-
-
-def prediction_coverage(n_seeds: int, data: dict[str, Any] | None = None) -> PredictionCoverage | None:
-    """The coverage at the nearest simulated number of seeds at or below ``n_seeds`` (None
-    below the smallest, or without data)."""
-    data = load_calibration() if data is None else data
-    table = (data or {}).get("prediction")
-    if not table:
-        return None
-    rates = table["coverage_accepted"]
-    measured = sorted(int(n) for n in rates)
-    i = bisect_right(measured, n_seeds)
-    if i == 0:
-        return None
-    n = measured[i - 1]
-    return PredictionCoverage(float(rates[str(n)]), n, int(table["reps"]))
-
-
 __all__ = [
     "CALIBRATION_FILE",
     "FamilyWiseRate",
-    "PredictionCoverage",
     "family_wise_rate",
     "load_calibration",
-    "prediction_coverage",
     "skewed_false_positive",
 ]

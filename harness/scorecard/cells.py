@@ -33,9 +33,10 @@ from harness.scorecard.verdicts import ClaimVerdict, Intervals
 class StudyResults:
     """One finished study as the scorecard reads it: its results table, its analysis
     settings (confidence, smallest effect, tau's band), where it came from, its MLflow
-    parent run (when read from MLflow), the learned MOPE widths (from MLflow only) and its
+    parent run (when read from MLflow), the learned MOPE widths (from MLflow only), its
     curves table (every evaluation of every trial: ``curves.parquet``, or rebuilt from
-    MLflow; None without one)."""
+    MLflow; None without one) and its training recipe but for the run length (None: not
+    recorded; studies of one recipe are pooled for a prediction, :mod:`harness.scorecard.pooling`)."""
 
     name: str
     frame: pl.DataFrame
@@ -44,6 +45,7 @@ class StudyResults:
     parent_run_id: str | None = None
     sigmas: pl.DataFrame | None = None
     curves: pl.DataFrame | None = None
+    recipe: Mapping[str, Any] | None = None
 
 
 # ----------------------------------------------------------------------------- cells

@@ -35,6 +35,23 @@ def _settings(spec_text: str | None):
         return AnalysisSettings.from_mapping(raw.get("analysis") if isinstance(raw, dict) else None)
 
 
+def _recipe(spec_text: str | None) -> dict[str, Any] | None:
+    """The study's training recipe but for its length (:func:`harness.scorecard.pooling.recipe_of`,
+    defaults filled in), from its spec; None without a spec that parses."""
+    from harness.errors import InputError
+    from harness.scorecard.pooling import recipe_of
+    from harness.studies.spec.study_spec import parse_spec
+    from harness.training.config import TrainConfig
+
+    if spec_text is None:
+        return None
+    try:
+        spec = parse_spec(spec_text)
+        return recipe_of(TrainConfig(**spec.train_overrides()).model_dump(), spec.tokens_per_batch)
+    except (InputError, ValueError):
+        return None
+
+
 def _study_folder(path: Path) -> Path:
     """The folder holding a study's ``results.parquet`` (``path`` a file, a study directory or
     a ``<storage>/<study>`` folder whose latest run is taken)."""
@@ -78,7 +95,11 @@ def studies_from_path(path: Path) -> list[Any]:
     if len(names) <= 1:
         parent = _recorded_parent_run(folder)
         name = names[0] if names else folder.name
-        return [StudyResults(name, frame, settings, source=str(path), parent_run_id=parent, curves=curves)]
+        return [
+            StudyResults(
+                name, frame, settings, source=str(path), parent_run_id=parent, curves=curves, recipe=_recipe(spec_text)
+            )
+        ]
     return [
         StudyResults(
             n,
@@ -119,15 +140,17 @@ def studies_from_mlflow(uri: str, names: list[str]) -> list[Any]:
     out = []
     for name in names:
         parent = find_study_run(uri, name)  # InputError naming the known studies
+        spec_text = _spec_text(client, parent.info.run_id)
         out.append(
             StudyResults(
                 name,
                 mlflow_results_frame(uri, name),
-                _settings(_spec_text(client, parent.info.run_id)),
+                _settings(spec_text),
                 source=f"{uri} (run {parent.info.run_id})",
                 parent_run_id=parent.info.run_id,
                 sigmas=mope_sigma_frame(uri, name),
                 curves=curves_frame(uri, name),
+                recipe=_recipe(spec_text),
             )
         )
     return out
@@ -265,7 +288,8 @@ def scorecard(
 
 
 def _log(uri: str, experiment: str, description: str, files: list[Path], inputs: list[Any]) -> None:
-    from harness.scorecard.tracking import link_studies, log_scorecard, run_link
+    from harness.mlflow_client import is_server_uri, redact_uri
+    from harness.scorecard.tracking import link_studies, log_scorecard, run_url
 
     read = {s.name: s.parent_run_id for s in inputs}
     experiment_id, run_id = log_scorecard(
@@ -273,10 +297,10 @@ def _log(uri: str, experiment: str, description: str, files: list[Path], inputs:
     )
     parents = [p for p in read.values() if p]
     linked = link_studies(uri, parents, experiment_id, run_id)
-    typer.echo(
-        f"MLflow: scorecard run {run_id} (experiment {experiment!r}; in the UI: {run_link(experiment_id, run_id)}); "
-        f"linked from {linked} study run(s)"
-    )
+    typer.echo(f"MLflow: scorecard run {run_id} (experiment {experiment!r}); linked from {linked} study run(s)")
+    url = run_url(uri, experiment_id, run_id)  # with its host: a terminal makes it a link
+    served = is_server_uri(uri)
+    typer.echo(f"View it: {url}" if served else f"View it: harness ui --tracking-uri {redact_uri(uri)}  ->  {url}")
 
 
 def register(app: typer.Typer) -> None:

@@ -7,8 +7,9 @@ read by the reader of the claim's kind (:data:`~harness.scorecard.readers.READER
 report's own statistics, the seed as the unit) and judged by
 :mod:`harness.scorecard.verdicts` (:mod:`harness.scorecard.cells`). The same reading at every
 evaluation step of the study's curves gives its ``training`` rows
-(:mod:`harness.scorecard.training`), and three or more sizes of one study a ``predicted`` row
-at the papers' size, or ``not predictable`` with the reason
+(:mod:`harness.scorecard.training`), and the studies of one recipe together (one, or several
+that differ in sizes and run length: :mod:`harness.scorecard.pooling`) a ``predicted`` row at
+the papers' size and training steps, or ``not predictable`` with the reason
 (:mod:`harness.scorecard.prediction`). A claim read at two or more sizes or context lengths of one
 study also gets a ``trend`` row per factor: the slope of the per-seed effect per doubling of x
 (:func:`harness.analysis.effect_trend`), with words saying where the claim holds. A claim
@@ -212,6 +213,7 @@ def claim_rows(claim: Claim, studies: Sequence[StudyResults], claims: ClaimSet) 
             rows += _trend_claim_rows(claim, measure, studies, claims)
             continue
         found: list[ScorecardRow] = []
+        readable: list[tuple[StudyResults, list[dict[str, Any]]]] = []
         for study in studies:
             cells = readable_cells(claim, measure, study)
             cell_rows = [r for cell, part in cells for r in measure_cell(claim, measure, study, cell, part, claims)]
@@ -220,8 +222,9 @@ def claim_rows(claim: Claim, studies: Sequence[StudyResults], claims: ClaimSet) 
                 continue  # its cells say why: no trend or prediction from throughput measured under load
             found += _trend_rows(claim, measure, study, [c for c, _ in cells], cell_rows, claims)
             if cell_rows:
-                found += predicted_rows(claim, measure, study, [c for c, _ in cells], claims)
+                readable.append((study, [c for c, _ in cells]))
                 found += training_rows(claim, measure, study, claims)
+        found += predicted_rows(claim, measure, readable, claims)  # studies of one recipe pooled
         rows += found or [_not_measured(claim, measure)]
     return rows
 

@@ -2,12 +2,13 @@
 table (and MLflow description) and the terminal table are its renderings.
 
 Sections: ``summary`` (one row per claim and reading: its verdict at the paper's setting, the
-kinds found beyond it and predicted at the papers' size; a claim about a trend: its trend; in
+kinds found beyond it and predicted at the papers' size and steps; a claim about a trend: its trend; in
 bold where it replicated; above it the claims measured and not, the rows by kind, each
 measurement counted once, and the card's family-wise rate under a global null), ``claims``
 (one row per claim, reading, study and cell), ``trends`` (per claim and factor, with where it
-holds), ``predicted`` (at the papers' size from three or more sizes, or why not, with a figure
-per claim), ``training`` (every curve's final kind and since when, with a figure per claim),
+holds), ``predicted`` (at the papers' size and training steps, from a surface over size x
+steps, or why not, with its own calibration and a figure per claim), ``training`` (every
+curve's final kind and since when, with a figure per claim),
 ``kinds`` (what each verdict kind means) and ``statements`` (every claim as the paper states
 it, with its margin and the studies that measure it). Each row is coloured by what its test
 settled (the row's ``settled`` column). Counts print as whole numbers, a bound as a percentage
@@ -25,6 +26,7 @@ from harness.report.document import Document, Note, Paragraph, Section, Table
 from harness.scorecard.claims import ClaimSet
 from harness.scorecard.compute import cell_of
 from harness.scorecard.family import card_family_wise
+from harness.scorecard.prediction_words import reach_text
 from harness.scorecard.rows import ScorecardRow
 from harness.scorecard.sections import paper_text, predicted_section, texts, training_section, value_text
 from harness.scorecard.verdicts import KIND_MEANINGS
@@ -113,11 +115,15 @@ def _statements_frame(claims: ClaimSet) -> pl.DataFrame:
 
 
 def _predicted_text(rows: pl.DataFrame) -> str:
-    """The kinds predicted at the papers' size, with how far each reaches ("smaller (5.9x)")."""
+    """The kinds predicted at the papers' size and steps, with how far each reaches on both axes
+    ("smaller (5.9x in size, 2.5x in steps)")."""
     predicted = rows.filter(pl.col("kind") == "predicted")
     made = predicted.filter(pl.col("verdict_kind") != "not predictable")
     if made.height:
-        return ", ".join(f"{r['verdict_kind']} ({r['extrapolation']:.1f}x)" for r in made.iter_rows(named=True))
+        return ", ".join(
+            f"{r['verdict_kind']} ({reach_text(r['extrapolation'], r['steps_extrapolation'])})"
+            for r in made.iter_rows(named=True)
+        )
     return "not predictable" if predicted.height else ""
 
 
@@ -154,7 +160,7 @@ def _summary_row(claim: str, reading: str, rows: pl.DataFrame) -> dict:
 
 def summary_frame(table: pl.DataFrame) -> pl.DataFrame:
     """One row per claim and reading: the verdict at the paper's setting (the cell with the
-    most seeds there), the kinds found elsewhere and predicted at the papers' size; a claim
+    most seeds there), the kinds found elsewhere and predicted at the papers' size and steps; a claim
     about a trend: its trend (the one across the most levels). Training rows are not read."""
     table = table.filter(pl.col("kind") != "training")
     groups = table.partition_by(["claim", "reading"], as_dict=True, maintain_order=True)
@@ -219,10 +225,26 @@ def description_document(table: pl.DataFrame, studies: Sequence[str]) -> Documen
     missing = sorted(set(summary.get_column("claim").to_list()) - set(shown.get_column("claim").to_list()))
     blocks: list = [Paragraph(count_words(table, studies)), Paragraph(family_words(rows))]
     if shown.height:
+        shown = _without_empty_columns(shown)
         blocks.append(_claims_table(shown, labels={"estimate": "at the paper's setting", "verdict": "kind"}))
     if missing:
         blocks.append(Paragraph(f"Not measured by the studies read: {', '.join(missing)}."))
     return Document("Scorecard: the papers' claims", (Section("summary", "The claims measured", tuple(blocks)),))
+
+
+def _without_empty_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` without the shown columns that hold nothing in any row (every value null or
+    empty: a column of dashes says nothing; e.g. the estimate at the paper's setting when no
+    study ran there); an interval's two columns go together."""
+
+    def empty(column: str) -> bool:
+        values = frame.get_column(column)
+        return values.null_count() == frame.height or (values.dtype == pl.String and (values.fill_null("") == "").all())
+
+    drop = [c for c in frame.columns if not c.startswith("__") and c != "claim" and empty(c)]
+    if ("ci_low" in drop) != ("ci_high" in drop):
+        drop = [c for c in drop if c not in ("ci_low", "ci_high")]
+    return frame.drop(drop)
 
 
 def _claims_table(frame: pl.DataFrame, labels: dict[str, str] | None = None) -> Table:
@@ -251,7 +273,11 @@ def scorecard_document(table: pl.DataFrame, claims: ClaimSet, studies: Sequence[
     claims_table = _claims_table(_claims_frame(table))
     summary = _claims_table(
         summary_frame(table),
-        labels={"estimate": "at the paper's setting", "elsewhere": "beyond it", "predicted": "at the papers' size"},
+        labels={
+            "estimate": "at the paper's setting",
+            "elsewhere": "beyond it",
+            "predicted": "at the papers' size and steps",
+        },
     )
     sections = [
         Section("summary", "At the papers' setting, and beyond", (intro, Paragraph(family_words(rows)), summary)),

@@ -32,6 +32,7 @@ import numpy as np
 from harness.analysis.results_types import NOT_DISTINGUISHABLE
 from harness.analysis.verdict_words import not_after_holm
 from harness.scorecard.calibration import FamilyWiseRate, family_wise_rate
+from harness.scorecard.prediction_words import predicted_quantity
 from harness.scorecard.rows import ScorecardRow
 
 
@@ -49,9 +50,7 @@ def holm_adjusted(pvalues: np.ndarray) -> np.ndarray:
 
 
 def _lost_to_holm(row: ScorecardRow, p_holm: float, k: int) -> ScorecardRow:
-    quantity = {"trend": "slope per doubling", "predicted": "extrapolated estimate (not measured)"}.get(
-        row.kind, "estimate"
-    )
+    quantity = {"trend": "slope per doubling", "predicted": predicted_quantity(row)}.get(row.kind, "estimate")
     ci = (row.ci_low, row.ci_high)
     words = not_after_holm(quantity, row.estimate, ci, p_holm)
     return dataclasses.replace(

@@ -1,43 +1,56 @@
-"""A claim predicted at the papers' size from three or more sizes of one study, or refused.
+"""A claim predicted at the papers' setting, size x training steps, from the studies read, or refused.
 
-For a claim read as a contrast or the interaction, each group of a study's cells that differ
-only in size (one corpus, one context length) gives one ``predicted`` row:
-:func:`~harness.analysis.extrapolation.effect_prediction` fits each seed's effect against
-log2(parameters) and reads each seed's line at the papers' parameter count, the t-interval
-over seeds of those predictions is judged by the claim's own rules
-(:func:`~harness.scorecard.verdicts.classify_effect`), and the words say "extrapolated, not
-measured", how far (``extrapolation``: the papers' parameters / the largest measured), from
-how many sizes at how many training steps, and how the backtest went. The papers' parameter
-count is that of the claim's reference variant (its control, or the 2x2's base) built at the
-claim setting's size and context length with the study's own vocabulary
-(:func:`papers_parameters`: on the meta device, as ``harness zoo`` builds it).
+For a claim read as a contrast or the interaction, each group of cells (one corpus, one context
+length) of the studies that share a recipe (:mod:`harness.scorecard.pooling`: one study, or
+several that differ only in sizes and run length) gives one ``predicted`` row:
+:func:`~harness.analysis.extrapolation.effect_surface` fits each seed's effect as a surface in
+log2(parameters) and log2(steps) over every evaluation of the curves (the steps axis is the
+evaluation step, with a run's end as a covariate: the learning rate's cosine ends there) and reads
+it at the claim setting's size and steps (the papers': 4.76 M parameters, 5,000 steps); the
+t-interval over seeds of those predictions is judged by the claim's own rules
+(:func:`~harness.scorecard.verdicts.classify_effect`). The words say "extrapolated, not measured",
+how far on each axis (``extrapolation``: the papers' parameters / the largest measured;
+``steps_extrapolation``: the papers' steps / the last evaluation), from what, and how each check
+went. The papers' parameter count is that of the claim's reference variant (its control, or the
+2x2's base) built at the claim setting's size and context length with the study's own
+vocabulary (:func:`papers_parameters`: on the meta device, as ``harness zoo`` builds it).
 
-The row is ``not predictable``, with the reason, when the study has fewer than three sizes, the
-papers' size lies more than 16x beyond the largest measured, or the backtest fails
-(:func:`~harness.analysis.extrapolation.refusal`).
+The row is ``not predictable``, with the reason, by :mod:`harness.analysis.surface`'s rules
+(reach on either axis, a backtest on either axis, a curvature). Each row that has a surface also
+carries its **calibration at the study's own noise** (``calibration``): studies of its own design
+simulated from the noise measured in it under log-linear, curved, saturating and emergent truths
+through the same rules (:mod:`harness.analysis.surface_calibration`), with the coverage, refusal
+and wrong-signed rates it measured.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 import polars as pl
 
 from harness.analysis.contrasts import sign_flip_pvalue
-from harness.analysis.extrapolation import MIN_SIZES, PredictionResult, effect_prediction, refusal
-from harness.analysis.results import at_reference_tau_init
+from harness.analysis.extrapolation import SurfacePrediction, effect_surface
+from harness.analysis.results import at_reference_tau_init, require_columns
 from harness.analysis.results_types import NOT_TESTABLE, no_test_reason
+from harness.analysis.surface_calibration import calibrate, calibration_words
 from harness.errors import InputError
-from harness.scorecard.calibration import prediction_coverage
-from harness.scorecard.cells import StudyResults, claim_fields, keyed, mean_of, numbers
+from harness.scorecard.cells import StudyResults, claim_fields, keyed, numbers
 from harness.scorecard.claims import Claim, ClaimSet, Measure, Setting
+from harness.scorecard.pooling import prediction_pools
+from harness.scorecard.prediction_words import refused_words, where_words
 from harness.scorecard.readers import READERS, equivalence_interval, seed_sd, size_shape
 from harness.scorecard.rows import ScorecardRow
 from harness.scorecard.verdicts import ClaimVerdict, Intervals, classify_effect
 
+#: Simulated studies per truth in a card's own calibration (Monte-Carlo se about 0.5 % at 95 %).
+CARD_REPS = 2000
 
+
+@lru_cache(maxsize=256)
 def papers_parameters(variant: str, size: Any, params: float, context_length: int, setting: Setting) -> tuple[int, int]:
     """(the parameter count of ``variant`` at ``setting``'s size and context length, the
     vocabulary it is built with): the study's vocabulary, read off ``params``, the variant's
@@ -66,13 +79,23 @@ def papers_parameters(variant: str, size: Any, params: float, context_length: in
     return count(setting.size, int(round(vocab)), setting.context_length), int(round(vocab))
 
 
-def _group_frame(claim: Claim, measure: Measure, study: StudyResults, group: Mapping[str, Any]) -> pl.DataFrame:
-    """The study's rows of the measure's variants in one group (corpus, context length), at
-    tau's reference initial value."""
-    df = study.frame.filter(pl.col("variant").is_in(list(measure.names())))
+# ----------------------------------------------------------------------------- the tables read
+def _in_group(df: pl.DataFrame, measure: Measure, group: Mapping[str, Any]) -> pl.DataFrame:
+    df = df.filter(pl.col("variant").is_in(list(measure.names())))
     for column, value in group.items():
-        df = df.filter(pl.col(column) == value)
+        if column in df.columns:
+            df = df.filter(pl.col(column) == value)
     return at_reference_tau_init(df)[0] if df.height else df
+
+
+def _table(claim: Claim, measure: Measure, study: StudyResults, group: Mapping[str, Any]) -> pl.DataFrame:
+    """What the surface reads of one study in one group: its curves (every evaluation) when they
+    hold the claim's metric, else its final results (one point per run)."""
+    metric = READERS[claim.kind].metric(claim)
+    curves = study.curves
+    if curves is not None and metric in curves.columns and curves.get_column(metric).drop_nulls().len():
+        return _in_group(curves, measure, group)
+    return _in_group(study.frame, measure, group)
 
 
 def _groups(cells: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -82,23 +105,35 @@ def _groups(cells: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [unique[key] for key in sorted(unique, key=str)]
 
 
-def _predict(claim: Claim, measure: Measure, df: pl.DataFrame, study: StudyResults) -> tuple[PredictionResult, int]:
-    """The prediction at the papers' size, and that size's parameter count."""
+def _papers_count(claim: Claim, measure: Measure, frames: Sequence[pl.DataFrame]) -> int:
+    """The papers' parameter count for the claim's reference variant (see the module docstring)."""
     reference = str(measure.control or measure.base)
-    ref = df.filter(pl.col("variant") == reference)
-    by_size = ref.group_by("size").agg(pl.col("params").cast(pl.Float64).mean()).sort("params")
-    largest = by_size.row(by_size.height - 1, named=True)
-    context = int(df.get_column("context_length").max()) if "context_length" in df.columns else 0
-    paper, _ = papers_parameters(reference, largest["size"], largest["params"], context, claim.setting)
-    keys: dict[str, Any] = dict(metric=claim.metric, confidence=study.settings.confidence, at=float(paper))
+    for frame in frames:
+        require_columns(frame, ("size", "params"), "a prediction across sizes")
+    frames = [f if "context_length" in f.columns else f.with_columns(pl.lit(0).alias("context_length")) for f in frames]
+    ref = pl.concat(
+        [f.filter(pl.col("variant") == reference).select("size", "params", "context_length") for f in frames]
+    )
+    by_size = ref.group_by("size").agg(pl.col("params").cast(pl.Float64).mean(), pl.col("context_length").max())
+    largest = by_size.sort("params").row(by_size.height - 1, named=True)
+    return papers_parameters(
+        reference, largest["size"], largest["params"], int(largest["context_length"] or 0), claim.setting
+    )[0]
+
+
+def _surface(claim: Claim, measure: Measure, tables: Sequence[tuple[str, pl.DataFrame]], study: StudyResults):
+    """The prediction at the claim setting's size and steps, and the papers' count."""
+    paper = _papers_count(claim, measure, [t for _, t in tables])
+    keys: dict[str, Any] = dict(metric=READERS[claim.kind].metric(claim), confidence=study.settings.confidence)
     if claim.kind == "interaction":
         keys.update(base=measure.base, a=measure.a, b=measure.b, ab=measure.ab)
     else:
         keys.update(treatment=measure.treatment, control=measure.control)
-    return effect_prediction(df, **keys), paper
+    return effect_surface(tables, params=float(paper), steps=float(claim.setting.steps), **keys), paper
 
 
-def _intervals(res: PredictionResult, study: StudyResults) -> Intervals:
+# ----------------------------------------------------------------------------- the rows
+def _intervals(res: SurfacePrediction, study: StudyResults) -> Intervals:
     s = study.settings
     tested = res.shape is not None
     return Intervals(
@@ -115,105 +150,119 @@ def _intervals(res: PredictionResult, study: StudyResults) -> Intervals:
     )
 
 
-def _where(res: PredictionResult, paper: int, steps: int | None, setting: Setting) -> str:
-    """How far and from what the prediction reaches, in words."""
-    sizes = ", ".join(f"{n} ({x / 1e6:.2f}M)" for n, x in zip(res.size_names, res.x_values, strict=True))
-    trained = f"{steps:,} steps" if steps is not None else "the study's steps"
-    return (
-        f"at {paper / 1e6:.2f}M parameters (the papers' size, {setting.size}, with this study's vocabulary), "
-        f"{res.extrapolation:.1f}x the largest size measured, from {res.n_sizes} sizes [{sizes}] trained "
-        f"{trained} (the papers: {setting.steps:,})"
-    )
-
-
-def _extrapolated(verdict: ClaimVerdict, res: PredictionResult, where: str) -> ClaimVerdict:
-    """The verdict worded "extrapolated, not measured", with where, the backtest and the
-    simulated coverage of such intervals."""
-    head = f"{verdict.kind}: "
-    body = verdict.words[len(head) :] if verdict.words.startswith(head) else verdict.words
-    coverage = prediction_coverage(res.n_seeds)
-    cover = (
-        ""
-        if coverage is None
-        else f"; such intervals covered a log-linear truth in {coverage.rate:.0%} of simulated studies at "
-        f"{coverage.seeds} seeds (docs/calibration.md)"
-    )
-    words = f"{verdict.kind}, extrapolated, not measured: {body}; predicted {where}; backtest: {res.backtest.words}"
-    rests = verdict.rests_on + " of the per-seed predictions"
-    return ClaimVerdict(verdict.kind, words + cover, rests, signed=verdict.signed, settled=verdict.settled)
-
-
-def _fields(claim: Claim, measure: Measure, study: StudyResults, group: Mapping[str, Any], df: pl.DataFrame):
-    """The fields every predicted row of one group has: the claim, the group (corpus, context
-    length), the papers' size and the study's steps and seeds."""
-    steps = mean_of(df, "steps")
+def _fields(claim: Claim, measure: Measure, name: str, parent: str | None, group: Mapping[str, Any]) -> dict:
+    """The fields every predicted row of one group has: the claim, the studies read, the group
+    (corpus, context length) and the papers' size and steps it predicts at."""
     return {
-        **claim_fields(claim, measure, study.name),
+        **claim_fields(claim, measure, name),
         "kind": "predicted",
         **group,
         "size": claim.setting.size,
-        "steps": None if steps is None else int(round(steps)),
-        "factor": "params",
+        "steps": claim.setting.steps,
+        "factor": "params x steps",
         "at_paper_setting": False,
-        "parent_run_id": study.parent_run_id,
-        "n_seeds": df.get_column("seed").n_unique() if "seed" in df.columns else 0,
+        "parent_run_id": parent,
     }
 
 
-def _refused(claim, measure, study, group, df: pl.DataFrame, why: str, **fields: Any) -> ScorecardRow:
-    """A ``not predictable`` row saying why (``fields``: what is known, e.g. the sizes' count)."""
+def _calibration(res: SurfacePrediction, study: StudyResults) -> str | None:
+    """The card's own calibration of this prediction in words (None: nothing to simulate)."""
+    if res.plan.predict is None or res.plan.refused is not None or len(res.effects.y) < 2:
+        return None
+    cal = calibrate(
+        res.plan, res.effects.y, reps=CARD_REPS, confidence=study.settings.confidence, rng=study.settings.seed
+    )
+    return calibration_words(cal)
+
+
+def _numbers_of(res: SurfacePrediction, paper: int, margin: float) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "params": paper,
+        "levels": len(res.design.size_names),
+        "margin": margin,
+        "extrapolation": res.size_extrapolation,
+        "steps_extrapolation": res.steps_extrapolation,
+        "slope": res.slope if res.slope is not None and math.isfinite(res.slope) else None,
+        "n_seeds": len(res.effects.y),
+    }
+    if "size backtest" in res.checks:
+        fields.update(dict(zip(("backtest_low", "backtest_high"), res.checks["size backtest"], strict=True)))
+    return fields
+
+
+def _row(claim, measure, pool, group, res: SurfacePrediction, paper: int, claims: ClaimSet) -> ScorecardRow:
+    """The predicted row of one group of one pool: its verdict by the claim's rules, or refused."""
+    study = pool[0]
+    name, parent = " + ".join(s.name for s in pool), study.parent_run_id if len(pool) == 1 else None
+    margin = claims.margin_for(claim, study.settings.smallest_effect)
+    fields = {**_fields(claim, measure, name, parent, group), **_numbers_of(res, paper, margin)}
+    fields["calibration"] = _calibration(res, study)
+    where = where_words(res, paper, claim.setting, group, pool)
+    fields["where"] = where  # kept whole when Holm's adjustment rewrites the verdict
+    if res.refused is not None:
+        verdict = ClaimVerdict("not predictable", refused_words(res, where), "none", settled=NOT_TESTABLE)
+        values = numbers(Intervals(math.nan, None, None, 0), verdict)
+        values.pop("n_seeds")
+        return keyed(ScorecardRow(**fields, **values), measure)
+    iv = _intervals(res, study)
+    verdict = classify_effect(iv, sign=claim.sign, paper_value=claim.paper_value, margin=margin)
+    head = f"{verdict.kind}: "
+    body = verdict.words[len(head) :] if verdict.words.startswith(head) else verdict.words
+    words = f"{verdict.kind}, extrapolated, not measured: {body}; {where}"
+    verdict = ClaimVerdict(
+        verdict.kind,
+        words,
+        verdict.rests_on + " of the per-seed predictions",
+        signed=verdict.signed,
+        settled=verdict.settled,
+    )
+    fields.pop("n_seeds")
+    return keyed(ScorecardRow(**fields, **numbers(iv, verdict)), measure)
+
+
+def _refused_row(claim, measure, pool, group, why: str, **known: Any) -> ScorecardRow:
+    """A ``not predictable`` row whose surface could not even be built (``known``: what is)."""
     verdict = ClaimVerdict("not predictable", f"not predictable: {why}", "none", settled=NOT_TESTABLE)
     values = numbers(Intervals(math.nan, None, None, 0), verdict)
     values.pop("n_seeds")
-    return keyed(ScorecardRow(**_fields(claim, measure, study, group, df), **fields, **values), measure)
+    parent = pool[0].parent_run_id if len(pool) == 1 else None
+    fields = _fields(claim, measure, " + ".join(s.name for s in pool), parent, group)
+    return keyed(ScorecardRow(**fields, **known, **values), measure)
 
 
-def _row(claim, measure, study, group, df: pl.DataFrame, res: PredictionResult, paper: int, claims) -> ScorecardRow:
-    """The predicted row of one group: its verdict by the claim's rules, or refused."""
-    margin = claims.margin_for(claim, study.settings.smallest_effect)
-    fields: dict[str, Any] = {
-        "params": paper,
-        "levels": res.n_sizes,
-        "margin": margin,
-        "extrapolation": res.extrapolation,
-        "slope": res.slope if math.isfinite(res.slope) else None,
-    }
-    bt = res.backtest
-    if bt is not None and bt.interval is not None:
-        fields.update(backtest_low=float(bt.interval.low), backtest_high=float(bt.interval.high))
-    if res.refused is not None:
-        return _refused(claim, measure, study, group, df, res.refused, **fields)
-    iv = _intervals(res, study)
-    verdict = classify_effect(iv, sign=claim.sign, paper_value=claim.paper_value, margin=margin)
-    base = _fields(claim, measure, study, group, df)
-    verdict = _extrapolated(verdict, res, _where(res, paper, base["steps"], claim.setting))
-    return keyed(ScorecardRow(**{**base, **fields, **numbers(iv, verdict)}), measure)
+def _pool_rows(claim, measure, pool: Sequence[StudyResults], group, claims) -> ScorecardRow:
+    tables = [(s.name, _table(claim, measure, s, group)) for s in pool]
+    tables = [(n, t) for n, t in tables if t.height]
+    sizes = sorted({str(s) for _, t in tables if "size" in t.columns for s in t.get_column("size").drop_nulls()})
+    if not tables:
+        return _refused_row(claim, measure, pool, group, "no evaluation holds the claim's variants", levels=0)
+    try:
+        res, paper = _surface(claim, measure, tables, pool[0])
+    except InputError as exc:
+        return _refused_row(claim, measure, pool, group, str(exc), levels=len(sizes))
+    return _row(claim, measure, pool, group, res, paper, claims)
 
 
 def predicted_rows(
-    claim: Claim, measure: Measure, study: StudyResults, cells: Sequence[Mapping[str, Any]], claims: ClaimSet
+    claim: Claim,
+    measure: Measure,
+    readable: Sequence[tuple[StudyResults, Sequence[Mapping[str, Any]]]],
+    claims: ClaimSet,
 ) -> list[ScorecardRow]:
-    """One ``predicted`` row per group of the study's ``cells`` (those the claim was read in)
-    that differ only in size; none for a claim that is not an effect or is about a trend."""
-    if not READERS[claim.kind].trends or claim.trend is not None or not cells:
+    """One ``predicted`` row per group (corpus, context length) and pool of studies of one
+    recipe among ``readable`` (each study with the cells the claim was read in); none for a
+    claim that is not an effect or is about a trend."""
+    if not READERS[claim.kind].trends or claim.trend is not None:
         return []
+    groups = _groups([c for _, cells in readable for c in cells])
     out = []
-    for group in _groups(cells):
-        df = _group_frame(claim, measure, study, group)
-        sizes = sorted({str(s) for s in df.get_column("size").drop_nulls().to_list()})
-        if len(sizes) < MIN_SIZES:
-            why = f"{refusal(len(sizes), math.nan, None)} ({', '.join(sizes)})"
-            if claim.setting.size in sizes:  # the papers' size was trained: its cells are the measurement
-                why = f"nothing to extrapolate: the papers' size ({claim.setting.size}) was measured (read its cells)"
-            out.append(_refused(claim, measure, study, group, df, why, levels=len(sizes)))
-            continue
-        try:
-            res, paper = _predict(claim, measure, df, study)
-        except InputError as exc:
-            out.append(_refused(claim, measure, study, group, df, str(exc), levels=len(sizes)))
-            continue
-        out.append(_row(claim, measure, study, group, df, res, paper, claims))
+    for group in groups:
+        members = [
+            (s, cells) for s, cells in readable if any(all(c.get(k) == v for k, v in group.items()) for c in cells)
+        ]
+        for pool in prediction_pools(members, group.get("context_length")):
+            out.append(_pool_rows(claim, measure, [s for s, _ in pool], group, claims))
     return out
 
 
-__all__ = ["papers_parameters", "predicted_rows"]
+__all__ = ["CARD_REPS", "papers_parameters", "predicted_rows"]

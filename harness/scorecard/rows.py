@@ -19,7 +19,7 @@ import polars as pl
 
 #: What a row is: one cell of one study (its final numbers), a trend across sizes or context
 #: lengths, one cell at one evaluation step (``training``), a prediction at the papers' size
-#: from three or more sizes (``predicted``; refused: verdict kind ``not predictable``), or a
+#: over size x training steps (``predicted``; refused: verdict kind ``not predictable``), or a
 #: claim no study read can measure.
 RowKind = Literal["cell", "trend", "training", "predicted", "not measured"]
 
@@ -33,10 +33,12 @@ class ScorecardRow:
     trend row: the slope per doubling; a predicted row: of the per-seed predictions at the
     papers' size, whose parameter count is ``params``); ``step`` a training row's evaluation
     step and ``stable_from`` the step from which its curve's verdict kind no longer changed;
-    ``extrapolation`` a predicted row's papers' parameters / the largest measured, ``slope``
-    its mean per-seed slope per doubling and ``backtest_*`` the interval of its backtest's
-    errors (the line without the largest size against that size); ``ci_*`` the 95 %
-    t-interval over seeds,
+    ``extrapolation`` a predicted row's papers' parameters / the largest measured,
+    ``steps_extrapolation`` its papers' steps / the last evaluation measured (1.0: within),
+    ``slope`` its mean per-seed slope per doubling of parameters at the papers' steps,
+    ``backtest_*`` the interval of its size backtest's errors (the surface without the largest
+    size against that size) and ``calibration`` the rates its own design showed in simulated
+    studies at its own noise; ``ci_*`` the 95 % t-interval over seeds,
     ``equivalence_*`` the 90 % one (the TOST's), ``prediction_*`` where a new seed's run lands
     (a claim about runs); ``margin`` the claim's smallest effect of interest (a level: how far
     from its start counts as moved), ``band`` a level's band half-width and ``start`` where it
@@ -80,6 +82,8 @@ class ScorecardRow:
     slope: float | None = None
     backtest_low: float | None = None
     backtest_high: float | None = None
+    steps_extrapolation: float | None = None
+    calibration: str | None = None
     pvalue: float | None = None
     pvalue_holm: float | None = None
     interval: str | None = None

@@ -1,9 +1,10 @@
 """The scorecard's sections on predictions at the papers' size and on training, and how its
 tables write a number (:func:`value_text`).
 
-``predicted``: one row per claim, reading, study and group of sizes (the papers' parameter
-count, how far beyond the largest size measured, the steps trained, the prediction and its
-interval, or why it was not made), with a figure per claim. ``training``: one row per curve
+``predicted``: one row per claim, reading, pool of studies and group (the papers' parameter
+count and steps, how far beyond the largest size and the last evaluation measured, the
+prediction and its interval, or why it was not made, and its own calibration), with a figure
+per claim. ``training``: one row per curve
 (claim, reading, study, cell, initial value of tau) with its last step's estimate, its final
 kind and since which step it has not changed, with a figure per claim.
 """
@@ -41,16 +42,26 @@ def texts(rows: pl.DataFrame, column: str) -> list[str | None]:
     return [write(r[column], r["metric"], r["sign"]) for r in rows.iter_rows(named=True)]
 
 
+def _reach(x: float | None) -> str | None:
+    """How far beyond the measured an axis reaches: "5.9x", or "within"."""
+    return None if x is None else f"{x:.1f}x" if x > 1.0 else "within"
+
+
 PREDICTED_WORDS = (
-    "Where one study measured a claim at three or more sizes (cells that differ only in size), each seed's "
-    "effect is fitted by least squares against log2(parameters) and read at the papers' parameter count (the "
-    "claim's reference variant built at the papers' size with the study's vocabulary); the interval is the "
-    "t-interval over seeds of those per-seed predictions, judged by the claim's own rules. It is "
-    "**extrapolated, not measured**: at the study's step count, not the papers' 5,000 unless the study trained "
-    "them, and only as good as the log-linear shape. **not predictable** says why none was made: fewer than "
-    "three sizes, the papers' size more than 16x the largest measured, or a failed backtest (the line from the "
-    "smaller sizes misses the largest size's measured effect: the 95 % t-interval over seeds of the per-seed "
-    "errors excludes 0). The backtest catches strong curvature only: docs/calibration.md gives its rates."
+    "Each effect predicted at the papers' setting on both axes it extrapolates: their size (4.76 M parameters, "
+    "the claim's reference variant built at the papers' size with the study's vocabulary) and their training steps "
+    "(5,000). Each seed's effect is fitted by least squares as a surface in log2(parameters) and log2(steps) over "
+    "every evaluation of the curves of the studies read that share a recipe (seeds matched by number), with an "
+    "offset at a run's last evaluation (the learning rate's cosine ends there, and the papers' 5,000 steps are the "
+    "end of a run), and read there; the interval is the t-interval over seeds of those per-seed predictions, judged "
+    "by the claim's own rules. It is **extrapolated, not measured**, at the context length measured (the papers' "
+    "T = 256 is not extrapolated), and only as good as the surface's shape. **not predictable** says why none was "
+    "made: fewer than three sizes or three evaluation steps on an axis it extrapolates, the size more than 16x "
+    "beyond the largest measured or the steps more than 4x beyond the last evaluation, a failed backtest on either "
+    "axis (without the largest size; without the later half of the steps) or a curvature distinguishable from 0. "
+    "The last column is this prediction's own calibration: studies of its own design simulated at the noise "
+    "measured in it, under log-linear, curved, saturating and emergent truths, through the same rules "
+    "(docs/calibration.md gives the published ladder's)."
 )
 
 
@@ -66,15 +77,17 @@ def predicted_section(table: pl.DataFrame) -> Section | None:
             "study": rows.get_column("study"),
             "cell": [f"{r['dataset']}/T={r['context_length']}" for r in rows.iter_rows(named=True)],
             "sizes": rows.get_column("levels"),
-            "steps": rows.get_column("steps"),
             "params": [None if p is None else f"{p / 1e6:.2f}M" for p in rows.get_column("params").to_list()],
-            "extrapolation": [None if x is None else f"{x:.1f}x" for x in rows.get_column("extrapolation")],
+            "steps": rows.get_column("steps"),
+            "extrapolation": [_reach(x) for x in rows.get_column("extrapolation")],
+            "steps_x": [_reach(x) for x in rows.get_column("steps_extrapolation")],
             "paper": texts(rows, "paper_value"),
             "estimate": texts(rows, "estimate"),
             "ci_low": rows.get_column("ci_low"),
             "ci_high": rows.get_column("ci_high"),
             "n_seeds": rows.get_column("n_seeds"),
             "verdict": rows.get_column("verdict"),
+            "calibration": rows.get_column("calibration"),
             "__kind": rows.get_column("settled"),
         }
     )
@@ -84,7 +97,15 @@ def predicted_section(table: pl.DataFrame) -> Section | None:
         stub="claim",
         signed=("ci_low",),
         max_rows=300,
-        labels={"paper": "paper's value", "estimate": "predicted", "params": "at parameters"},
+        labels={
+            "paper": "paper's value",
+            "estimate": "predicted",
+            "params": "at parameters",
+            "steps": "at steps",
+            "steps_x": "beyond the last step",
+            "extrapolation": "beyond the largest size",
+            "calibration": "this design at this noise, simulated",
+        },
     )
     blocks = [Paragraph(PREDICTED_WORDS), table_block, *prediction_figures(table)]
     return Section("predicted", "At the papers' size: extrapolated, not measured", tuple(blocks))

@@ -19,7 +19,6 @@ the shape check, :func:`~harness.scorecard.family.holm_adjusted`):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +26,6 @@ from typing import Any
 import numpy as np
 
 from harness.analysis.contrasts import t_interval
-from harness.analysis.extrapolation import backtest_errors, backtest_fails, predict
 from harness.analysis.shape import shape_check_fires
 from harness.analysis.tau import prediction_interval
 from harness.scorecard.family import holm_adjusted
@@ -240,10 +238,7 @@ def markdown_skewed(table: dict[str, Any]) -> str:
 
 
 __all__ = [
-    "CURVATURES",
     "FAMILY_SEEDS",
-    "PREDICTION_SEEDS",
-    "PredictionScenario",
     "KIND_SEEDS",
     "ROWS_PER_FAMILY",
     "SCENARIOS",
@@ -252,117 +247,8 @@ __all__ = [
     "family_wise_curves",
     "family_wise_table",
     "kinds_table",
-    "ladder_parameters",
     "markdown_family_wise",
     "markdown_kinds",
-    "markdown_prediction",
     "markdown_skewed",
-    "prediction_table",
     "skewed_false_positives",
 ]
-
-
-# ----------------------------------------------------------------------------- predictions
-PREDICTION_SEEDS: tuple[int, ...] = (4, 6, 8, 10)
-#: Curvatures of the curved truths (nats per doubling squared): 0 is the log-linear truth.
-CURVATURES: tuple[float, ...] = (0.0, 0.001, 0.0025, 0.005, 0.01)
-
-
-@dataclass(frozen=True)
-class PredictionScenario:
-    """A log-linear (``curvature`` 0) or curved truth across sizes: seed s's effect at log2
-    size L (L0 the smallest) is ``intercept + b_s (L - L0) + curvature (L - L0)^2 + e`` with
-    ``b_s ~ N(slope, slope_sd)`` and ``e ~ N(0, sd)`` per cell (a seed's own level cancels in a
-    paired effect). ``sizes`` are the measured parameter counts, ``at`` the papers'."""
-
-    sizes: tuple[float, ...]
-    at: float
-    intercept: float = 0.01
-    slope: float = 0.01
-    slope_sd: float = 0.003
-    sd: float = 0.005
-
-    def truth(self, curvature: float) -> float:
-        """The mean effect over seeds at the papers' size."""
-        d = math.log2(self.at / min(self.sizes))
-        return self.intercept + self.slope * d + curvature * d**2
-
-
-def ladder_parameters() -> tuple[tuple[float, ...], float]:
-    """The baseline's parameter counts at the sizes of ``studies/ladder-cpu.yaml`` (T = 128) and
-    at the papers' size (T = 256), TinyShakespeare's vocabulary (65), as ``harness zoo`` counts them."""
-    import torch
-
-    from harness.models.sizes import custom_size
-    from harness.models.transformer import build_model
-
-    with torch.device("meta"):
-        shapes = ("nano", custom_size(3, 4, 96), custom_size(4, 4, 128))
-        sizes = tuple(
-            float(build_model("baseline", size=s, vocab_size=65, block_size=128).num_parameters()) for s in shapes
-        )
-        paper = float(build_model("baseline", size="paper", vocab_size=65, block_size=256).num_parameters())
-    return sizes, paper
-
-
-def _prediction_rates(scenario: PredictionScenario, curvature: float, n: int, reps: int, gen) -> dict[str, float]:
-    """Coverage (all studies, and those whose backtest passed), the backtest's refusal rate
-    and the mean prediction error at the papers' size, for ``reps`` studies of ``n`` seeds."""
-    lx = np.log2(np.asarray(scenario.sizes, dtype=float))
-    d = lx - lx[0]
-    slopes = gen.normal(scenario.slope, scenario.slope_sd, (reps, n, 1))
-    noise = gen.normal(0.0, scenario.sd, (reps, n, len(lx)))
-    y = scenario.intercept + slopes * d + curvature * d**2 + noise  # (reps, seeds, sizes)
-    predictions = predict(lx, y, math.log2(scenario.at))  # (reps, seeds)
-    ci, _ = t_interval(predictions, confidence=CONFIDENCE, axis=-1)
-    truth = scenario.truth(curvature)
-    covers = (ci.low <= truth) & (truth <= ci.high)
-    refused = backtest_fails(backtest_errors(lx, y), CONFIDENCE)
-    accepted = ~refused
-    return {
-        "coverage": float(covers.mean()),
-        "coverage_accepted": float(covers[accepted].mean()) if accepted.any() else None,
-        "refused": float(refused.mean()),
-        "bias": float(predictions.mean() - truth),
-    }
-
-
-def prediction_table(
-    scenario: PredictionScenario | None = None,
-    seeds: Sequence[int] = PREDICTION_SEEDS,
-    curvatures: Sequence[float] = CURVATURES,
-    *,
-    reps: int = 4000,
-    rng: Any = 0,
-) -> dict[str, Any]:
-    """The prediction's calibration as ``calibration.json`` stores it: per curvature and number
-    of seeds, the coverage at the papers' size (all studies; those the backtest accepts), the
-    backtest's refusal rate and the mean error; ``coverage_accepted`` at curvature 0 by seeds
-    (the number a predicted row states)."""
-    if scenario is None:
-        sizes, at = ladder_parameters()
-        scenario = PredictionScenario(sizes, at)
-    gen = np.random.default_rng(rng)
-    rows = [
-        {"curvature": c, "seeds": n, **_prediction_rates(scenario, c, n, reps, gen)} for c in curvatures for n in seeds
-    ]
-    linear = {str(r["seeds"]): r["coverage_accepted"] for r in rows if r["curvature"] == 0.0}
-    return {
-        "reps": reps,
-        "confidence": CONFIDENCE,
-        "scenario": {k: getattr(scenario, k) for k in ("sizes", "at", "intercept", "slope", "slope_sd", "sd")},
-        "rows": rows,
-        "coverage_accepted": linear,
-    }
-
-
-def markdown_prediction(table: dict[str, Any]) -> str:
-    """The calibration page's table of the prediction at the papers' size."""
-    head = ["truth", "seeds", "coverage (all)", "coverage (backtest passed)", "backtest refuses", "mean error"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in table["rows"]:
-        truth = "log-linear" if r["curvature"] == 0.0 else f"curved, {r['curvature']:g} per doubling²"
-        accepted = "none passed" if r["coverage_accepted"] is None else f"{r['coverage_accepted']:.3f}"
-        cells = [f"{r['coverage']:.3f}", accepted, f"{r['refused']:.3f}", f"{r['bias']:+.4f}"]
-        lines.append("| " + " | ".join([truth, str(r["seeds"]), *cells]) + " |")
-    return "\n".join(lines)

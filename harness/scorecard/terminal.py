@@ -34,17 +34,29 @@ def _since(table: pl.DataFrame) -> dict[str, str]:
 
 def _where(row: dict, datasets: int) -> str:
     """Where a row measured, as short as the card allows: ``nano/T=128``, ``trend vs size``,
-    ``predicted, 5.9x``; the corpus only when the card has several."""
+    ``predicted`` (how far on both axes: the claim's title); the corpus only when the card has several."""
     if row["kind"] == "trend":
         where = f"trend vs {'size' if row['factor'] == 'params' else 'context'}"
     elif row["kind"] == "predicted":
-        reach = f", {row['extrapolation']:.1f}x" if row["extrapolation"] is not None else ""
-        where = f"predicted{reach}"
+        where = "predicted"  # where, and how far on both axes: the claim table's title
     else:
         where = f"{row['size']}/T={row['context_length']}" + (f" ({row['group']})" if row["group"] else "")
     if datasets > 1 and row["dataset"] is not None:
         where = f"{row['dataset']}/{where}"
     return where
+
+
+def _predicted_at(row: dict) -> str:
+    """Where a claim is predicted and how far on both axes: "predicted at 4.76M parameters (5.9x
+    the largest size measured) and 5,000 steps (2.5x the last evaluation)"."""
+
+    def reach(x: float | None, what: str) -> str:
+        return "" if x is None else f" ({x:.1f}x {what})" if x > 1.0 else " (within those measured)"
+
+    return (
+        f"predicted at {row['params'] / 1e6:.2f}M parameters{reach(row['extrapolation'], 'the largest size measured')} "
+        f"and {row['steps']:,} steps{reach(row['steps_extrapolation'], 'the last evaluation')}"
+    )
 
 
 def _claim_table(rows: pl.DataFrame, since: dict[str, str] | None, studies: int, datasets: int) -> Table:
@@ -67,9 +79,9 @@ def _claim_table(rows: pl.DataFrame, since: dict[str, str] | None, studies: int,
     if since is not None:
         cells = rows.get_column("measurement_cell").to_list()
         frame = frame.with_columns(pl.Series("since", [since.get(m, "") for m in cells], dtype=pl.String))
-    at = rows.filter((pl.col("kind") == "predicted") & pl.col("params").is_not_null()).get_column("params")
+    predicted = rows.filter((pl.col("kind") == "predicted") & pl.col("params").is_not_null())
     notes = ([f"paper: {paper}"] if paper else []) + (
-        [f"predicted at {at[0] / 1e6:.2f}M parameters"] if at.len() else []
+        [_predicted_at(predicted.row(0, named=True))] if predicted.height else []
     )
     title = (
         first["claim"] + (f" in {first['study']}" if studies > 1 else "") + (f" ({'; '.join(notes)})" if notes else "")
@@ -77,8 +89,16 @@ def _claim_table(rows: pl.DataFrame, since: dict[str, str] | None, studies: int,
     return Table(frame, stub="reading", signed=("ci_low",), labels={"since": "held since"}, title=title)
 
 
-def _measured_tables(table: pl.DataFrame) -> list[Table]:
-    """A table per measured claim, in the card's order."""
+def _calibration_lines(part: pl.DataFrame) -> list[Paragraph]:
+    """Beside a claim's predicted rows: the rates its own design showed in simulated studies at
+    its own noise (each distinct one once)."""
+    predicted = part.filter((pl.col("kind") == "predicted") & pl.col("calibration").is_not_null())
+    words = dict.fromkeys(predicted.get_column("calibration").to_list())
+    return [Paragraph(f"  the prediction's own calibration: {w}") for w in words]
+
+
+def _measured_tables(table: pl.DataFrame) -> list[Table | Paragraph]:
+    """A table per measured claim, in the card's order, each prediction's calibration below it."""
     table = table.with_columns(pl.col("measurement").str.split("|step=").list.first().alias("measurement_cell"))
     since = _since(table) if table.filter(pl.col("kind") == "training").height else None
     rows = table.filter(pl.col("kind").is_in(VERDICT_ROWS))
@@ -91,7 +111,10 @@ def _measured_tables(table: pl.DataFrame) -> list[Table]:
         order = pl.col("kind").replace_strict(rank, return_dtype=pl.Int64)
         return part.sort(["reading", order, "params"], nulls_last=True, maintain_order=True)
 
-    return [_claim_table(ordered(part), since, studies, datasets) for part in parts.values()]
+    blocks: list[Table | Paragraph] = []
+    for part in parts.values():
+        blocks += [_claim_table(ordered(part), since, studies, datasets), *_calibration_lines(part)]
+    return blocks
 
 
 def _unmeasured_lines(table: pl.DataFrame) -> list[str]:

@@ -6,17 +6,19 @@ markdown summary as its description (``mlflow.note.content``:
 :func:`~harness.scorecard.document.description_document`), the files of the output directory as artifacts
 (``scorecard.html``, ``scorecard.parquet``, ``scorecard.md``) and, as tags, the studies it read
 and their parent run ids (``harness.read.<study>``). Each study's parent run gets the tag
-``harness.scorecard_run`` and a last line in its description linking to that run (a line
-an earlier scorecard wrote there is replaced).
+``harness.scorecard_run`` and a link to that run in its description, beside the full report's
+in its verdict table's header (:func:`with_scorecard_link`; a link an earlier scorecard wrote
+there is replaced).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from harness.mlflow_client import TrackingClient, ensure_experiment, harness_git_commit, run_page_link
+from harness.mlflow_client import TrackingClient, ensure_experiment, harness_git_commit, run_page_link, run_ui_url
 
 NOTE_TAG = "mlflow.note.content"
 LINK_PREFIX = "**Scorecard:**"
@@ -79,28 +81,62 @@ def log_scorecard(
     return experiment_id, run_id
 
 
+#: A study's description whose first line is its verdict table's header (``| effect ([full
+#: report](...)) | ...``: :func:`~harness.report.study.parent_description`) takes the scorecard's
+#: link beside the report's, so that the table stays the whole description (MLflow folds a
+#: taller one); any other description gets it as its last line.
+_HEADER_LINK = re.compile(r"^(\| effect \(\[full report\]\([^)]*\))(?:, \[scorecard\]\([^)]*\))?\)")
+
+
+def with_scorecard_link(text: str, link: str) -> str:
+    """``text`` (a study's description) linking the scorecard at ``link`` (one link: a link an
+    earlier scorecard wrote there is replaced).
+
+    >>> with_scorecard_link("| effect ([full report](r)) | estimate |", "s")
+    '| effect ([full report](r), [scorecard](s)) | estimate |'
+    """
+    if _HEADER_LINK.match(text):
+        return _HEADER_LINK.sub(lambda m: f"{m.group(1)}, [scorecard]({link}))", text, count=1)
+    line = f"{LINK_PREFIX} [the scorecard that read this study last]({link})"
+    kept = [x for x in text.rstrip().splitlines() if not x.startswith(LINK_PREFIX)]
+    while kept and not kept[-1].strip():
+        kept.pop()
+    body = "\n".join(kept)
+    room = DESCRIPTION_MAX_CHARS - len(line) - 2
+    return (body[:room] + "\n\n" if body else "") + line
+
+
 def link_studies(tracking_uri: str, parents: Sequence[str], experiment_id: str, run_id: str) -> int:
     """Point each study's parent run at the scorecard run: the tag ``harness.scorecard_run``
-    and the last line of its description. A parent run this store does not hold (a study
-    read from files that was recorded in another store) is left alone. Returns how many runs
-    were updated."""
+    and a link in its description (:func:`with_scorecard_link`). A parent run this store does
+    not hold (a study read from files that was recorded in another store) is left alone.
+    Returns how many runs were updated."""
     client = TrackingClient(tracking_uri)
-    line = f"{LINK_PREFIX} [the scorecard that read this study last]({run_link(experiment_id, run_id)})"
     linked = 0
     for parent in parents:
         run = client.find_run(parent)
         if run is None:
             continue
         text = run.data.tags.get(NOTE_TAG, "")
-        kept = [x for x in text.rstrip().splitlines() if not x.startswith(LINK_PREFIX)]
-        while kept and not kept[-1].strip():
-            kept.pop()
-        body = "\n".join(kept)
-        room = DESCRIPTION_MAX_CHARS - len(line) - 2
-        client.set_tag(parent, NOTE_TAG, (body[:room] + "\n\n" if body else "") + line)
+        client.set_tag(parent, NOTE_TAG, with_scorecard_link(text, run_link(experiment_id, run_id)))
         client.set_tag(parent, "harness.scorecard_run", run_id)
         linked += 1
     return linked
 
 
-__all__ = ["LINK_PREFIX", "RUN_NAME_MAX_CHARS", "link_studies", "log_scorecard", "run_link", "run_name"]
+def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
+    """The run's page with its host, to click in a terminal: on the tracking server itself for
+    an http(s) URI, else where ``harness ui`` serves the store (``http://127.0.0.1:5000``)."""
+    return run_ui_url(tracking_uri, experiment_id, run_id)
+
+
+__all__ = [
+    "LINK_PREFIX",
+    "RUN_NAME_MAX_CHARS",
+    "link_studies",
+    "log_scorecard",
+    "run_link",
+    "run_name",
+    "run_url",
+    "with_scorecard_link",
+]

@@ -7,6 +7,7 @@ The folders are the phases of a study:
   sequential seeds, repairs of Tune's snapshot
 - :mod:`harness.studies.record`    the record in MLflow, written from the Tune driver only
 - :mod:`harness.studies.cluster`   where it runs: a local Ray or a cluster, and where its record may go
+- :mod:`harness.studies.device`    a study on a GPU lease without Ray or MLflow, recorded afterwards
 
 and the modules beside them put the phases together:
 

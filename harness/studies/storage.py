@@ -14,13 +14,15 @@ import io
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
 import pyarrow.fs
 
 from harness.errors import InputError
 from harness.studies.cluster.destinations import is_uri
+
+if TYPE_CHECKING:  # polars loads where a table is written: a GPU lease's image has none (harness.studies.device)
+    import polars as pl
 
 #: The file that makes a folder a study run (name, parent run id, trial ids, design, ...).
 STUDY_FILE = "harness_study.json"

@@ -189,6 +189,22 @@ class MlflowMetrics(Callback):
         self.run.log_metrics(metrics, step=trainer.global_step)
 
 
+class EvaluationLog(Callback):
+    """Every evaluation's metrics in order (:attr:`~harness.training.module.CharLMModule.eval_metrics`,
+    ``step`` an int): the run's curve as a study's reports hold it, for a caller that trains
+    without Ray Tune or MLflow (the device runner, :mod:`harness.studies.device`)."""
+
+    def __init__(self) -> None:
+        self.evaluations: list[dict[str, float]] = []
+
+    def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        metrics: dict[str, float] = dict(pl_module.eval_metrics)
+        metrics["step"] = int(trainer.global_step)
+        self.evaluations.append(metrics)
+
+
 class RollingCheckpoint(Callback):
     """One checkpoint file per run, ``<dirpath>/last.ckpt``, replaced atomically.
 

@@ -5,6 +5,9 @@ Imports stay light (typer only): torch, Lightning and MLflow load inside the com
 
 from __future__ import annotations
 
+import inspect
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -12,108 +15,60 @@ import typer
 
 from harness.errors import InputError
 
-#: Help of --precision (a constant, so that train_command stays within a screen).
-PRECISION_HELP = (
-    "auto, 32-true, bf16-mixed or 16-mixed; bf16-mixed on CPU runs the GPU's training plan (fused AdamW, "
-    "clipping by the module, padded output layer). (default: auto: fp32 on CPU, bf16 on GPU)"
-)
+#: TrainConfig fields that are no option: where a user's component is found (the folder the command
+#: starts in, when a slot names one).
+_NOT_OPTIONS = ("component_dir",)
+_RESUME_HELP = "Checkpoint (.ckpt or a run's checkpoint folder) to continue; other options default to its config."
 
 
-def train_command(
-    variant: str | None = typer.Option(
-        None,
-        "--variant",
-        help="Zoo variant (see `harness zoo`), or the label of an inline one with --position/--gate/--scoring.",
-    ),
-    dataset: str | None = typer.Option(
-        None, "--dataset", help="Corpus name (see `harness data list`). (default: tinyshakespeare)"
-    ),
-    size: str | None = typer.Option(None, "--size", help="Model size preset: nano, paper, ... (default: nano)"),
-    n_layer: int | None = typer.Option(
-        None, "--n-layer", help="Custom shape: layers (overrides the --size preset's; names the shape L<n>H<h>d<w>)."
-    ),
-    n_head: int | None = typer.Option(None, "--n-head", help="Custom shape: attention heads (must divide the width)."),
-    d_model: int | None = typer.Option(None, "--d-model", help="Custom shape: width (even for sinusoidal and MOPE)."),
-    context_length: int | None = typer.Option(None, "--context-length", help="Context length T. (default: 256)"),
-    seed: int | None = typer.Option(
-        None, "--seed", help="Seed: fixes initialisation, data order, dropout. (default: 0)"
-    ),
-    max_steps: int | None = typer.Option(None, "--max-steps", help="Optimizer steps. (default: 5000)"),
-    batch_size: int | None = typer.Option(None, "--batch-size", help="Training batch size. (default: 64)"),
-    lr: float | None = typer.Option(None, "--lr", help="Peak learning rate (cosine to min_lr). (default: 1e-3)"),
-    dropout: float | None = typer.Option(
-        None, "--dropout", help="Dropout on embeddings, residuals and MLP. (default: 0.2)"
-    ),
-    attention_dropout: float | None = typer.Option(
-        None, "--attention-dropout", help="Dropout on attention weights; 0 is much faster on CPU. (default: --dropout)"
-    ),
-    eval_every: int | None = typer.Option(
-        None, "--eval-every", help="Evaluate (and checkpoint) every K steps. (default: 250)"
-    ),
-    eval_windows: int | None = typer.Option(
-        None, "--eval-windows", help="Fixed evaluation windows per split. (default: 256)"
-    ),
-    tracking_uri: str | None = typer.Option(
-        None, "--tracking-uri", help="MLflow tracking URI. (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)"
-    ),
-    experiment: str | None = typer.Option(None, "--experiment", help="MLflow experiment name. (default: harness)"),
-    accelerator: str | None = typer.Option(None, "--accelerator", help="auto, cpu or gpu. (default: auto)"),
-    precision: str | None = typer.Option(None, "--precision", help=PRECISION_HELP),
-    compile_model: bool | None = typer.Option(
-        None,
-        "--compile/--no-compile",
-        help="torch.compile the training step. (default: auto, when the run's steps repay the compile)",
-    ),
-    resume: Path | None = typer.Option(
-        None,
-        "--resume",
-        help="Checkpoint (.ckpt or a run's checkpoint folder) to continue; other options default to its config.",
-    ),
-    position: str | None = typer.Option(
-        None, "--position", help="Inline variant: positional encoding (a zoo name or package.module:Class)."
-    ),
-    gate: str | None = typer.Option(
-        None, "--gate", help="Inline variant: key gate ('none' for no gate; a zoo name or package.module:Class)."
-    ),
-    scoring: str | None = typer.Option(
-        None, "--scoring", help="Inline variant: scoring (dot, lagged, or package.module:Class)."
-    ),
-    tau_init: float | None = typer.Option(None, "--tau-init", help="Initial gate threshold tau (gated variants)."),
-    checkpoint_dir: Path | None = typer.Option(
-        None, "--checkpoint-dir", help="Checkpoint folder. (default: ./checkpoints/<run>)"
-    ),
-    num_threads: int | None = typer.Option(
-        None, "--num-threads", help="Torch threads on CPU. (default: the CPUs given)"
-    ),
-) -> None:
+def _option_type(annotation: Any) -> tuple[type, tuple[str, ...]]:
+    """The type an option parses (int, float, str) of a config field's annotation, and the choices of
+    a ``Literal`` (validated by the config, listed in the help): ``PositiveInt | None`` -> int."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _option_type(typing.get_args(annotation)[0])
+    if origin is typing.Literal:
+        return str, tuple(str(a) for a in typing.get_args(annotation))
+    if origin in (typing.Union, types.UnionType):
+        (inner,) = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _option_type(inner)
+    return annotation, ()
+
+
+def _field_option(name: str, info: Any) -> inspect.Parameter:
+    """``--field-name`` from a TrainConfig field: its type, its docstring and default as help.
+    ``compile`` (auto or a bool) is the switch ``--compile/--no-compile``, auto when not given."""
+    flag = "--" + name.replace("_", "-")
+    default = "" if info.default is None else f" (default: {info.default})"
+    if name == "compile":
+        option = typer.Option(None, "--compile/--no-compile", help=f"{info.description}{default}")
+        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=bool | None)
+    kind, choices = _option_type(info.annotation)
+    help_text = info.description + (f" One of: {', '.join(choices)}." if choices else "") + default
+    option = typer.Option(None, flag, help=help_text)
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind | None)
+
+
+def _options() -> list[inspect.Parameter]:
+    """Every TrainConfig field as an option, in the config's order, then ``--resume``."""
+    from harness.training.config import TrainConfig
+
+    params = [_field_option(n, f) for n, f in TrainConfig.model_fields.items() if n not in _NOT_OPTIONS]
+    resume = typer.Option(None, "--resume", help=_RESUME_HELP)
+    return [
+        *params,
+        inspect.Parameter("resume", inspect.Parameter.KEYWORD_ONLY, default=resume, annotation=Path | None),
+    ]
+
+
+def train_command(**options: Any) -> None:
     """Train one model, evaluate it on fixed windows, record everything in MLflow."""
-    fields: dict[str, Any] = {
-        "variant": variant,
-        "dataset": dataset,
-        "size": size,
-        "context_length": context_length,
-        "seed": seed,
-        "max_steps": max_steps,
-        "batch_size": batch_size,
-        "lr": lr,
-        "dropout": dropout,
-        "attention_dropout": attention_dropout,
-        "eval_every": eval_every,
-        "eval_windows": eval_windows,
-        "tracking_uri": tracking_uri,
-        "experiment": experiment,
-        "accelerator": accelerator,
-        "precision": precision,
-        "compile": compile_model,
-        "position": position,
-        "gate": gate,
-        "scoring": scoring,
-        "tau_init": tau_init,
-        "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir else None,
-        "num_threads": num_threads,
+    resume: Path | None = options.pop("resume")
+    shape = {k: options.pop(k) for k in ("n_layer", "n_head", "d_model")}
+    fields: dict[str, Any] = dict(options)
+    if _names_user_component(options["position"], options["gate"], options["scoring"]):
         # A user's component (package.module:Class) is found on the Python path, else here.
-        "component_dir": str(Path.cwd()) if _names_user_component(position, gate, scoring) else None,
-    }
+        fields["component_dir"] = str(Path.cwd())
     from harness.training.run import (
         as_train_config,
         config_from_checkpoint,
@@ -122,22 +77,28 @@ def train_command(
         train,
     )
 
+    size = options["size"]
     if resume is not None:
         # Shape flags without --size apply to the checkpoint's own shape, so it is opened here,
         # once; otherwise it is opened when the config is made (after the flags are checked).
-        opened = load_checkpoint_meta(resume)[:2] if not size and (n_layer or n_head or d_model) else None
+        opened = load_checkpoint_meta(resume)[:2] if not size and any(shape.values()) else None
         base = size or (as_train_config(opened[1]["config"]) if opened else None)
-        fields.update(_shape_fields(base, n_layer=n_layer, n_head=n_head, d_model=d_model))
+        fields.update(_shape_fields(base, **shape))
         config = config_from_meta(*opened, **fields) if opened else config_from_checkpoint(resume, **fields)
     else:
-        if variant is None:
+        if options["variant"] is None:
             raise InputError("--variant is required (or --resume CHECKPOINT); see `harness zoo` for the variants")
-        fields.update(_shape_fields(size, n_layer=n_layer, n_head=n_head, d_model=d_model))
+        fields.update(_shape_fields(size, **shape))
         config = as_train_config({k: v for k, v in fields.items() if v is not None})
     # MLflow's own "View run ... at: <tracking URI>" (password included) is off for every call of
     # the harness (harness.mlflow_client.QUIET_CALLS); the summary below names the run.
     result = train(config, resume_from=resume, progress_bar=True)
     _print_summary(result)
+
+
+# typer reads the options off the signature: one per config field (a new field is a new option).
+train_command.__signature__ = inspect.Signature(_options())  # type: ignore[attr-defined]
+train_command.__annotations__ = {p.name: p.annotation for p in train_command.__signature__.parameters.values()}
 
 
 def _names_user_component(position: str | None, gate: str | None, scoring: str | None) -> bool:

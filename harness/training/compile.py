@@ -19,9 +19,13 @@ with the eager step predicted from the model's FLOPs (:func:`predicted_step_s`) 
 constants below, measured by ``benchmarks/compile_cost.py``; a run whose graph this node
 has compiled before pays ``n x warm``. The choice depends on the config and on this node's
 cache only, so every trial of a study that shares a graph makes the same one. On CPU the
-measured saving is small (none with dropout, 6 % without at ``nano``), so ``auto`` keeps CPU
-runs with dropout eager and compiles the others only when long (``nano``, T = 128, batch 16,
-no dropout: from about 46,000 steps on a cold cache, 6,200 on a warm one). On GPU ``auto``
+measured saving is small while attention stays on SDPA's fused kernel (none with dropout on the
+residuals only, 6 % without any at ``nano``): ``auto`` keeps such runs eager and compiles the
+others only when long (``nano``, T = 128, batch 16, no dropout: from about 46,000 steps on a
+cold cache, 6,200 on a warm one). Dropout on the attention weights (``attention_dropout``, by
+default the recipe's 0.2) sends eager SDPA to its math kernel, ~30 times slower at ``nano``,
+and the compiled step is ~11 times faster than that eager one: ``auto`` then compiles runs of
+more than a few hundred steps (:data:`CPU_ATTENTION_DROPOUT_SLOWDOWN`). On GPU ``auto``
 compiles: the CPU constants do not apply there and GPU ones are not measured yet.
 
 **One compile per run, and it stays compiled.** A Ray worker runs one trial after another in
@@ -79,6 +83,15 @@ WARM_PER_LAYER_S = 2.3
 #: a step's time goes).
 CPU_STEP_SAVING_DROPOUT = 0.0
 CPU_STEP_SAVING_NO_DROPOUT = 0.06
+#: Dropout on the attention weights (``attention_dropout``, by default the recipe's 0.2) is another
+#: matter: on CPU it sends SDPA from its fused kernel to the math kernel, and the eager step is
+#: CPU_ATTENTION_DROPOUT_SLOWDOWN times the one the FLOPs predict (fitted without it), while the
+#: compiled step fuses the math kernel's work again and saves CPU_STEP_SAVING_ATTENTION_DROPOUT of
+#: the eager one. Measured at ``ega-mope``, ``nano``, T = 128, batch 16, eager against compiled
+#: (the performance review of issue 40, 400 steps: 62,474 tokens/s eager without attention
+#: dropout, 2,047 eager with 0.2, 22,537 compiled with 0.2).
+CPU_ATTENTION_DROPOUT_SLOWDOWN = 62_474 / 2_047  # x30.5
+CPU_STEP_SAVING_ATTENTION_DROPOUT = 1 - 2_047 / 22_537  # 0.91: compiled x11 faster
 #: Effective fp32 FLOP/s of one thread in an eager nano training step (30 ms a step measured).
 CPU_THREAD_FLOPS = 4.8e10
 #: Inductor options of every compile: eager's random ops, so that dropout masks equal eager's.
@@ -200,15 +213,22 @@ def _torch_version() -> str:
     return torch.__version__
 
 
+def attention_dropout(config: TrainConfig) -> float:
+    """The dropout on the attention weights a run uses (``attention_dropout``, else ``dropout``)."""
+    return config.dropout if config.attention_dropout is None else config.attention_dropout
+
+
 def predicted_step_s(config: TrainConfig, threads: int) -> float:
-    """Eager seconds per training step on CPU: FLOPs / (CPU_THREAD_FLOPS x threads), with
+    """Eager seconds per training step on CPU: FLOPs / (CPU_THREAD_FLOPS x threads), times
+    CPU_ATTENTION_DROPOUT_SLOWDOWN with dropout on the attention weights (off the fused kernel), with
 
     FLOPs per step = B T (6 N + 6 L T d)      (N = 12 L d^2 parameters; fwd + bwd, causal)
     """
     size = config.model_size()
     n = 12 * size.n_layer * size.d_model**2
     per_token = 6 * n + 6 * size.n_layer * config.context_length * size.d_model
-    return config.batch_size * config.context_length * per_token / (CPU_THREAD_FLOPS * max(1, threads))
+    step = config.batch_size * config.context_length * per_token / (CPU_THREAD_FLOPS * max(1, threads))
+    return step * (CPU_ATTENTION_DROPOUT_SLOWDOWN if attention_dropout(config) > 0 else 1.0)
 
 
 def compile_cost_s(config: TrainConfig, *, warm: bool) -> float:
@@ -218,9 +238,11 @@ def compile_cost_s(config: TrainConfig, *, warm: bool) -> float:
 
 
 def step_saving(config: TrainConfig) -> float:
-    """Fraction of an eager CPU step the compiled one saves (by whether the run has dropout)."""
-    attention = config.dropout if config.attention_dropout is None else config.attention_dropout
-    return CPU_STEP_SAVING_DROPOUT if config.dropout > 0 or attention > 0 else CPU_STEP_SAVING_NO_DROPOUT
+    """Fraction of an eager CPU step the compiled one saves: by whether the run has dropout on the
+    attention weights (the eager step off SDPA's fused kernel), else on the residuals, else none."""
+    if attention_dropout(config) > 0:
+        return CPU_STEP_SAVING_ATTENTION_DROPOUT
+    return CPU_STEP_SAVING_DROPOUT if config.dropout > 0 else CPU_STEP_SAVING_NO_DROPOUT
 
 
 def compile_decision(

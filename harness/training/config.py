@@ -46,76 +46,106 @@ class TrainConfig(BaseModel):
     the Python path, else in ``component_dir``.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Each field's docstring is its description: `harness train --help` shows it (harness.training.cli).
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     # -- what is trained ---------------------------------------------------------
     variant: str = "baseline"
-    position: str | None = None  # inline variant: positional-encoding component name
-    gate: str | None = None  # inline variant: key-gate component name ("none" for no gate)
-    scoring: str | None = None  # inline variant: scoring component name ("dot", "lagged")
-    tau_init: float | None = None  # EGA threshold initial value (None: the component's default)
+    """Zoo variant (see `harness zoo`), or the label of an inline one with --position/--gate/--scoring."""
+    position: str | None = None
+    """Inline variant: positional encoding (a zoo name or package.module:Class)."""
+    gate: str | None = None
+    """Inline variant: key gate ('none' for no gate; a zoo name or package.module:Class)."""
+    scoring: str | None = None
+    """Inline variant: scoring (dot, lagged, or package.module:Class)."""
+    tau_init: float | None = None
+    """Initial gate threshold tau of gated variants (unset: the component's default)."""
     dataset: str = "tinyshakespeare"
-    # A preset name (harness.models.SIZES); or, with n_layer, n_head and d_model all set, the
-    # name of that custom shape (``harness train --n-layer/--n-head/--d-model`` names it
-    # L4H4d128; a study names it in its sizes). See :meth:`model_size`.
+    """Corpus name (see `harness data list`)."""
     size: str = Field(default="nano", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    """Model size preset (nano, paper, ...: `harness zoo`); with n_layer, n_head and d_model all set,
+    the name of that custom shape (the CLI names it L<n>H<h>d<w>; a study names it in its sizes)."""
     n_layer: PositiveInt | None = None
+    """Custom shape: layers (overrides the size preset's)."""
     n_head: PositiveInt | None = None
+    """Custom shape: attention heads (must divide the width)."""
     d_model: PositiveInt | None = None
+    """Custom shape: width (even for sinusoidal and MOPE)."""
     context_length: PositiveInt = 256
+    """Context length T."""
     seed: int = Field(default=0, ge=0)
+    """Seed: fixes initialisation, data order and dropout masks."""
 
     # -- optimisation (nanoGPT shakespeare_char recipe) ---------------------------
     max_steps: PositiveInt = 5000
+    """Optimizer steps."""
     batch_size: PositiveInt = 64
+    """Training batch size."""
     lr: PositiveFloat = 1e-3
+    """Peak learning rate (linear warmup, then cosine to min_lr at max_steps)."""
     min_lr: float = Field(default=1e-4, ge=0.0)
+    """Learning rate at the end of the cosine."""
     warmup_steps: int = Field(default=100, ge=0)
+    """Steps of linear warmup."""
     weight_decay: float = Field(default=0.1, ge=0.0)
+    """AdamW weight decay on matrices (none on biases, norms and gate parameters)."""
     beta1: float = Field(default=0.9, gt=0.0, lt=1.0)
+    """AdamW beta1."""
     beta2: float = Field(default=0.99, gt=0.0, lt=1.0)
-    grad_clip: float = Field(default=1.0, ge=0.0)  # 0 disables clipping
+    """AdamW beta2."""
+    grad_clip: float = Field(default=1.0, ge=0.0)
+    """Clip the global gradient norm to this (0 disables clipping)."""
     dropout: float = Field(default=0.2, ge=0.0, lt=1.0)
-    # Dropout on the attention weights; None: ``dropout``. 0 keeps CPU SDPA on its fused
-    # path (any dropout sends it to the math kernel, ~1.7x slower per step on CPU).
+    """Dropout on embeddings, residuals and MLP."""
     attention_dropout: float | None = Field(default=None, ge=0.0, lt=1.0)
+    """Dropout on attention weights (unset: dropout). On CPU any value > 0 leaves SDPA's fused kernel;
+    compile auto then compiles runs long enough to repay it."""
 
     # -- evaluation ----------------------------------------------------------------
     eval_every: PositiveInt = 250
-    eval_windows: PositiveInt | None = 256  # fixed evaluation windows per split (None: cover the split)
-    # Windows per split read once more at the last evaluation, where the final numbers come from
-    # (None: the whole validation split, and as many windows of the train split); the curves
-    # over training stay on the eval_windows set (harness.training.data).
+    """Evaluate (and checkpoint, on CPU) every K steps."""
+    eval_windows: PositiveInt | None = 256
+    """Fixed evaluation windows per split read at every evaluation, the curves' windows (unset: the
+    whole split)."""
     final_eval_windows: PositiveInt | None = None
+    """Windows per split read once more at the last evaluation, where the final numbers come from
+    (unset: the whole validation split, and as many windows of the train split)."""
     eval_batch_size: Annotated[PositiveInt, MAY_CHANGE_ON_RESUME] = 64
+    """Windows per evaluation batch."""
 
     # -- hardware -------------------------------------------------------------------
     accelerator: Annotated[Literal["auto", "cpu", "gpu"], MAY_CHANGE_ON_RESUME] = "auto"
-    # "auto": fp32 on CPU, bf16-mixed on a GPU (16-mixed without bf16). bf16-mixed on CPU runs the
-    # GPU's training plan there (harness.training.device_plan). Not in the resume contract: like the
-    # accelerator, it says how a step computes, not what (a CPU checkpoint may resume on a GPU).
+    """auto, cpu or gpu."""
+    # Not in the resume contract: like the accelerator, it says how a step computes, not what (a
+    # CPU checkpoint may resume on a GPU).
     precision: Annotated[Literal["auto", "32-true", "bf16-mixed", "16-mixed"], MAY_CHANGE_ON_RESUME] = "auto"
-    # torch.compile the training step: "auto" when the run's steps repay the compile
-    # (harness.training.compile, measured by benchmarks/compile_cost.py). Not in the resume
-    # contract: a compiled step computes the same function as the eager one (same dropout
-    # masks), up to float rounding, like a change of threads.
+    """auto (fp32 on CPU, bf16-mixed on a GPU, 16-mixed without bf16), 32-true, bf16-mixed or 16-mixed;
+    bf16-mixed on CPU runs the GPU's training plan (fused AdamW, clipping by the module, padded output
+    layer)."""
+    # Not in the resume contract: a compiled step computes the same function as the eager one (same
+    # dropout masks), up to float rounding, like a change of threads.
     compile: Annotated[Literal["auto"] | bool, MAY_CHANGE_ON_RESUME] = "auto"
-    # torch threads on CPU (None: the CPUs given to the process)
+    """torch.compile the training step: auto when the run's steps repay the compile (its CPU cost model
+    counts dropout on attention weights, which slows the eager step off the fused kernel)."""
     num_threads: Annotated[PositiveInt | None, MAY_CHANGE_ON_RESUME] = None
+    """Torch threads on CPU (unset: the CPUs given to the process)."""
 
     # -- bookkeeping -----------------------------------------------------------------
-    # Steps between checkpoints; None: the device plan's default (every evaluation on CPU, a few per
-    # run on a GPU: harness.training.device_plan).
     checkpoint_every: Annotated[PositiveInt | None, MAY_CHANGE_ON_RESUME] = None
+    """Steps between checkpoints (unset: the device plan's: every evaluation on CPU, a few per run on a
+    GPU)."""
     checkpoint_dir: Annotated[str | None, MAY_CHANGE_ON_RESUME] = None
-    # None: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db
+    """Checkpoint folder (unset: ./checkpoints/<run>)."""
     tracking_uri: Annotated[str | None, MAY_CHANGE_ON_RESUME] = None
+    """MLflow tracking URI (unset: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)."""
     experiment: Annotated[str, MAY_CHANGE_ON_RESUME] = "harness"
+    """MLflow experiment name."""
     data_dir: Annotated[str | None, MAY_CHANGE_ON_RESUME] = None
-    # The folder searched for a user component's module after the Python path (a study: its
-    # spec's folder, absolute; harness.models.components). Where the code is found, not what
-    # it is: the component's import path (position / gate / scoring) is in the contract.
+    """Folder of the corpora (unset: $HARNESS_DATA_DIR, then the cache)."""
     component_dir: Annotated[str | None, MAY_CHANGE_ON_RESUME] = None
+    """The folder searched for a user component's module after the Python path (a study: its spec's
+    folder, absolute; harness.models.components). Where the code is found, not what it is: the
+    component's import path (position / gate / scoring) is in the contract."""
 
     @model_validator(mode="before")
     @classmethod

@@ -52,11 +52,10 @@ from harness.training.config import TrainConfig
 from harness.training.data import FINAL, PERIODIC
 from harness.training.device_plan import DevicePlan, choose_device_plan
 from harness.training.energy_probe import EnergyDirectionProbe
+from harness.training.gate_readings import GateReadings
 
 #: Format of the ``harness`` entry of a checkpoint (bump on incompatible changes).
 CHECKPOINT_FORMAT = 1
-#: Histogram bins of gate values for the content AUC (synthetic-salience).
-_AUC_BINS = 1024
 _LN2 = math.log(2.0)
 
 
@@ -134,15 +133,6 @@ def optimizer_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[s
         {"params": decay, "weight_decay": weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
-
-
-def auc_from_histograms(pos: Tensor, neg: Tensor) -> Tensor:
-    """ROC AUC P(g_pos > g_neg) + P(tie)/2 from histograms ``[..., bins]`` of the scores of
-    positives and negatives (ties within a bin count one half)."""
-    pos, neg = pos.double(), neg.double()
-    neg_below = torch.cumsum(neg, dim=-1) - neg  # negatives in lower bins
-    wins = (pos * neg_below).sum(-1) + 0.5 * (pos * neg).sum(-1)
-    return wins / (pos.sum(-1) * neg.sum(-1)).clamp_min(1.0)
 
 
 def model_telemetry(model: torch.nn.Module) -> dict[str, float]:
@@ -308,12 +298,7 @@ class CharLMModule(LightningModule):
                 }
                 for window_set in sets
             },
-            "open": torch.zeros(L, H, dtype=torch.float64),
-            "keys": 0,
-            "tp": torch.zeros(L, H, dtype=torch.float64),
-            "positives": 0,
-            "hist_pos": None,
-            "hist_neg": None,
+            "gates": GateReadings(L, H),
         }
         if self.has_gate:
             self._energy_probe = EnergyDirectionProbe(self.model)
@@ -343,29 +328,7 @@ class CharLMModule(LightningModule):
         per_char = F.cross_entropy(logits.float().transpose(1, 2), y, reduction="none")  # (N, T)
         self._eval_state["losses"][window_set][split][batch["window"].cpu()] = per_char.mean(dim=1).double().cpu()
         if gates is not None:
-            self._accumulate_gates(gates.float(), batch.get("content"))
-
-    def _accumulate_gates(self, gates: Tensor, content: Tensor | None) -> None:
-        state = self._eval_state
-        is_open = gates > 0.5  # (L, N, H, T)
-        state["open"] += is_open.sum(dim=(1, 3)).double().cpu()  # (L, H)
-        state["keys"] += gates.shape[1] * gates.shape[3]
-        if content is None:
-            return
-        L, _, H, _ = gates.shape
-        c = content[None, :, None, :].expand_as(gates)  # (L, N, H, T)
-        state["tp"] += (is_open & c).sum(dim=(1, 3)).double().cpu()
-        state["positives"] += int(content.sum())
-        # Histograms of gate values for positives / negatives, per head: (L*H, bins).
-        bins = (gates * _AUC_BINS).long().clamp_(0, _AUC_BINS - 1)
-        head = torch.arange(L * H, device=gates.device).view(L, 1, H, 1).expand_as(gates)
-        flat = (head * _AUC_BINS + bins).reshape(-1)
-        c_flat = c.reshape(-1)
-        n = L * H * _AUC_BINS
-        hist_pos = torch.bincount(flat[c_flat], minlength=n).view(L, H, _AUC_BINS).cpu()
-        hist_neg = torch.bincount(flat[~c_flat], minlength=n).view(L, H, _AUC_BINS).cpu()
-        state["hist_pos"] = hist_pos if state["hist_pos"] is None else state["hist_pos"] + hist_pos
-        state["hist_neg"] = hist_neg if state["hist_neg"] is None else state["hist_neg"] + hist_neg
+            self._eval_state["gates"].add(gates.float(), batch.get("content"))
 
     def on_validation_epoch_end(self) -> None:
         state = self._eval_state
@@ -386,7 +349,7 @@ class CharLMModule(LightningModule):
             "best/val_loss": self.best_val_loss,
         }
         metrics.update(self.parameter_telemetry())
-        gate_summary = self._gate_summary()
+        gate_summary = state["gates"].summary()
         metrics.update(gate_summary)
         if self._energy_probe is not None:
             gate_summary.update(self._energy_probe.metrics())
@@ -411,25 +374,6 @@ class CharLMModule(LightningModule):
         (``gate/morlet_omega/l0``, ``gate/morlet_sigma/l0``), MOPE omega/sigma summaries
         (``mope/omega_mean`` ...)."""
         return model_telemetry(self.model)
-
-    def _gate_summary(self) -> dict[str, float]:
-        state = self._eval_state
-        if not state["keys"]:
-            return {}
-        per_head = state["open"] / state["keys"]  # (L, H)
-        metrics = {"gate/open_fraction": float(per_head.mean())}
-        for (layer, head), v in np.ndenumerate(per_head.numpy()):
-            metrics[f"gate/open_fraction/l{layer}h{head}"] = float(v)
-        if state["hist_pos"] is not None:
-            n_open = float(state["open"].sum())
-            tp = float(state["tp"].sum())
-            positives = state["positives"] * per_head.numel()
-            metrics["gate/content_precision"] = tp / n_open if n_open else math.nan
-            metrics["gate/content_recall"] = tp / positives if positives else math.nan
-            pos, neg = state["hist_pos"], state["hist_neg"]
-            metrics["gate/content_auc"] = float(auc_from_histograms(pos.sum(dim=(0, 1)), neg.sum(dim=(0, 1))))
-            metrics["gate/content_auc_best_head"] = float(auc_from_histograms(pos, neg).max())
-        return metrics
 
     # -- checkpoints -------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

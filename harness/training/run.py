@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import polars as pl
 import torch
 from lightning.pytorch import Trainer
 from lightning.pytorch.callbacks import TQDMProgressBar
@@ -52,6 +51,7 @@ from harness.results_schema import RESULT_COLUMNS, head_taus
 from harness.training.callbacks import (
     LAST_CHECKPOINT,
     BatchLossMonitor,
+    EvaluationLog,
     GateGradientNorms,
     MlflowMetrics,
     RollingCheckpoint,
@@ -116,6 +116,9 @@ class TrainResult:
     val_windows: int | None = None
     #: How the run computed (:meth:`harness.training.device_plan.DevicePlan.describe`).
     device_plan: str = ""
+    #: Every evaluation's metrics in order (its curve), ``step`` included: what a study's
+    #: reports hold (:class:`~harness.training.callbacks.EvaluationLog`).
+    evaluations: tuple[dict[str, float], ...] = field(default=(), repr=False)
 
 
 @dataclass(frozen=True)
@@ -348,22 +351,14 @@ def write_run_tables(directory: Path, *, model: Any | None, window_losses: Mappi
     for a diverged run), ``gate_parameters.parquet`` (``layer, head, tau, alpha`` per
     head, plus ``morlet_omega, morlet_sigma`` of the layer for a learned Morlet gate) and
     ``mope_parameters.parquet`` (``dimension, omega, sigma``), the last two from
-    ``model`` when it has them. Shared by ``harness train`` and the study trainable so
-    both record the same files and columns."""
+    ``model`` when it has them. Shared by ``harness train``, the study trainable and the
+    device runner (:mod:`harness.studies.device`), so all record the same files and columns;
+    written with pyarrow, which a GPU lease's image has (polars it has not)."""
     paths: list[Path] = []
-    rows = [
-        pl.DataFrame(
-            {
-                "split": [split] * len(losses),
-                "window": np.arange(len(losses), dtype=np.int64),
-                "loss": np.asarray(losses, dtype=np.float64),
-            }
-        )
-        for split, losses in window_losses.items()
-    ]
-    if rows:
+    losses = window_loss_columns(window_losses)
+    if losses is not None:
         paths.append(directory / "window_losses.parquet")
-        pl.concat(rows).write_parquet(paths[-1])
+        _write_parquet(losses, paths[-1])
     if model is None:
         return paths
     gates = {k: v.detach().float().cpu().numpy() for k, v in model.gate_parameters().items()}
@@ -374,24 +369,44 @@ def write_run_tables(directory: Path, *, model: Any | None, window_losses: Mappi
         for name, values in model.wavelet_parameters().items():  # one Morlet filter per layer: (L,) -> (L*H,)
             frame[f"morlet_{name}"] = np.repeat(values.detach().float().cpu().numpy().astype(np.float64), H)
         paths.append(directory / "gate_parameters.parquet")
-        pl.DataFrame(frame).write_parquet(paths[-1])
+        _write_parquet(frame, paths[-1])
     mope = {
         k: v.detach().float().cpu().numpy().reshape(-1).astype(np.float64) for k, v in model.mope_parameters().items()
     }
     if mope:
         lengths = {len(v) for v in mope.values()}
         if len(lengths) == 1:
-            table = pl.DataFrame({"dimension": np.arange(lengths.pop()), **mope})
+            table = {"dimension": np.arange(lengths.pop()), **mope}
         else:  # long format if the parameters differ in size
-            table = pl.concat(
-                [
-                    pl.DataFrame({"param": [k] * len(v), "dimension": np.arange(len(v)), "value": v})
-                    for k, v in mope.items()
-                ]
-            )
+            table = {
+                "param": [k for k, v in mope.items() for _ in range(len(v))],
+                "dimension": np.concatenate([np.arange(len(v)) for v in mope.values()]),
+                "value": np.concatenate(list(mope.values())),
+            }
         paths.append(directory / "mope_parameters.parquet")
-        table.write_parquet(paths[-1])
+        _write_parquet(table, paths[-1])
     return paths
+
+
+def window_loss_columns(window_losses: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A run's per-window losses (split -> the loss of each window) as the columns
+    ``split, window, loss`` (window numbered from 0 within its split); None when there are none."""
+    if not window_losses:
+        return None
+    arrays = {split: np.asarray(losses, dtype=np.float64) for split, losses in window_losses.items()}
+    return {
+        "split": [split for split, losses in arrays.items() for _ in range(len(losses))],
+        "window": np.concatenate([np.arange(len(losses), dtype=np.int64) for losses in arrays.values()]),
+        "loss": np.concatenate(list(arrays.values())),
+    }
+
+
+def _write_parquet(columns: Mapping[str, Any], path: Path) -> None:
+    """``columns`` (name -> a list or a 1-d array, all of one length) as a parquet file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table(dict(columns)), path)
 
 
 def _write_artifacts(run: Any, module: Any, directory: Path, *, final: bool) -> None:
@@ -503,6 +518,7 @@ def train(
 
     return replace(
         result,
+        evaluations=tuple(loop.evaluations.evaluations),
         wall_time_s=time.perf_counter() - started,
         compiled=plan.compile.compile,
         compile_reason=plan.compile.reason,
@@ -536,6 +552,7 @@ class _Loop:
     trainer: Trainer
     throughput: TokenThroughput
     checkpointer: RollingCheckpoint
+    evaluations: EvaluationLog
 
 
 def _build_loop(
@@ -554,7 +571,8 @@ def _build_loop(
     monitor = BatchLossMonitor(check_every=plan.device.loss_check_every)  # each test waits for the device
     checkpointer = RollingCheckpoint(checkpoint_dir, every_n_steps=plan.device.checkpoint_every, guard=monitor)
     throughput = TokenThroughput(config.batch_size * config.context_length)
-    own: list[Any] = [throughput, monitor]
+    evaluations = EvaluationLog()
+    own: list[Any] = [throughput, monitor, evaluations]
     if plan.variant.has_key_gate:
         own.append(GateGradientNorms())
     if run is not None:
@@ -580,7 +598,7 @@ def _build_loop(
         callbacks=[*own, *callbacks],
         default_root_dir=str(checkpoint_dir),
     )
-    return _Loop(trainer=trainer, throughput=throughput, checkpointer=checkpointer)
+    return _Loop(trainer=trainer, throughput=throughput, checkpointer=checkpointer, evaluations=evaluations)
 
 
 def _fit(loop: _Loop, module: CharLMModule, datamodule: CharDataModule, plan: _Plan) -> TrainingDiverged | None:

@@ -17,9 +17,11 @@ the dataset, size, context length, seed, the harness git commit and the run ``st
 training step; the corpus is declared as dataset inputs and the run's description
 (``mlflow.note.content``) holds its slots, seed, shape and final numbers.
 
-Nothing here runs at import time. Importing this module imports MLflow (the corpus's dataset
-entities, :mod:`harness.datasets.mlflow_datasets`): :mod:`harness.training.run` and the
-commands that train import it, never ``harness --help``.
+Nothing here runs at import time, and importing this module does not import MLflow: the
+client loads it with the first call (:mod:`harness.mlflow_client`), and the corpus's dataset
+entities (:mod:`harness.datasets.mlflow_datasets`) when a run declares its corpus. So the
+training core imports on a machine without MLflow (a GPU lease's image: ``harness device``),
+where runs train with ``mlflow_logging=False``.
 """
 
 from __future__ import annotations
@@ -29,13 +31,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.datasets.mlflow_datasets import corpus_inputs
 from harness.errors import InputError
 from harness.mlflow_client import (
     RunStatus,
     TrackingClient,
     check_tracking_uri,
     ensure_experiment,
+    mlflow_metric_key,
     resolve_tracking_uri,
 )
 from harness.training.description import NOTE_TAG
@@ -91,8 +93,10 @@ class TrackedRun:
     ended: bool = False
 
     def log_metrics(self, metrics: Mapping[str, float], *, step: int) -> None:
-        """Log ``metrics`` at ``step`` in as few ``log_batch`` calls as the API allows."""
-        self.client.log_metrics(self.run_id, metrics, step=step)
+        """Log ``metrics`` at ``step`` in as few ``log_batch`` calls as the API allows, an
+        end-of-run number under its MLflow name (``final_val_loss``: after the curves on the
+        run's page, :func:`~harness.mlflow_client.mlflow_metric_key`)."""
+        self.client.log_metrics(self.run_id, {mlflow_metric_key(k): v for k, v in metrics.items()}, step=step)
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         if tags:
@@ -103,7 +107,9 @@ class TrackedRun:
 
     def declare_corpus(self, name: str, *, data_dir: str | None = None) -> None:
         """The run's corpus as MLflow dataset inputs (name, sha256 digest, source, split as
-        context: :mod:`harness.datasets.mlflow_datasets`)."""
+        context: :mod:`harness.datasets.mlflow_datasets`, imported here: it imports MLflow)."""
+        from harness.datasets.mlflow_datasets import corpus_inputs
+
         self.client.log_inputs(self.run_id, corpus_inputs([name], data_dir=data_dir))
 
     def set_description(self, markdown: str) -> None:

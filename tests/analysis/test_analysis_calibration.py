@@ -90,8 +90,9 @@ def test_benchmark_writes_json_and_regenerates_the_page_table(tmp_path: Path) ->
     assert "<!-- calibration:end -->\n\n## After\n" in text and "| n=3 | shown in the report |" in text
     assert "old kinds" not in text and "| claim | truth | seeds | replicated |" in text  # the scorecard's kinds
     assert payload["scorecard"]["family_wise"]["rates"] and payload["scorecard"]["kinds"]
-    assert "old coverage" not in text and "| truth | seeds | coverage (all) |" in text  # the prediction's
-    assert set(payload["prediction"]["coverage_accepted"]) == {"4", "6", "8", "10"}
+    assert "old coverage" not in text and "| design | surface | truth | refused |" in text  # the prediction's
+    assert {r["design"] for r in payload["prediction"]["models"]} == {"ladder", "pooled"}
+    assert payload["prediction"]["done_when"]["cards"] == 20  # --reps 20: as many cards
     bare = tmp_path / "bare.md"
     bare.write_text("no markers\n")
     refused = subprocess.run([*cmd, "--out", str(out), "--page", str(bare), "--quiet"], capture_output=True, text=True)

@@ -110,7 +110,7 @@ def test_readme_command_then_the_report_in_the_mlflow_ui(tmp_path: Path, shared_
     parent = parents[0]
     assert parent.info.run_id in ui_line and parent.info.status == "FINISHED"
     assert all(c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children)
-    assert all("final/val_loss" in c.data.metrics and c.info.status == "FINISHED" for c in children)
+    assert all("final_val_loss" in c.data.metrics and c.info.status == "FINISHED" for c in children)
     # A trial's page opens on its description and names its corpus; the parent declares the set.
     trial = client.get_run(children[0].info.run_id)
     assert trial.data.tags["mlflow.note.content"].startswith(f"### {trial.data.tags['variant']} - seed ")
@@ -126,7 +126,7 @@ def test_readme_command_then_the_report_in_the_mlflow_ui(tmp_path: Path, shared_
     assert df["val_loss"].max() < 3.0  # it trained: a 65-character vocabulary starts at ln(65) = 4.17 nats
     verdicts = pl.read_parquet(table.parent / "report" / "verdicts.parquet")
     (superadditivity,) = verdicts.filter(pl.col("effect") == "interaction (superadd.)")["verdict"].to_list()
-    assert client.get_run(parent.info.run_id).data.tags["mlflow.note.content"].startswith("### Verdicts: smoke")
+    assert client.get_run(parent.info.run_id).data.tags["mlflow.note.content"].startswith("| effect ([full report](")
     for doc in ("README.md", "docs/getting-started.md"):  # the samples show what the job prints
         assert_sample_numbers_match(REPO / doc, out.stdout)
 

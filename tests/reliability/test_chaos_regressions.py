@@ -58,14 +58,14 @@ def _trial_reports(recorder: StudyRecorder) -> None:
 def _history(uri: str, recorder: StudyRecorder) -> dict[str, list[tuple[int, float]]]:
     client = MlflowClient(uri)
     run_id = recorder.child_run_id("t0")
-    keys = ("val/loss", "best/val_loss", "final/val_loss", "num_parameters")
+    keys = ("val/loss", "best/val_loss", "final_val_loss", "num_parameters")
     return {k: sorted((m.step, m.value) for m in client.get_metric_history(run_id, k)) for k in keys}
 
 
 EXPECTED = {
     "val/loss": [(5, 3.5), (10, LAST_EVAL["val/loss"])],
     "best/val_loss": [(5, 3.5), (10, LAST_EVAL["best/val_loss"])],  # the curve's, once
-    "final/val_loss": [(10, FINAL["final/val_loss"])],  # the summary, once, as the results table holds it
+    "final_val_loss": [(10, FINAL["final/val_loss"])],  # the summary, once, as the results table holds it
     "num_parameters": [(10, 1234.0)],
 }
 
@@ -186,7 +186,7 @@ def test_a_resumed_study_fills_the_gap_an_outage_left_under_a_killed_driver(
         (15, _report(15)["val/loss"]),
         (20, _report(20)["val/loss"]),
     ]
-    assert [m.step for m in client.get_metric_history(run_id, "final/val_loss")] == [30]
+    assert [m.step for m in client.get_metric_history(run_id, "final_val_loss")] == [30]
     assert complete_child_run(resumed, **kwargs) == "unchanged"  # idempotent
     run = client.get_run(run_id)
     assert run.info.status == "FINISHED" and run.data.tags["status"] == "finished"
@@ -214,7 +214,7 @@ def test_a_resumed_study_ends_the_run_of_a_trial_that_finished_during_an_outage(
     assert run_id == first.child_run_id(tid)
     assert _steps(sqlite_tracking_uri, run_id) == list(STEPS)
     client = MlflowClient(sqlite_tracking_uri)
-    assert [(m.step, m.value) for m in client.get_metric_history(run_id, "final/val_loss")] == [(30, 3.7)]
+    assert [(m.step, m.value) for m in client.get_metric_history(run_id, "final_val_loss")] == [(30, 3.7)]
     run = client.get_run(run_id)
     assert run.info.status == "FINISHED" and run.data.tags["status"] == "finished"
 

@@ -64,7 +64,7 @@ def _assert_recorded(uri: str, study_dir: Path, *, parent_run_id: str | None = N
     assert parent.data.metrics["trials/finished"] == table.height
     assert "ega/gain/estimate" in parent.data.metrics  # the report's headline numbers
     note = parent.data.tags["mlflow.note.content"]  # the page opens on the verdict table
-    assert note.startswith("### Verdicts: tiny") and "\n| ega gain | " in note, note[:500]
+    assert note.startswith("| effect ([full report](") and "\n| ega gain | " in note, note[:500]
     assert f"runs/{parent.info.run_id}/artifacts/report/report.html?workflowType=machine_learning)" in note
     assert parent.data.params["grid_size"] == str(table.height)
     by_trial = {row["trial_id"]: row for row in table.iter_rows(named=True)}

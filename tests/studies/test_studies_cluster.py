@@ -118,7 +118,7 @@ def test_study_on_a_cluster_by_address(
     assert f"Ray cluster at {cluster.address}" in out.stdout
     parents, children = _study_runs(uri, "tiny")
     assert len(parents) == 1 and len(children) == 2
-    assert all(c.info.status == "FINISHED" and "final/val_loss" in c.data.metrics for c in children)
+    assert all(c.info.status == "FINISHED" and "final_val_loss" in c.data.metrics for c in children)
 
 
 def test_raw_ray_job_submit_with_explicit_destinations(

@@ -144,7 +144,7 @@ def test_tiny_study_records_one_parent_and_a_child_per_trial(write_spec, study_e
             "0",
         }
         assert child.data.params["max_steps"] == "10" and child.data.params["variant"] == tags["variant"]
-        final = child.data.metrics["final/val_loss"]
+        final = child.data.metrics["final_val_loss"]
         assert math.isfinite(final) and final == pytest.approx(by_trial[tid]["val_loss"])
         assert by_trial[tid]["steps"] == 10 and by_trial[tid]["params"] > 0
         # each evaluation once, at its step: no duplicated points

@@ -103,7 +103,7 @@ def test_trial_runs_show_their_description_and_corpus(write_spec, study_env: dic
     assert "MLflow: refreshed the descriptions of 2 trial runs" in result.output
     # ... and writes the parent's: the verdict table (the study ran without its report)
     parent_note = client.get_run(outcome.parent_run_id).data.tags[NOTE_TAG]
-    assert parent_note.startswith("### Verdicts: tiny — 1 seed: too few for narrow intervals\n")
+    assert parent_note.startswith("| effect ([full report](") and "| estimate, 1 seed |" in parent_note
     assert "\n| tau | " in parent_note and "_no test possible (1 seed)_" in parent_note
     assert f"runs/{outcome.parent_run_id}/artifacts/report/report.html?workflowType=machine_learning)" in parent_note
     recomputed = {row["mlflow_run_id"]: row for row in mlflow_results_frame(uri, "tiny").iter_rows(named=True)}

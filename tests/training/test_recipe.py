@@ -10,7 +10,8 @@ import torch
 from scipy import stats
 
 from harness.training.config import TrainConfig
-from harness.training.module import auc_from_histograms, build_char_model, learning_rate, optimizer_groups, step_seed
+from harness.training.gate_readings import auc_from_histograms
+from harness.training.module import build_char_model, learning_rate, optimizer_groups, step_seed
 
 
 def test_learning_rate_is_nanogpt_warmup_then_cosine() -> None:

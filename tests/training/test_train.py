@@ -298,7 +298,7 @@ def test_ungated_variant_and_mlflow_record(tiny_config, sqlite_tracking_uri) -> 
     }
     assert tags["status"] == "finished" and tags["harness.git_commit"]
     assert params["lr"] == "0.001" and params["max_steps"] == "5" and params["tau_init"] == "None"
-    assert metrics["final/val_loss"] == pytest.approx(result.final_val_loss)
+    assert metrics["final_val_loss"] == pytest.approx(result.final_val_loss)  # MLflow's name for final/val_loss
     # Evaluated at 4 (in the loop) and 5 (final, off the evaluation grid).
     steps = [m.step for m in MlflowClient(sqlite_tracking_uri).get_metric_history(run.info.run_id, "val/loss")]
     assert sorted(steps) == [4, 5]

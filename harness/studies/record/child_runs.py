@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.mlflow_client import ENDED_MLFLOW_STATUSES, RunStatus
+from harness.mlflow_client import ENDED_MLFLOW_STATUSES, SUMMARY_PREFIX, RunStatus, mlflow_metric_key
 from harness.studies.record.store import RecordStore
 from harness.studies.tune.trainable import is_final_report
 from harness.training.description import NOTE_TAG
@@ -37,10 +37,11 @@ def is_metric(key: str, value: Any) -> bool:
 
 
 def is_summary(key: str) -> bool:
-    """The end-of-run summary (``final/val_loss`` ..., ``num_parameters``): logged once, when
+    """The end-of-run summary (``final/val_loss`` ..., ``num_parameters``; in MLflow
+    ``final_val_loss``: :func:`~harness.mlflow_client.mlflow_metric_key`): logged once, when
     the trial ends (:meth:`ChildRuns.end`), never with a report's curve points, although the
     trial's last evaluation reports it too (at the same step)."""
-    return key.startswith("final/") or key == "num_parameters"
+    return key.startswith((SUMMARY_PREFIX, mlflow_metric_key(SUMMARY_PREFIX))) or key == "num_parameters"
 
 
 @dataclass
@@ -246,9 +247,9 @@ class ChildRuns:
             # (live reports): only the end-of-run summary is new here, and not what a driver
             # that died between the two calls logged already.
             values = {
-                k: float(v)
+                mlflow_metric_key(k): float(v)
                 for k, v in (metrics or {}).items()
-                if is_metric(k, v) and is_summary(k) and k not in record.summary_logged
+                if is_metric(k, v) and is_summary(k) and mlflow_metric_key(k) not in record.summary_logged
             }
             if values:
                 client.log_metrics(record.run_id, values, step=step)

@@ -38,9 +38,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
 
-from harness.mlflow_client import RunStatus, TrackingClient, resolve_tracking_uri, run_page_link
+from harness.mlflow_client import RunStatus, TrackingClient, resolve_tracking_uri, run_ui_url
 from harness.studies.record.child_runs import ChildRuns
 from harness.studies.record.parent_run import ParentRun
 from harness.studies.record.store import RecordStore
@@ -218,17 +217,6 @@ class StudyRecorder:
         if self.parent.run_id is None or self.store.experiment_id is None:
             return None
         return run_ui_url(self.tracking_uri, self.store.experiment_id, self.parent.run_id, host=host, port=port)
-
-
-def run_ui_url(tracking_uri: str, experiment_id: str, run_id: str, *, host: str = "127.0.0.1", port: int = 5000) -> str:
-    """The page of a run in MLflow 3's "Model training" view: on the tracking server itself
-    for an http(s) URI (without its credentials), else on ``harness ui`` at ``host:port``."""
-    parsed = urlparse(tracking_uri)
-    if parsed.scheme in ("http", "https"):
-        base = parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[-1], query="", fragment="").geturl()
-    else:
-        base = f"http://{host}:{port}"
-    return f"{base.rstrip('/')}/{run_page_link(experiment_id, run_id)}"
 
 
 def default_tracking_uri(flag: str | None, spec_uri: str | None) -> str:

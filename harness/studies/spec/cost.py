@@ -18,19 +18,23 @@ at an effective rate, both spread over the trial's threads:
 (61, 145 and 271 ms at the three shapes: within 8 %). Trials sharing the machine's cores run
 each step CPU_CONCURRENT_SLOWDOWN times slower, and each trial costs CPU_TRIAL_FIXED_S to start.
 
-**H200** (assumed until a GPU is lent: the performance review's estimates). At the papers' size
-a compiled bf16 step takes 4-7 ms and is bound by kernel launches, not by the matrix units; a
-larger model becomes bound by its FLOPs:
+**H200** (assumed until a GPU is lent: the performance review's estimates, issue 40). At the
+papers' size a *compiled* bf16 step takes 3-4.5 ms and is bound by kernel launches, not by the
+matrix units (the 5.5 ms assumed before was the eager step's); a larger model becomes bound by
+its FLOPs:
 
     step = max(GPU_LAYER_LAUNCH_S x L, FLOPs / GPU_EFFECTIVE_FLOPS)
 
-Fixed costs per trial: the worker's imports (~20 s), the compile (40-90 s cold, once per graph
-on a node; 5-15 s warm, for the other trials of that graph), evaluations, and the checkpoints
-(12 bytes a parameter: weights and AdamW's two moments) saved and uploaded
-CHECKPOINTS_PER_GPU_RUN times. ``benchmarks/gpu_check.py`` measures these on a GPU and writes
-them to ``benchmarks/results/gpu_constants.json``; when that file (or ``$HARNESS_MEASURED_COSTS``)
-holds a GPU's measurements, they replace the assumptions (:func:`load_measured_constants`), and
-the dry run says which it used. Treat the hours as the order of magnitude, not a promise.
+Fixed costs: the imports (~20 s) once per worker, not per trial (Ray Tune reuses a worker for
+the trials it runs one after another; trials packed k to a GPU run on k workers, which import at
+the same time); per trial the compile (40-90 s cold, once per graph on a node; 5-15 s warm, for
+the other trials of that graph), evaluations, and the checkpoints (12 bytes a parameter: weights
+and AdamW's two moments) saved and uploaded CHECKPOINTS_PER_GPU_RUN times.
+``benchmarks/gpu_check.py`` measures these on a GPU (the imports in a fresh interpreter, its
+first phase) and writes them to ``benchmarks/results/gpu_constants.json`` (``--out``: a lease's
+folder); when that file (or ``$HARNESS_MEASURED_COSTS``) holds a GPU's measurements, they replace
+the assumptions (:func:`load_measured_constants`), and the dry run says which it used. Treat the
+hours as the order of magnitude, not a promise.
 """
 
 from __future__ import annotations
@@ -52,9 +56,9 @@ CPU_THREAD_FLOPS = 1.82e11
 CPU_CONCURRENT_SLOWDOWN = 1.05
 CPU_TRIAL_FIXED_S = 10.0
 # -- H200: the review's estimates, replaced by gpu_check.py's measurements when present -----------------
-GPU_LAYER_LAUNCH_S = 5.5e-3 / 6  # the papers' size (6 layers): 4-7 ms a compiled bf16 step
+GPU_LAYER_LAUNCH_S = 3.75e-3 / 6  # the papers' size (6 layers): 3-4.5 ms a compiled bf16 step
 GPU_EFFECTIVE_FLOPS = 3.0e14  # bf16 dense peak ~9.9e14; ~30 % of it where the FLOPs bind
-GPU_WORKER_IMPORTS_S = 20.0
+GPU_WORKER_IMPORTS_S = 20.0  # once per worker (module docstring)
 GPU_COLD_COMPILE_S = 65.0  # 40-90 s
 GPU_WARM_COMPILE_S = 10.0  # 5-15 s
 CHECKPOINTS_PER_GPU_RUN = 4  # harness.training.device_plan.CHECKPOINTS_PER_RUN_GPU (+ the last)
@@ -103,6 +107,7 @@ class MeasuredConstants:
     checkpoint_mb: float | None = None
     checkpoint_copy_s: float | None = None
     packed_speedup: float | None = None
+    imports_s: float | None = None  # a fresh interpreter's imports of the training path (once per worker)
 
     @property
     def is_gpu(self) -> bool:
@@ -150,8 +155,13 @@ class GpuModel:
         step = max(measured.step_s.values())  # the slowest variant measured (ega-mope)
         flops = step_flops(size.n_layer, size.d_model, measured.batch_size, measured.context_length)
         cold = measured.cold_compile_s if measured.cold_compile_s is not None else GPU_COLD_COMPILE_S
-        # A one-trial study's seconds beyond its steps hold its cold compile: the rest is the start.
-        start = GPU_WORKER_IMPORTS_S if measured.study_fixed_s is None else max(0.0, measured.study_fixed_s - cold)
+        # The imports as measured; else a one-trial study's seconds beyond its steps, less its cold compile.
+        if measured.imports_s is not None:
+            start = measured.imports_s
+        elif measured.study_fixed_s is not None:
+            start = max(0.0, measured.study_fixed_s - cold)
+        else:
+            start = GPU_WORKER_IMPORTS_S
         return cls(
             layer_launch_s=step / size.n_layer,
             flops=max(GPU_EFFECTIVE_FLOPS, flops / step),
@@ -208,7 +218,7 @@ class _TrialCost:
     flops: float
     cpu_s: float  # its steps and evaluations on ``threads`` threads, alone on the machine
     cpu_core_s: float  # the same on one thread
-    gpu_s: float  # on one H200, the fixed costs included
+    gpu_s: float  # on one H200, the trial's fixed costs included (not the worker's imports)
 
 
 def _trial_cost(config: Any, *, threads: int, gpu: GpuModel, warm: bool) -> _TrialCost:
@@ -235,7 +245,7 @@ def _trial_cost(config: Any, *, threads: int, gpu: GpuModel, warm: bool) -> _Tri
     checkpoints = (CHECKPOINTS_PER_GPU_RUN + 1) * n * CHECKPOINT_BYTES_PER_PARAMETER / CHECKPOINT_UPLOAD_BYTES_PER_S
     gpu_eval = eval_flops / gpu.flops + eval_batches * L * gpu.layer_launch_s / 3
     compile_s = gpu.warm_compile_s if warm else gpu.cold_compile_s
-    gpu_s = gpu.imports_s + compile_s + config.max_steps * gpu.step_s(L, per_step) + gpu_eval + checkpoints
+    gpu_s = compile_s + config.max_steps * gpu.step_s(L, per_step) + gpu_eval + checkpoints  # imports: per worker
     tokens = float(config.max_steps * B * T)
     return _TrialCost(tokens, evaluated, config.max_steps * per_step + eval_flops, cpu(threads), cpu(1), gpu_s)
 
@@ -247,8 +257,10 @@ def _graph(config: Any) -> tuple[Any, ...]:
 
 
 def _gpu_seconds(configs: Sequence[Any], gpu: GpuModel) -> float:
+    """The trials one after another on one H200, in one worker: its imports once, a cold compile
+    per graph, warm ones for the other trials of a graph."""
     seen: set[tuple[Any, ...]] = set()
-    total = 0.0
+    total = gpu.imports_s if configs else 0.0
     for config in configs:
         total += _trial_cost(config, threads=1, gpu=gpu, warm=_graph(config) in seen).gpu_s
         seen.add(_graph(config))
@@ -273,7 +285,7 @@ def estimate(
     paper = None
     if gpus_per_trial > 0:
         packing = min(gpu.packing, 1.0 / gpus_per_trial) if gpus_per_trial < 1 else 1.0
-        wall = gpu_s / packing / 3600
+        wall = ((gpu_s - gpu.imports_s) / packing + gpu.imports_s) / 3600  # the packed workers import together
         on = f"on one H200 with {gpus_per_trial:g} GPU per trial"
     else:
         cores = total_cpus or cpus_per_trial
@@ -309,8 +321,9 @@ def assumptions(gpu: GpuModel) -> tuple[str, ...]:
         "L4H4d128 270 ms); "
         f"x{CPU_CONCURRENT_SLOWDOWN:g} when trials share the cores; {CPU_TRIAL_FIXED_S:.0f} s per trial to start",
         f"H200 ({gpu.source}): compiled bf16 step = max({gpu.layer_launch_s * 1000:.2f} ms x layers, "
-        f"FLOPs / {gpu.flops:.2g} FLOP/s) ({paper * 1000:.1f} ms at size paper, T = 256, batch 64); per trial "
-        f"{gpu.imports_s:.0f} s to start, compile {gpu.cold_compile_s:.0f} s cold (once per graph) / "
+        f"FLOPs / {gpu.flops:.2g} FLOP/s) ({paper * 1000:.1f} ms at size paper, T = 256, batch 64); "
+        f"{gpu.imports_s:.0f} s of imports per worker; per trial compile {gpu.cold_compile_s:.0f} s cold "
+        "(once per graph) / "
         f"{gpu.warm_compile_s:.0f} s warm, {CHECKPOINTS_PER_GPU_RUN + 1} checkpoints of "
         f"{CHECKPOINT_BYTES_PER_PARAMETER:g} B/parameter uploaded at {CHECKPOINT_UPLOAD_BYTES_PER_S / 1e6:.0f} MB/s; "
         f"packed trials up to x{gpu.packing:g}",

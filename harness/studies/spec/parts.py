@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from harness.analysis.results_types import PAPERS_FACTORIAL
 from harness.models.sizes import ModelSize, custom_size, shape_name
 from harness.training.config import TrainConfig
 
@@ -325,4 +326,4 @@ StopRule = Annotated[
 
 
 #: The papers' 2x2 design; used when a study runs all four and names no factorial.
-DEFAULT_FACTORIAL = Factorial(base="baseline", a="ega", b="mope", ab="ega-mope")
+DEFAULT_FACTORIAL = Factorial(**PAPERS_FACTORIAL._asdict())

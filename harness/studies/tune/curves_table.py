@@ -19,16 +19,18 @@ A value is read as MLflow stores it (:func:`~harness.mlflow_client.metric_value`
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
 import pyarrow.fs
 
 from harness.mlflow_client import metric_value
-from harness.results_schema import CURVE_COLUMNS, CURVE_METRICS, CURVE_SCHEMA
+from harness.results_schema import CURVE_COLUMNS, CURVE_METRICS
 from harness.studies.spec.grid import Trial
 from harness.studies.storage import trial_dir, trial_reports
 from harness.studies.tune.trainable import is_final_report
+
+if TYPE_CHECKING:  # polars loads in curves_table: the device runner uses curve_rows without it
+    import polars as pl
 
 #: The metric every evaluation reports: a report with it at a step is an evaluation.
 EVALUATION_MARKER = CURVE_METRICS["val_loss"]
@@ -74,6 +76,10 @@ def curves_table(
     """The curves table (:data:`~harness.results_schema.CURVE_SCHEMA`) of the trials in
     ``results`` (the study's results table), from each trial's reports (``reports``: trial id
     -> its reports, in order), by trial id and step."""
+    import polars as pl
+
+    from harness.results_schema import CURVE_SCHEMA
+
     rows_of = {row["trial_id"]: row for row in results.iter_rows(named=True)}
     rows = [
         curve

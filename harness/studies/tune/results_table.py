@@ -8,12 +8,13 @@ and the sequential searcher (the primary effect after each batch), all from here
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
-
-from harness.results_schema import RESULT_SCHEMA, TrialStatus, head_taus
+from harness.results_schema import TrialStatus, head_taus
 from harness.studies.spec.grid import Trial
+
+if TYPE_CHECKING:  # polars loads in results_table: the device runner uses result_row without it
+    import polars as pl
 
 
 def _metric(metrics: dict[str, Any], key: str) -> float | None:
@@ -74,5 +75,9 @@ def results_table(
 ) -> pl.DataFrame:
     """One row per trial (:func:`result_row`), from each trial's final report; ``tau_heads``
     lists every head's tau (``gate/tau/l<i>h<j>``, layer by layer) of a gated run."""
+    import polars as pl
+
+    from harness.results_schema import RESULT_SCHEMA
+
     rows = [result_row(study, trial, *outcomes.get(trial.trial_id, (None, None))) for trial in trials]
     return pl.DataFrame(rows, schema=RESULT_SCHEMA)

@@ -99,3 +99,14 @@ def test_outputs_join_in_order_and_a_draft_is_frozen_when_done() -> None:
     assert done.notes == ("a",)  # what a section returned does not change afterwards
     assert section_rng(0, "cells").integers(1 << 30) == section_rng(0, "cells").integers(1 << 30)
     assert section_rng(0, "cells").integers(1 << 30) != section_rng(0, "contrasts").integers(1 << 30)
+
+
+def test_the_study_section_says_how_many_windows_the_final_losses_rest_on(tmp_path: Path, make_study) -> None:
+    """The overview names the final evaluation's validation windows (per context length where
+    they differ), and says so when a table written before they were kept cannot tell."""
+    df = make_study(seeds=3, rng=1)
+    text = build_report(df, settings=SETTINGS, out_dir=tmp_path / "old").markdown_path.read_text()
+    assert "how many validation windows they rest on was not kept" in text
+    df = df.with_columns(val_windows=pl.lit(870, dtype=pl.Int64))
+    text = build_report(df, settings=SETTINGS, out_dir=tmp_path / "new").markdown_path.read_text()
+    assert "final losses: each on 870 validation windows" in text

@@ -1,0 +1,109 @@
+"""What a new study shows first in MLflow, read in a browser (issue 41): a real tiny study (a 2x2
+without a gate: four headline verdicts) recorded in a real MLflow server on 127.0.0.1, its pages
+opened in headless Chromium at 1280 x 800 as MLflow first shows them (the assistant panel
+closed, nothing unfolded):
+
+- the parent run's description is its verdict table, whole: no "Show more", every row on screen,
+  the full report one click away (the table's first header links it);
+- a trial run's charts open on its training curves: every chart group before the last holds
+  curves (more than one point), the end-of-run numbers (``final_val_loss`` ...) come last;
+- the parent run holds each core effect and its 95 % band at every evaluation step
+  (``effect/<claim>``, ``/lo``, ``/hi``), for MLflow's own charts.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from harness_support import TINY, MlflowServer
+
+from harness.studies.runner import run_study
+
+CHROMIUM = Path("/usr/bin/chromium")
+WINDOW = {"width": 1280, "height": 800}
+#: A 2x2 without a gate (lagged keys x MOPE): its report has four headline verdicts.
+SPEC = {
+    **TINY,  # 2 seeds x nano x T=32 x 10 steps, evaluated at 5 and 10
+    "name": "first-view",
+    "variants": [
+        "baseline",
+        {"name": "lagged", "position": "sinusoidal", "scoring": "lagged"},
+        "mope",
+        {"name": "mope-lagged", "position": "mope", "scoring": "lagged"},
+    ],
+    "analysis": {"factorial": {"base": "baseline", "a": "lagged", "b": "mope", "ab": "mope-lagged"}},
+}
+EFFECTS = ("superadditivity", "lagged-gain", "mope-gain", "mope-lagged-gain")
+
+
+def _open(page, url: str, text: str) -> None:
+    """``url`` as MLflow first shows it, once ``text`` is on the page, the assistant panel closed."""
+    page.goto(url)
+    page.get_by_text(text, exact=False).first.wait_for(timeout=120_000)
+    close = page.get_by_role("button", name="Close")  # MLflow 3's assistant panel, when it shows
+    if close.count() and close.first.is_visible():
+        close.first.click(timeout=10_000)
+    page.wait_for_timeout(1500)  # the layout settles (the description box measures its content)
+
+
+def _chart_groups(page) -> list[str]:
+    """The chart groups of a run's "Model metrics" tab, in the order shown (``val (2)``: ``val``)."""
+    lines = [line.strip() for line in page.inner_text("body").splitlines()]
+    return [lines[i] for i in range(len(lines) - 1) if lines[i] and re.fullmatch(r"\(\d+\)", lines[i + 1])]
+
+
+@pytest.mark.slow
+def test_a_new_study_reads_at_first_sight_in_mlflow(tmp_path: Path, shared_data_dir: Path, local_ray: None) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is absent (Debian package `chromium`; .ci/run installs it)")
+    playwright = pytest.importorskip("playwright.sync_api", reason="playwright (the [test] extra) is not installed")
+    spec = tmp_path / "first-view.yaml"
+    spec.write_text(yaml.safe_dump(SPEC, sort_keys=False))
+    server = MlflowServer(tmp_path / "mlflow").start()
+    try:
+        outcome = run_study(
+            spec, tracking_uri=server.uri, storage_path=str(tmp_path / "results"), stream=io.StringIO(), live=False
+        )
+        assert outcome.status == "finished" and outcome.report is not None, outcome
+        from mlflow import MlflowClient
+
+        client = MlflowClient(server.uri)
+        parent_id = outcome.parent_run_id
+        steps = sorted(set(outcome.curves.get_column("step").to_list()))
+        assert len(steps) >= 2, steps
+        for claim in EFFECTS:
+            for name in (f"effect/{claim}", f"effect/{claim}/lo", f"effect/{claim}/hi"):
+                assert sorted(m.step for m in client.get_metric_history(parent_id, name)) == steps, name
+        child = client.search_runs(
+            [outcome.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'", max_results=1
+        )[0]
+        metrics = child.data.metrics
+        curves = {k for k in metrics if "/" in k}
+        assert curves and all(len(client.get_metric_history(child.info.run_id, k)) > 1 for k in curves)
+        assert "final_val_loss" in metrics and not any(k.startswith("final/") for k in metrics)
+
+        base = f"{server.uri}/#/experiments/{outcome.experiment_id}/runs"
+        with playwright.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"])
+            try:
+                page = browser.new_page(viewport=WINDOW)
+                _open(page, f"{base}/{parent_id}?workflowType=machine_learning", "full report")
+                show_more = page.get_by_text("Show more", exact=True)
+                folded = show_more.count() and show_more.first.is_visible()
+                table = page.locator("table").filter(has_text="full report").first
+                rows = table.locator("tr")
+                boxes = [rows.nth(i).bounding_box() for i in range(rows.count())]
+                _open(page, f"{base}/{child.info.run_id}/model-metrics?workflowType=machine_learning", "Add chart")
+                groups = _chart_groups(page)
+            finally:
+                browser.close()
+    finally:
+        server.stop()
+    assert not folded, "the parent's description is folded behind 'Show more'"
+    assert len(boxes) == 1 + len(outcome.report.verdicts)  # the header and one row a verdict
+    assert all(b is not None and 0 <= b["y"] and b["y"] + b["height"] <= WINDOW["height"] for b in boxes), boxes
+    assert groups and groups[-1] == "Model metrics" and "final" not in groups, groups
