@@ -62,6 +62,7 @@ from harness.models.fold import (
 from harness.models.gates import KeyGate, OutputGate
 from harness.models.heads import in_head_order, select_heads, split_heads
 from harness.models.positional import PositionalEncoding
+from harness.models.seed_axis import attention as sdpa
 
 __all__ = [
     "FOLD_CONSTANT",
@@ -116,9 +117,7 @@ def key_biased_attention(
     scale = 1.0 / math.sqrt(hd) if scale is None else scale
     is_causal = attn_mask is None
     if key_bias is None:
-        return F.scaled_dot_product_attention(
-            q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
-        )
+        return sdpa(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
     dtype = attention_dtype(k)
     n = fold_pieces(dtype)
     width = fold_width(hd, q.device.type, columns=n)
@@ -127,9 +126,7 @@ def key_biased_attention(
     q2 = append_columns(q, q.new_full((1, 1, 1, n), FOLD_CONSTANT).expand(B, H, T, n), width)  # (B, H, T, width)
     k2 = append_columns(k, bias, width)  # (B, H, T, width)
     v2 = append_columns(v, v.new_zeros((1, 1, 1, n)).expand(B, H, T, n), width)  # (B, H, T, width): zeros
-    y = F.scaled_dot_product_attention(
-        q2, k2, v2, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
-    )
+    y = sdpa(q2, k2, v2, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
     return y[..., :hd]
 
 
@@ -290,7 +287,7 @@ class CausalSelfAttention(nn.Module):
             q2 = q_full
 
         dropout_p = self.attention_dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(
+        y = sdpa(
             q2, k2, v2, attn_mask=attn_bias, dropout_p=dropout_p, is_causal=attn_bias is None, scale=scale
         )  # (B, H, T, width)
         return self._finish(y, x, self._folded_proj_weight(width)), log_g
@@ -368,7 +365,7 @@ class CausalSelfAttention(nn.Module):
             outputs.append(F.pad(y, (0, width - hd)))
         if shallow:
             parts = (t[-1] for t in (q_parts, k2_parts, v_parts))
-            outputs.append(F.scaled_dot_product_attention(*parts, dropout_p=dropout_p, is_causal=True, scale=scale))
+            outputs.append(sdpa(*parts, dropout_p=dropout_p, is_causal=True, scale=scale))
         # put together in the (B, T, H, width) layout, so that merging the heads for the projection is free
         y = in_head_order([o.transpose(1, 2) for o in outputs], steep + shallow, dim=2).transpose(1, 2)
         return self._finish(y, x, self._folded_proj_weight(width)), log_g
