@@ -22,10 +22,13 @@ def _trained_parameters(path: str) -> dict[str, torch.Tensor]:
     return {k.removeprefix("model."): v for k, v in state.items()}
 
 
-@pytest.mark.parametrize("variant", ["baseline", "ega", "ega-mope"])
+@pytest.mark.parametrize(
+    "variant",
+    ["baseline", pytest.param("ega", marks=pytest.mark.slow), pytest.param("ega-mope", marks=pytest.mark.slow)],
+)
 def test_seed_batched_run_equals_separate_runs(variant, tiny_config, tmp_path, monkeypatch) -> None:
     """fp32, dropout 0, 50 steps: each seed's losses (final, per window, every evaluation) and
-    parameters within 1e-5 of its own run's."""
+    parameters within 1e-5 of its own run's (ega and ega-mope: slow, about 40 s each on 2 CPUs)."""
     common = dict(variant=variant, max_steps=50, eval_every=25, dropout=0.0, attention_dropout=0.0, compile=False)
     configs = [tiny_config(**common, seed=s) for s in SEEDS]
     built = []
