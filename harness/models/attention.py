@@ -60,8 +60,9 @@ from harness.models.fold import (
     fold_width,
 )
 from harness.models.gates import KeyGate, OutputGate
-from harness.models.heads import in_head_order, select_heads
+from harness.models.heads import in_head_order, select_heads, split_heads
 from harness.models.positional import PositionalEncoding
+from harness.models.seed_axis import attention as sdpa
 
 __all__ = [
     "FOLD_CONSTANT",
@@ -116,9 +117,7 @@ def key_biased_attention(
     scale = 1.0 / math.sqrt(hd) if scale is None else scale
     is_causal = attn_mask is None
     if key_bias is None:
-        return F.scaled_dot_product_attention(
-            q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
-        )
+        return sdpa(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
     dtype = attention_dtype(k)
     n = fold_pieces(dtype)
     width = fold_width(hd, q.device.type, columns=n)
@@ -127,9 +126,7 @@ def key_biased_attention(
     q2 = append_columns(q, q.new_full((1, 1, 1, n), FOLD_CONSTANT).expand(B, H, T, n), width)  # (B, H, T, width)
     k2 = append_columns(k, bias, width)  # (B, H, T, width)
     v2 = append_columns(v, v.new_zeros((1, 1, 1, n)).expand(B, H, T, n), width)  # (B, H, T, width): zeros
-    y = F.scaled_dot_product_attention(
-        q2, k2, v2, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
-    )
+    y = sdpa(q2, k2, v2, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
     return y[..., :hd]
 
 
@@ -212,9 +209,11 @@ class CausalSelfAttention(nn.Module):
         projections here)."""
         q, k, v = self._heads(x)
         log_g = self.gate(x, k) if self.gate is not None else None  # (B, H, T) or None
-        rotate = None
+        rotate, rotation = None, None
         if position.transforms_qk and not self.scoring.transforms_keys:
-            rotate = position.rotate_heads  # in each call, recomputed with it: no rotated copy of q, k kept
+            # inside the call: no rotated copy of q, k kept (by cos and sin where the encoding gives them)
+            rotation = position.pair_rotation(x.size(1), x.device)
+            rotate = position.rotate_heads if rotation is None else None
         else:
             q, k = position.rotate(q, k)
             k = self.scoring(k)
@@ -230,6 +229,7 @@ class CausalSelfAttention(nn.Module):
             dropout_p=dropout_p,
             recompute=position.transforms_qk,
             rotate=rotate,
+            rotation=rotation,
         )  # (B, H, T, hd); recomputed in the backward pass when the rotation keeps q, k, v anyway
         return self._finish(y, x, self.proj.weight), log_g
 
@@ -287,7 +287,7 @@ class CausalSelfAttention(nn.Module):
             q2 = q_full
 
         dropout_p = self.attention_dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(
+        y = sdpa(
             q2, k2, v2, attn_mask=attn_bias, dropout_p=dropout_p, is_causal=attn_bias is None, scale=scale
         )  # (B, H, T, width)
         return self._finish(y, x, self._folded_proj_weight(width)), log_g
@@ -347,10 +347,13 @@ class CausalSelfAttention(nn.Module):
         steep = [h for h, m in enumerate(slope_values) if not slope_fits_window(m, T)]  # Python numbers
         shallow = [h for h in range(H) if h not in steep]
         dropout_p = self.attention_dropout if self.training else 0.0
+        groups = [g for g in (steep, shallow) if g]
+        # one split per tensor (its backward is one cat), not a slice per group (a zero-filled gradient each)
+        q_parts, k_parts, v_parts, k2_parts = (split_heads(t, groups) for t in (q2, k, v2, k2))
         outputs = []
         if steep:
             y = lag_penalised_attention(
-                *(select_heads(t, steep)[..., :hd] for t in (q2, k, v2)),
+                *(t[0][..., :hd] for t in (q_parts, k_parts, v_parts)),
                 None if log_g is None else select_heads(log_g.expand(B, H, T), steep),
                 None,
                 lag_slope=select_heads(slopes, steep, dim=0),
@@ -361,9 +364,10 @@ class CausalSelfAttention(nn.Module):
             )  # (B, steep, T, hd)
             outputs.append(F.pad(y, (0, width - hd)))
         if shallow:
-            parts = (select_heads(t, shallow) for t in (q2, k2, v2))
-            outputs.append(F.scaled_dot_product_attention(*parts, dropout_p=dropout_p, is_causal=True, scale=scale))
-        y = in_head_order(outputs, steep + shallow)  # (B, H, T, width)
+            parts = (t[-1] for t in (q_parts, k2_parts, v_parts))
+            outputs.append(sdpa(*parts, dropout_p=dropout_p, is_causal=True, scale=scale))
+        # put together in the (B, T, H, width) layout, so that merging the heads for the projection is free
+        y = in_head_order([o.transpose(1, 2) for o in outputs], steep + shallow, dim=2).transpose(1, 2)
         return self._finish(y, x, self._folded_proj_weight(width)), log_g
 
 

@@ -21,6 +21,8 @@ from torch.utils.checkpoint import checkpoint
 
 from harness.models.fold import FOLD_CONSTANT, fold_width
 from harness.models.heads import in_head_order, select_heads
+from harness.models.lag_kernel import LagChunkAttention, fused_lag_applies, lag_plan
+from harness.models.positional import rotate_pairs
 
 #: Lag fold: queries per chunk at least LAG_CHUNK_MIN; exactly LAG_CURVATURE_CHUNK with a Gaussian
 #: envelope (its width is learned, so no chunk size read from it could be known in advance), at most
@@ -71,6 +73,7 @@ def lag_penalised_attention(
     chunk: int | None = None,
     recompute: bool = True,
     rotate: Callable[[Tensor, Tensor, list[int]], tuple[Tensor, Tensor]] | None = None,
+    rotation: tuple[Tensor, Tensor] | None = None,
 ) -> Tensor:
     """Causal attention with a per-key bias and a lag penalty per head (Gaussian envelope and/or
     ALiBi's linear slope), fused:
@@ -108,17 +111,22 @@ def lag_penalised_attention(
     should be. The chunk sizes never depend on a tensor (sigma is learned, so its chunks are
     the small fixed ones): a forward pass never waits for the device to plan its calls.
 
-    **Memory.** Heads with the same chunk size run LAG_GROUP_HEADS at a time, one call per
-    chunk. With ``recompute`` (and gradients on) each group is recomputed in the backward pass
-    (activation checkpointing): the layer keeps q, k, v and the output, and the folded copies
-    of one group live at a time. That pays when q, k, v are kept anyway (relative MOPE: the
-    rotation's backward keeps the projections, and the rotated q, k are new tensors). Without
-    it the folded copies are kept instead of q, k, v, which then nothing holds: about the memory
-    of plain attention, and no second forward pass. ``rotate(q, k, heads)``, when given, is a
-    rotation of the heads' queries and keys (relative MOPE's) applied inside each group, so that
-    it too is recomputed and no rotated copy of q and k is kept. The fold runs in fp32 even
-    under autocast (bf16's 4e-3 rounding of gamma (j - c)^2 would swamp the envelope), which on
-    CUDA means SDPA's fp32 memory-efficient kernel (the chunks carry a boolean mask).
+    **Rotation.** ``rotation``, the cos and sin (H, T, 1 or hd/2) of a rotation of each pair of
+    dimensions of q and k (relative MOPE's: :meth:`~harness.models.positional.PositionalEncoding.pair_rotation`),
+    or ``rotate(q, k, heads)``, a rotation of the heads' queries and keys, is applied to the given
+    q and k inside the call, so that no rotated copy of them is kept.
+
+    **Cost.** On CPU without dropout the chunks run as :class:`~harness.models.lag_kernel.LagChunkAttention`:
+    one buffer of folded q, k, v per group of heads with only the fold's columns rewritten per
+    chunk, the flash kernel's outputs kept for its backward, nothing recomputed and nothing copied
+    per chunk: about the time and memory of plain causal attention (``harness bench attention``;
+    ``tests/models/test_models_attention.py`` guards the memory). Elsewhere (a GPU, attention
+    dropout) each chunk is an autograd SDPA call on its own folded copies; heads with the same
+    chunk size run LAG_GROUP_HEADS at a time and, with ``recompute`` (and gradients on), each
+    group is recomputed in the backward pass (activation checkpointing), so that the folded copies
+    of one group live at a time. The fold runs in fp32 even under autocast (bf16's 4e-3 rounding
+    of gamma (j - c)^2 would swamp the envelope), which on CUDA means SDPA's fp32 memory-efficient
+    kernel (the chunks carry a boolean mask).
     """
     B, H, T, hd = q.shape
     scale = 1.0 / math.sqrt(hd) if scale is None else scale
@@ -131,6 +139,13 @@ def lag_penalised_attention(
         slope = q.new_zeros(H) if lag_slope is None else lag_slope.to(device=q.device, dtype=torch.float32)
         key_bias = q.new_zeros((B, H, T)) if key_bias is None else key_bias.float().expand(B, H, T)
         width = fold_width(hd, q.device.type, columns=2 if quadratic else 1)
+        if fused_lag_applies(q, dropout_p) and rotate is None:
+            cos, sin = (None, None) if rotation is None else (t.float()[None] for t in rotation)  # (1, H, T, .)
+            plan = lag_plan(sizes, quadratic=quadratic, width=width, scale=scale)
+            y, _ = LagChunkAttention.apply(q, k, v, key_bias, gamma[None], slope[None], cos, sin, plan)
+            return y.to(out_dtype)  # (B, H, T, hd)
+        if rotation is not None:
+            rotate = _rotation_by(rotation)
         recompute = recompute and torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, key_bias, gamma))
         outputs, order = [], []
         for size, heads in _head_groups(sizes):
@@ -143,6 +158,16 @@ def lag_penalised_attention(
             order += heads
         y = in_head_order(outputs, order)  # (B, H, T, hd)
     return y.to(out_dtype)
+
+
+def _rotation_by(rotation: tuple[Tensor, Tensor]) -> Callable[[Tensor, Tensor, list[int]], tuple[Tensor, Tensor]]:
+    """``rotate(q, k, heads)`` of a rotation given by its cos and sin (H, T, .)."""
+
+    def rotate(q: Tensor, k: Tensor, heads: list[int]) -> tuple[Tensor, Tensor]:
+        cos, sin = (select_heads(t, heads, dim=0).to(q.dtype) for t in rotation)
+        return rotate_pairs(q, cos, sin), rotate_pairs(k, cos, sin)
+
+    return rotate
 
 
 def _chunk_sizes(

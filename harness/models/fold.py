@@ -8,13 +8,22 @@ SDPA call computes the biased attention (:func:`harness.models.attention.key_bia
 (the mixed-precision plan) one column would round b_j / scale to 3 significant digits: ALiBi's
 slope column m_h (j - c) / scale reaches ~1,400 at T = 1024 and would be off by several units,
 a log g of -20 by 0.2. So in bf16 (and fp16) the column is split into three pieces,
-b = b_hi + b_mid + b_lo, each the rounding of what the previous ones left (:func:`fold_columns`):
-three 8-bit significands hold fp32's 24, and the kernels multiply them by q's constant c
-exactly (a product of two bf16 numbers is exact in fp32) and add them up in fp32, as every
-fused attention kernel accumulates q.k. The biased scores are then as precise as fp32's, and
-the only bf16 error left is that of q and k themselves. The gradient of b reaches it through
-the first piece (the others are remainders, constants to autograd): it is the kernel's
-gradient of that column, rounded once to bf16 like every gradient of k.
+b = b_hi + b_mid + b_lo (:func:`fold_columns`): b_hi is b with the low bits of its fp32
+significand cleared (the first 8 significant bits: a bf16 number exactly), b_mid the same of
+what is left, b_lo the rest. Three 8-bit significands hold fp32's 24, every piece is exact in
+bf16 and their sum is b exactly; the kernels multiply them by q's constant c exactly (a product
+of two bf16 numbers is exact in fp32) and add them up in fp32, as every fused attention kernel
+accumulates q.k. The biased scores are then as precise as fp32's, and the only bf16 error left
+is that of q and k themselves. The gradient of b reaches it through the first piece (the others
+are remainders, constants to autograd): it is the kernel's gradient of that column, rounded once
+to bf16 like every gradient of k.
+
+**Why bit masks, not a bf16 round trip.** Splitting by rounding (b_hi = bf16(b), then
+b - fp32(b_hi)) relies on the round trip through bf16 being computed. ``torch.compile``'s
+Inductor removes such round trips by default (``emulate_precision_casts=False``): b - fp32(bf16(b))
+becomes 0, the middle piece vanishes, and a bias of 100 is off by 0.25 (ALiBi at the papers'
+width: 0.0218 against float64 compiled, 0.0026 eager). Clearing bits of the integer view is
+no cast, so no compiler can drop it; :func:`fold_error` measures the pieces, eager or compiled.
 """
 
 from __future__ import annotations
@@ -55,18 +64,36 @@ def fold_pieces(dtype: torch.dtype) -> int:
     return FOLD_PIECES.get(dtype, 1)
 
 
+#: Bits of an fp32 number's integer view that keep its sign, exponent and the first significant
+#: bits a piece holds exactly: 8 (bf16: the high 16 bits), 11 (fp16: all but the low 13).
+_PIECE_MASKS = {torch.bfloat16: -(1 << 16), torch.float16: -(1 << 13)}
+
+
+def _head_bits(x: Tensor, mask: int) -> Tensor:
+    """x (fp32) with the low bits of its significand cleared (``mask`` on its integer view): its
+    first significant bits, rounded toward zero; exact in the piece's dtype. No cast, so a
+    compiler cannot fold it away (module docstring)."""
+    return (x.view(torch.int32) & mask).view(torch.float32)
+
+
 def fold_columns(bias: Tensor, dtype: torch.dtype) -> Tensor:
     """``bias`` (...) as the folded column(s) of k in ``dtype``: (..., n), n = :func:`fold_pieces`,
-    whose sum is ``bias`` to fp32's precision (b_hi = dtype(b), b_mid = dtype(b - b_hi),
-    b_lo = dtype(b - b_hi - b_mid), each remainder exact in fp32). The gradient flows through b_hi."""
+    whose sum is ``bias``'s fp32 value exactly: b_hi = head(b), b_mid = head(b - b_hi),
+    b_lo = b - b_hi - b_mid, head clearing the low significand bits the dtype cannot hold (each
+    difference exact in fp32, each piece exact in ``dtype``: in fp16 within its exponent range,
+    whose smallest numbers, 6e-8, round the last piece of a bias below ~1). The gradient flows
+    through b_hi."""
     bias = bias.float()
     if fold_pieces(dtype) == 1:
         return bias.to(dtype).unsqueeze(-1)
-    hi = bias.to(dtype)
-    rest = bias.detach() - hi.detach().float()  # exact: the rounding error of b_hi
-    mid = rest.to(dtype)
-    lo = (rest - mid.float()).to(dtype)
-    return torch.stack([hi, mid, lo], dim=-1)
+    mask = _PIECE_MASKS[dtype]
+    exact = bias.detach()
+    head = _head_bits(exact, mask)
+    rest = exact - head  # exact: the bits head left
+    mid = _head_bits(rest, mask)
+    lo = rest - mid  # exact, and within the dtype's significand
+    hi = bias + (head - exact)  # head's value, bias's gradient (head - exact is exact: Sterbenz)
+    return torch.stack([hi, mid, lo], dim=-1).to(dtype)
 
 
 def append_columns(t: Tensor, columns: Tensor, width: int) -> Tensor:
@@ -76,3 +103,28 @@ def append_columns(t: Tensor, columns: Tensor, width: int) -> Tensor:
     n = columns.size(-1)
     zeros = t.new_zeros((1, 1, 1, width - hd - n)).expand(B, T, H, width - hd - n)
     return torch.cat([t.transpose(1, 2), columns.transpose(1, 2).to(t.dtype), zeros], dim=-1).transpose(1, 2)
+
+
+#: The largest :func:`fold_error` of a fold that holds its bias (every piece exact: 0 in practice);
+#: a fold whose middle piece a compiler dropped is off by up to 2^-9 of the bias (~2e-3).
+FOLD_ERROR_LIMIT = 1e-6
+
+
+def fold_error(compiled: bool, *, device: str = "cpu", dtype: torch.dtype = torch.bfloat16) -> float:
+    """How far the folded pieces of a bias are from it: max |sum of pieces - b| / max |b| over
+    biases like the ones the fold carries (ALiBi's slope columns m (j - c) / scale at T = 1024 and
+    head dimension 32, up to ~1,400, plus log g down to -20), with :func:`fold_columns` run eager
+    or compiled by Inductor (``torch.compile``'s default backend, the training step's).
+
+    A fold that holds its bias gives 0 (each piece exact, their sum b exactly), at most
+    :data:`FOLD_ERROR_LIMIT`; one whose middle piece the compiler removed (a bf16 round trip
+    folded away, ``emulate_precision_casts=False``) about 1e-3. ``benchmarks/gpu_check.py``'s bf16
+    phase judges the device's compiled fold by it."""
+    g = torch.Generator().manual_seed(0)
+    j = torch.arange(1024, dtype=torch.float32) - 511.5  # (T,): j - c
+    slopes = torch.tensor([2.0**-k for k in range(1, 9)])[:, None]  # (8, 1): ALiBi's, 8 heads
+    log_g = torch.nn.functional.logsigmoid(8.0 * torch.randn(8, 1024, generator=g))  # down to ~-20
+    bias = ((slopes * j + log_g) * 32**0.5).to(device)  # (8, T): the column, / (c scale)
+    fold = torch.compile(fold_columns, backend="inductor", dynamic=False) if compiled else fold_columns
+    pieces = fold(bias, dtype)  # (8, T, 3)
+    return float((pieces.double().sum(-1) - bias.double()).abs().max() / bias.double().abs().max())

@@ -30,8 +30,21 @@ def head_runs(heads: Sequence[int]) -> list[tuple[int, int]]:
 def select_heads(t: Tensor, heads: Sequence[int], dim: int = 1) -> Tensor:
     """Heads ``heads`` of ``t`` along ``dim`` (1 for (B, H, ...), 0 for per-head parameters (H,)):
     a view for one run of consecutive heads, else the runs' slices concatenated."""
-    parts = [t.narrow(dim, start, stop - start) for start, stop in head_runs(heads)]
+    runs = head_runs(heads)
+    if runs == [(0, t.size(dim))]:  # every head in order: t itself (a narrow's gradient would be a copy)
+        return t
+    parts = [t.narrow(dim, start, stop - start) for start, stop in runs]
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=dim)
+
+
+def split_heads(t: Tensor, groups: Sequence[Sequence[int]], dim: int = 1) -> list[Tensor]:
+    """The heads of each group of ``t`` along ``dim``. Groups that are runs of consecutive heads, one
+    after the other from head 0 to the last, are one ``split`` (views, whose gradients autograd puts
+    together with one ``cat``); other groups are :func:`select_heads` each (a slice's gradient is a
+    zero tensor of all heads, one per group)."""
+    if [h for g in groups for h in g] == list(range(t.size(dim))) and all(groups):
+        return list(t.split([len(g) for g in groups], dim=dim))
+    return [select_heads(t, g, dim=dim) for g in groups]
 
 
 def in_head_order(outputs: Sequence[Tensor], order: Sequence[int], dim: int = 1) -> Tensor:

@@ -42,11 +42,22 @@ def _interleave(even: Tensor, odd: Tensor) -> Tensor:
     return torch.stack((even, odd), dim=-1).flatten(-2)
 
 
-def _rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """Rotate each pair (2p, 2p+1) of x (B, H, T, hd) by the angle whose cos and sin broadcast
     against (B, H, T, hd/2): (x_2p, x_2p+1) -> (x_2p cos - x_2p+1 sin, x_2p sin + x_2p+1 cos)."""
     even, odd = x[..., 0::2], x[..., 1::2]  # (B, H, T, hd/2) each
     return _interleave(even * cos - odd * sin, even * sin + odd * cos)
+
+
+def rotate_pairs_backward(grad: Tensor, x: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The gradients of :func:`rotate_pairs` with respect to x, cos and sin given the gradient of its
+    output: the rotation back (by -angle) of ``grad`` (B, H, T, hd), and, for cos and sin,
+    sum(grad_2p x_2p + grad_2p+1 x_2p+1) and sum(grad_2p+1 x_2p - grad_2p x_2p+1) per pair,
+    (B, H, T, hd/2) (the caller sums them to the shapes of its cos and sin)."""
+    g_even, g_odd = grad[..., 0::2], grad[..., 1::2]
+    even, odd = x[..., 0::2], x[..., 1::2]
+    dx = _interleave(g_even * cos + g_odd * sin, g_odd * cos - g_even * sin)
+    return dx, g_even * even + g_odd * odd, g_odd * even - g_even * odd
 
 
 def _check_even(kind: str, width: int, what: str) -> None:
@@ -105,6 +116,13 @@ class PositionalEncoding(nn.Module):
         """:meth:`rotate` for heads ``heads`` only: q, k ``(B, len(heads), T, hd)``. The same
         for every head here; an encoding whose rotation differs per head overrides it."""
         return self.rotate(q, k)
+
+    def pair_rotation(self, T: int, device: torch.device) -> tuple[Tensor, Tensor] | None:
+        """When :meth:`rotate` turns each pair of dimensions (2p, 2p+1) of head h at position t by an
+        angle theta[h, t, p]: its cos and sin, ``(H, T, 1 or hd/2)``, else None. The lag fold
+        then rotates inside its kernel and keeps no rotated copy of q and k
+        (:mod:`harness.models.lag_kernel`); an encoding may leave it None at no cost but memory."""
+        return None
 
     def attention_bias(self, T: int, device: torch.device, dtype: torch.dtype) -> Tensor | None:
         """Additive attention mask ``(H, T, T)`` including causality, or None (plain causal)."""
@@ -203,7 +221,7 @@ class RotaryPositionalEncoding(PositionalEncoding):
         T = q.size(-2)
         angle = torch.arange(T, device=q.device, dtype=torch.float32)[:, None] * self.theta[None, :]  # (T, hd/2)
         cos, sin = torch.cos(angle).to(q.dtype), torch.sin(angle).to(q.dtype)
-        return _rotate_pairs(q, cos, sin), _rotate_pairs(k, cos, sin)
+        return rotate_pairs(q, cos, sin), rotate_pairs(k, cos, sin)
 
 
 def alibi_slope_values(n_head: int) -> list[float]:
@@ -400,12 +418,14 @@ class MorletRelativePositionalEncoding(MorletScales):
         return self.rotate_heads(q, k, list(range(self.omega.numel())))
 
     def rotate_heads(self, q: Tensor, k: Tensor, heads: list[int]) -> tuple[Tensor, Tensor]:
-        T = q.size(-2)
-        b = torch.arange(T, device=q.device, dtype=torch.float32)
-        omega = select_heads(self.omega.float(), heads, dim=0)  # (h,): slices, no index tensor
-        angle = (omega[:, None] * b[None, :]).unsqueeze(-1)  # (h, T, 1): every pair of head h
-        cos, sin = torch.cos(angle).to(q.dtype), torch.sin(angle).to(q.dtype)
-        return _rotate_pairs(q, cos, sin), _rotate_pairs(k, cos, sin)
+        cos, sin = (select_heads(t, heads, dim=0).to(q.dtype) for t in self.pair_rotation(q.size(-2), q.device))
+        return rotate_pairs(q, cos, sin), rotate_pairs(k, cos, sin)
+
+    def pair_rotation(self, T: int, device: torch.device) -> tuple[Tensor, Tensor]:
+        """cos and sin of omega_h t, (H, T, 1): the same angle for every pair of head h."""
+        b = torch.arange(T, device=device, dtype=torch.float32)
+        angle = (self.omega.float()[:, None] * b[None, :]).unsqueeze(-1)  # (H, T, 1)
+        return torch.cos(angle), torch.sin(angle)
 
     def lag_curvature(self) -> Tensor:
         return 0.25 * torch.exp(-2.0 * self.log_sigma.float())  # 1 / (4 sigma^2), (H,)

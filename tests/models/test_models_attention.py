@@ -371,19 +371,21 @@ def test_lag_attention_runs_in_fp32_under_bf16_autocast():
 
 
 def test_lag_attention_chunks_use_the_flash_kernel_forward_and_backward():
-    """T = 600 in chunks of 64: ten flash calls for the two heads (one group), each chunk against the
-    keys up to its end with a boolean mask that needs no gradient; recomputed once in the backward
-    pass; never the math path."""
+    """T = 600 in chunks of 64 (ten chunks), one head a group: per head, the first chunk one causal
+    flash call, each later chunk two (the keys before it, no mask; its own, a causal square): 19
+    calls a head; the backward pass calls the flash backward once per forward call and recomputes
+    nothing; never the math path."""
     q, k, v, key_bias, gamma = _lag_inputs(5, (1.0, 1.0), T=600, hd=32)
     flash = "aten::_scaled_dot_product_flash_attention_for_cpu"
+    calls = 2 * (1 + 2 * 9)  # two heads
     with torch.no_grad(), torch.profiler.profile() as prof:
         lag_penalised_attention(q, k, v, key_bias, gamma)
-    assert [e.name for e in prof.events()].count(flash) == 10
+    assert [e.name for e in prof.events()].count(flash) == calls
     with torch.profiler.profile() as prof:
         lag_penalised_attention(q, k, v, key_bias, gamma).sum().backward()
     names = [event.name for event in prof.events()]
-    assert names.count(flash) == 20  # forward + recomputation
-    assert names.count(f"{flash}_backward") == 10
+    assert names.count(flash) == calls  # the forward pass's only
+    assert names.count(f"{flash}_backward") == calls
     assert "aten::_scaled_dot_product_attention_math" not in names
 
 
@@ -540,6 +542,48 @@ def test_the_bf16_fold_adds_no_error_to_bf16_attention(monkeypatch):
     assert float((pieces.double().sum(-1) - exact).abs().max()) < 1e-7  # the pieces hold all of it
     monkeypatch.setitem(fold.FOLD_PIECES, torch.bfloat16, 1)
     assert error() > 3 * floor
+
+
+def _rounded_fold(bias, dtype):
+    """The fold as it was before bit masks: pieces by bf16 round trips, which Inductor removes
+    (b - fp32(bf16(b)) computed as 0): a collapsed fold, for the tests to tell apart."""
+    bias = bias.float()
+    hi = bias.to(dtype)
+    rest = bias.detach() - hi.detach().float()
+    mid = rest.to(dtype)
+    return torch.stack([hi, mid, (rest - mid.float()).to(dtype)], dim=-1)
+
+
+def test_the_fold_compiled_by_inductor_sums_to_its_bias(monkeypatch):
+    """Compiled by Inductor on CPU (``torch.compile``'s default backend, the training step's), the
+    three bf16 pieces still sum to the bias exactly, as eager; a fold by round trips collapses
+    under the same compiler (its middle piece 0), and :func:`fold_error` says so."""
+    from harness.models import fold
+
+    bias = (torch.linspace(-1400.0, 1400.0, 4097) * 1.2345).view(1, 17, 241)
+    pieces = torch.compile(fold.fold_columns, backend="inductor", dynamic=False)(bias, torch.bfloat16)
+    assert pieces.dtype == torch.bfloat16 and pieces.shape == (1, 17, 241, 3)
+    assert torch.equal(pieces.double().sum(-1), bias.double())
+    assert pieces[..., 1].abs().max() > 0  # the middle piece carries bits
+    assert fold.fold_error(compiled=True) <= fold.FOLD_ERROR_LIMIT
+    monkeypatch.setattr(fold, "fold_columns", _rounded_fold)
+    assert fold.fold_error(compiled=False) <= fold.FOLD_ERROR_LIMIT  # eager, the round trip holds
+    assert fold.fold_error(compiled=True) > 1e-4  # compiled, it collapses: the gpu_check threshold fails it
+
+
+def test_the_fold_pieces_are_exact_and_carry_the_gradient():
+    """Each piece is a bf16 (fp16) number exactly and the three sum to the fp32 bias bit for bit,
+    tiny, huge and negative values alike; the gradient reaches the bias through the first piece."""
+    from harness.models import fold
+
+    bias = torch.tensor([0.0, 1e-30, -3.3e-5, 1.0, -1.0 / 3.0, 123.456, -1399.99, 3.0e8], requires_grad=True)
+    in_fp16_range = bias[[0, 3, 5, 6]]  # fp16's exponents end at 6e-8: the last piece of 1/3 underflows
+    for dtype, values in ((torch.bfloat16, bias), (torch.float16, in_fp16_range)):
+        pieces = fold.fold_columns(values, dtype)
+        assert torch.equal(pieces.double().sum(-1), values.detach().double()), dtype
+    up = torch.tensor([2.0, 3.0, 5.0])
+    (grad,) = torch.autograd.grad((fold.fold_columns(bias, torch.bfloat16).float() * up).sum(), bias)
+    assert torch.equal(grad, torch.full_like(bias, 2.0))
 
 
 def test_the_gradient_of_log_g_in_bf16_is_the_fp32_gradient_rounded_once():
