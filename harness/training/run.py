@@ -202,9 +202,11 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _prepare(
+def prepare_run(
     config: TrainConfig, resume_from: str | os.PathLike[str] | None, *, progress: bool = True, compile_sharing: int = 1
 ) -> _Plan:
+    """Everything a run needs before its first step, checked and built once (the model, the data,
+    the device plan, the trainer's pieces), shared by :func:`train` and the seed-batched path."""
     size = config.model_size()
     if config.context_length > size.max_context_length:
         raise InputError(
@@ -266,7 +268,7 @@ def _prepare(
 
 
 @contextlib.contextmanager
-def _runtime(plan: _Plan, progress_bar: bool) -> Iterator[None]:
+def run_runtime(plan: _Plan, progress_bar: bool) -> Iterator[None]:
     """Threads, matmul precision, RNG, compiler state and log levels for the run; restored afterwards."""
     saved_threads = torch.get_num_threads()
     saved_precision = torch.get_float32_matmul_precision()
@@ -465,9 +467,9 @@ def train(
     """
     started = time.perf_counter()
     config = as_train_config(config)
-    plan = _prepare(config, resume_from, progress=progress_bar, compile_sharing=compile_sharing)
+    plan = prepare_run(config, resume_from, progress=progress_bar, compile_sharing=compile_sharing)
 
-    with _runtime(plan, progress_bar):
+    with run_runtime(plan, progress_bar):
         torch.manual_seed(config.seed)  # initialisation = f(seed)
         model = build_char_model(config, plan.corpus.vocab_size)
         datamodule = CharDataModule(
@@ -496,7 +498,7 @@ def train(
             loop = _build_loop(plan, module, run, callbacks=callbacks, progress_bar=progress_bar)
             diverged = _fit(loop, module, datamodule, plan)
             status = "diverged" if diverged is not None else "finished"
-            result = _result(
+            result = train_result(
                 config,
                 status=status,
                 module=module,
@@ -667,7 +669,7 @@ def result_row(result: TrainResult, variant: Any) -> dict[str, Any]:
     return row
 
 
-def _result(
+def train_result(
     config: TrainConfig,
     *,
     status: str,

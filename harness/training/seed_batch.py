@@ -59,7 +59,7 @@ from harness.training.module import (
     optimizer_groups,
     reseed_dropout,
 )
-from harness.training.run import TrainResult, _prepare, _result, _runtime, as_train_config, train
+from harness.training.run import TrainResult, as_train_config, prepare_run, run_runtime, train, train_result
 
 __all__ = ["UNSTACKABLE", "clip_per_seed", "train_seed_batch"]
 
@@ -305,8 +305,8 @@ def train_seed_batch(
     _check_group(configs)
     if len(configs) == 1 or configs[0].variant in UNSTACKABLE:
         return [train(c, callbacks=callbacks, mlflow_logging=False, progress_bar=progress_bar) for c in configs]
-    plan = _prepare(configs[0], None, progress=progress_bar, compile_sharing=len(configs))
-    with _runtime(plan, progress_bar):
+    plan = prepare_run(configs[0], None, progress=progress_bar, compile_sharing=len(configs))
+    with run_runtime(plan, progress_bar):
         batch: _SeedBatch | None = _SeedBatch(configs, plan)
         batch.to_device()
         try:
@@ -325,7 +325,7 @@ def train_seed_batch(
 def _seed_result(batch: _SeedBatch, s: int, steps: int, diverged: dict[int, int], wall_time: float) -> TrainResult:
     """Seed s's TrainResult, as train builds it (its module's metrics, its own curve)."""
     config, S = batch.configs[s], len(batch.configs)
-    result = _result(
+    result = train_result(
         config,
         status="diverged" if s in diverged else "finished",
         module=batch.modules[s],
