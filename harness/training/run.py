@@ -680,6 +680,8 @@ def train_result(
     checkpoint: Path | None,
     wall_time: float,
 ) -> TrainResult:
+    """The :class:`TrainResult` of a run that ended with ``status``, read off its module's last
+    evaluation (a diverged run keeps no final numbers)."""
     final = module.final_metrics
     metrics = dict(module.eval_metrics)
     nan = math.nan
