@@ -96,12 +96,21 @@ def _best_cell(cells: pl.DataFrame, paper_steps: int, paper_context: int) -> dic
     return min(cells.iter_rows(named=True), key=key)
 
 
-def _best_prediction(predicted: pl.DataFrame) -> dict | None:
-    """A prediction made (the one from the most sizes, then seeds), else a refusal, else None."""
+def best_prediction(predicted: pl.DataFrame) -> dict | None:
+    """The prediction resting on the most evidence nearest the papers' setting, shown or refused
+    alike (choosing by the answer would hide a refusal behind another card's number): the least
+    extrapolation in steps, then in size, then the most studies pooled, sizes and seeds."""
     if predicted.height == 0:
         return None
-    made = predicted.with_columns((pl.col("verdict_kind") != "not predictable").alias("__made"))
-    ranked = made.sort(["__made", "levels", "n_seeds"], descending=True, nulls_last=True)
+    ranked = predicted.with_columns(
+        pl.col("steps_extrapolation").fill_null(1.0).alias("__steps"),
+        pl.col("extrapolation").fill_null(1.0).alias("__size"),
+        pl.col("study").str.count_matches(" + ", literal=True).alias("__pooled"),
+    ).sort(
+        ["__steps", "__size", "__pooled", "levels", "n_seeds"],
+        descending=[False, False, True, True, True],
+        nulls_last=True,
+    )
     return ranked.row(0, named=True)
 
 
@@ -256,7 +265,7 @@ class Finding:
 def _finding(claim: str, rows: pl.DataFrame, setting: tuple[int, int]) -> Finding:
     first = rows.row(0, named=True)
     best = _best_cell(rows.filter(pl.col("kind") == "cell"), *setting)
-    prediction = _best_prediction(rows.filter(pl.col("kind") == "predicted"))
+    prediction = best_prediction(rows.filter(pl.col("kind") == "predicted"))
     shown = best if best is not None else first
     level = _is_level(shown) or first["band"] is not None
     if best is None:  # no card measures it: the first refusal says which study would

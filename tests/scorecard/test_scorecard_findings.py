@@ -48,15 +48,24 @@ def _copy_repo(tmp: Path) -> Path:
 def test_a_changed_card_changes_the_table(tmp_path: Path) -> None:
     """The table reads the cards' columns: a verdict the rules change flows through."""
     repo = _copy_repo(tmp_path)
-    card = repo / "published" / "ladder-long-cpu-2026-12-03" / "scorecard" / "scorecard.parquet"  # tau nearest theirs
-    table = pl.read_parquet(card)
-    hit = (pl.col("claim") == "tau-035") & (pl.col("kind") == "cell") & (pl.col("size") == "L4H4d128")
-    assert table.filter(hit).height == 1
-    changed = table.with_columns(
-        pl.when(hit).then(pl.lit("replicated")).otherwise(pl.col("verdict_kind")).alias("verdict_kind"),
-        pl.when(hit).then(pl.lit("settled")).otherwise(pl.col("settled")).alias("settled"),
+    # tau nearest the papers' setting: ladder-long-cpu's cell, on its own card and on the combined one
+    hit = (
+        (pl.col("study") == "ladder-long-cpu")
+        & (pl.col("claim") == "tau-035")
+        & (pl.col("kind") == "cell")
+        & (pl.col("size") == "L4H4d128")
     )
-    changed.write_parquet(card)
+    every_card = sorted(repo.glob("published/*/scorecard/scorecard.parquet"))
+    cards = [c for c in every_card if pl.read_parquet(c).filter(hit).height]
+    assert len(cards) == 2
+    for card in cards:
+        table = pl.read_parquet(card)
+        assert table.filter(hit).height == 1
+        changed = table.with_columns(
+            pl.when(hit).then(pl.lit("replicated")).otherwise(pl.col("verdict_kind")).alias("verdict_kind"),
+            pl.when(hit).then(pl.lit("settled")).otherwise(pl.col("settled")).alias("settled"),
+        )
+        changed.write_parquet(card)
     after = F.regenerate(repo)
     now, new = after["docs/index.md"]
     assert now != new
@@ -188,3 +197,20 @@ def test_the_best_cell_is_the_one_nearest_the_papers_setting() -> None:
     assert (best["steps"], best["group"]) == (5000, "tau_init=0")
     at_paper = cells.with_columns(pl.Series("at_paper_setting", [False, True, False, False]))
     assert F._best_cell(at_paper, 5000, 256)["size"] == "small"
+
+
+def test_the_prediction_shown_rests_on_the_most_evidence_not_on_its_answer() -> None:
+    """A refusal from the card that pools every study and extrapolates least wins over a number
+    one study alone would give: choosing the prediction by its answer would hide the refusal."""
+    rows = pl.DataFrame(
+        {
+            "study": ["ladder-cpu", "long-cpu + ladder-cpu + ladder-long-cpu"],
+            "extrapolation": [5.9, 5.9],
+            "steps_extrapolation": [2.5, None],  # None: within the steps measured
+            "levels": [3, 3],
+            "n_seeds": [4, 4],
+            "verdict_kind": ["inconclusive", "not predictable"],
+        }
+    )
+    best = F.best_prediction(rows)
+    assert best is not None and best["verdict_kind"] == "not predictable"
