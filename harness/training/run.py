@@ -267,6 +267,22 @@ def prepare_run(
     )
 
 
+def run_datamodule(config: TrainConfig, plan: _Plan, *, start_step: int = 0) -> CharDataModule:
+    """The run's data: batch k a function of ``(config.seed, k)`` from ``start_step`` on, and the
+    evaluation windows the config asks for (the same for every seed and variant)."""
+    return CharDataModule(
+        plan.corpus,
+        block_size=config.context_length,
+        batch_size=config.batch_size,
+        seed=config.seed,
+        eval_windows=config.eval_windows,
+        eval_batch_size=config.eval_batch_size,
+        final_eval_windows=config.final_eval_windows,
+        start_step=start_step,
+        pin_memory=plan.device.pin_memory,
+    )
+
+
 @contextlib.contextmanager
 def run_runtime(plan: _Plan, progress_bar: bool) -> Iterator[None]:
     """Threads, matmul precision, RNG, compiler state and log levels for the run; restored afterwards."""
@@ -472,17 +488,7 @@ def train(
     with run_runtime(plan, progress_bar):
         torch.manual_seed(config.seed)  # initialisation = f(seed)
         model = build_char_model(config, plan.corpus.vocab_size)
-        datamodule = CharDataModule(
-            plan.corpus,
-            block_size=config.context_length,
-            batch_size=config.batch_size,
-            seed=config.seed,
-            eval_windows=config.eval_windows,
-            eval_batch_size=config.eval_batch_size,
-            final_eval_windows=config.final_eval_windows,
-            start_step=plan.start_step,
-            pin_memory=plan.device.pin_memory,
-        )
+        datamodule = run_datamodule(config, plan, start_step=plan.start_step)
         target = prepare_tracking(config.tracking_uri, config.experiment) if mlflow_logging else None
 
         # ---- from here on a run may exist: it must end, whatever happens --------------

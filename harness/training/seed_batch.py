@@ -51,7 +51,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from harness.errors import InputError
 from harness.training.callbacks import BatchLossMonitor, GateGradientNorms, TokenThroughput
 from harness.training.config import TrainConfig
-from harness.training.data import CharDataModule, TrainBatchStream
+from harness.training.data import TrainBatchStream
 from harness.training.module import (
     CharLMModule,
     build_char_model,
@@ -59,7 +59,15 @@ from harness.training.module import (
     optimizer_groups,
     reseed_dropout,
 )
-from harness.training.run import TrainResult, as_train_config, prepare_run, run_runtime, train, train_result
+from harness.training.run import (
+    TrainResult,
+    as_train_config,
+    prepare_run,
+    run_datamodule,
+    run_runtime,
+    train,
+    train_result,
+)
 
 __all__ = ["UNSTACKABLE", "clip_per_seed", "train_seed_batch"]
 
@@ -142,16 +150,7 @@ class _SeedBatch:
         base = config.lr  # the schedule as train's LambdaLR computes it (the same rounding)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda k: learning_rate(k, config) / base)
         self.streams = self._streams()
-        self.data = CharDataModule(
-            plan.corpus,
-            block_size=config.context_length,
-            batch_size=config.batch_size,
-            seed=config.seed,
-            eval_windows=config.eval_windows,
-            eval_batch_size=config.eval_batch_size,
-            final_eval_windows=config.final_eval_windows,
-            pin_memory=plan.device.pin_memory,
-        )  # the evaluation windows (the same for every seed)
+        self.data = run_datamodule(config, plan)  # the evaluation windows (the same for every seed)
         self.modules = [
             _SeedModule(c, vocab_size=plan.corpus.vocab_size, model=m, device_plan=plan.device)
             for c, m in zip(configs, self.models, strict=True)
