@@ -301,7 +301,7 @@ class LocalCluster:
             env=None,
             num_cpus=num_cpus,
         )
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 330  # the dashboard's own startup limit (cluster_env) and a margin
         while time.monotonic() < deadline and head.poll() is None:
             try:
                 urllib.request.urlopen(f"{self.dashboard}/api/version", timeout=2)
@@ -355,6 +355,14 @@ class LocalCluster:
 def cluster_env(**extra: str) -> dict[str, str]:
     """The environment of a test cluster's nodes: :func:`cli_env` (this checkout first on the
     path; no tracking, storage or Ray settings) with token authentication (a fresh token)."""
+    # Ray gives its dashboard 60 s to start; on 2 busy cores it can take longer, and the head
+    # then exits (the job API lives in the dashboard).
     return cli_env(
-        {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), "RAY_USAGE_STATS_ENABLED": "0", **extra}
+        {
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN": secrets.token_hex(32),
+            "RAY_USAGE_STATS_ENABLED": "0",
+            "RAY_DASHBOARD_STARTUP_TIMEOUT_S": "300",
+            **extra,
+        }
     )

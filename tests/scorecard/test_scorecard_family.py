@@ -235,7 +235,9 @@ def test_the_shipped_data_is_what_the_benchmark_writes(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
     fresh = json.loads(out.read_text())
     shipped = load_calibration()
-    assert set(fresh) == set(shipped)
+    # `cards` is the cards part's (an hour of whole simulated cards): its rows and the shipped
+    # rates are held by tests/scorecard/test_scorecard_skew.py; every other key is these two parts'.
+    assert set(fresh) == set(shipped) - {"cards"}
     assert set(fresh["prediction"]) == set(shipped["prediction"])
     assert set(fresh["prediction"]["done_when"]) == set(shipped["prediction"]["done_when"])
     assert set(fresh["family_wise"]["rates"]) == set(shipped["family_wise"]["rates"])
