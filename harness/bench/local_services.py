@@ -337,7 +337,8 @@ class LocalCluster:
             "print(json.dumps([{'id': n['NodeID'], 'head': 'node:__internal_head__' in n['Resources']} "
             "for n in ray.nodes() if n['Alive']]))"
         )
-        out = subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True, text=True, timeout=60)
+        # A driver's connection takes seconds on idle cores, minutes on busy ones.
+        out = subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True, text=True, timeout=180)
         lines = out.stdout.strip().splitlines()
         return json.loads(lines[-1]) if lines and lines[-1].startswith("[") else []
 

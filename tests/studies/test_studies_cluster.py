@@ -471,11 +471,6 @@ def _marks(folder: Path, kind: str) -> dict[str, set[str]]:
     return out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect (issue 43, open): a package on the driver's PYTHONPATH registered by entry point "
-    "is not importable on the nodes (the gate beside the spec is); measured 2026-12-03 on a two-node local Ray",
-)
 def test_run_by_address_ships_the_users_modules_to_every_node(
     tmp_path: Path, tiny: dict, shared_data_dir: Path
 ) -> None:

@@ -6,7 +6,10 @@ and the scorecard reads a user's own claims file."""
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -231,9 +234,10 @@ def test_submit_ships_the_modules_beside_the_spec(tmp_path: Path, tiny: dict, mo
     # what Ray's job client is given: folders only; the single file as a package of its name
     staging = tmp_path / "staging"
     staging.mkdir()
-    assert stage_py_modules(plan.py_modules, staging) == [str(staging / module), str(tmp_path / "study" / "pkg_gates")]
+    assert stage_py_modules(plan.py_modules, staging) == [str(staging / module), str(staging / "pkg_gates")]
     source = (tmp_path / "study" / f"{module}.py").read_text()
     assert (staging / module / "__init__.py").read_text() == source
+    assert (staging / "pkg_gates" / "__init__.py").read_text() == GOOD_GATE
     # beside a spec at the working directory's root they travel with it (on every worker's path)
     at_root = plan_submission(
         "study/spec.yaml", address="http://127.0.0.1:8265", working_dir="study", resume=False, **flags
@@ -261,7 +265,7 @@ def test_a_cluster_run_ships_the_modules_beside_the_spec_and_the_packages_not_in
     staging = tmp_path / "staging"
     staging.mkdir()
     env = shipping.cluster_runtime_env(spec, str(tmp_path / "study"), staging)
-    assert env == {"py_modules": [str(staging / module), str(package.resolve()), str(dist.resolve())]}
+    assert env == {"py_modules": [str(staging / module), str(staging / package.name), str(staging / dist.name)]}
     assert (staging / module / "__init__.py").read_text() == (tmp_path / "study" / f"{module}.py").read_text()
     # harness submit ships the same packages, beside the modules of a spec below its working directory
     monkeypatch.chdir(tmp_path)
@@ -275,3 +279,33 @@ def test_a_cluster_run_ships_the_modules_beside_the_spec_and_the_packages_not_in
     # the harness's own classes named by import path: never shipped
     zoo = load_spec(_spec(tmp_path / "study", tiny, [{"name": "zoo", "gate": "harness.models.gates:EnergyGate"}]))
     assert shipping.local_packages(zoo) == () and shipping.cluster_runtime_env(zoo, None, staging) is None
+
+
+def test_modules_of_identical_source_all_reach_the_workers(tmp_path: Path) -> None:
+    """Ray names an upload by its files' hash relative to the folder, so two modules of the same
+    source under different names (a gate beside the spec and a development package, say) would
+    share one upload and the second would not import on the nodes; each staged copy carries a
+    file naming it, so both arrive. Checked on a real local Ray whose workers do not have the
+    folders on their path."""
+    for name in ("same_a", "same_b"):
+        (tmp_path / "src" / name).mkdir(parents=True)
+        (tmp_path / "src" / name / "__init__.py").write_text("VALUE = 1\n")
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    entries = shipping.stage_py_modules([tmp_path / "src" / "same_a", tmp_path / "src" / "same_b"], staging)
+    assert (staging / "same_b" / shipping.SHIPPED_MARKER).read_text().startswith("same_b: shipped by the harness")
+
+    # In a process of its own: this worker may hold the suite's shared local Ray already.
+    script = (
+        "import importlib, json, sys, ray\n"
+        "ray.init(num_cpus=1, include_dashboard=False, runtime_env={'py_modules': json.loads(sys.argv[1])},"
+        " logging_level='ERROR')\n"
+        "load = ray.remote(lambda: [importlib.import_module(n).__file__ for n in ('same_a', 'same_b')])\n"
+        "print(json.dumps(ray.get(load.remote())))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(entries)], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    files = json.loads(done.stdout.strip().splitlines()[-1])
+    assert all("py_modules_files" in path for path in files), files

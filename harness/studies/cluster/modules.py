@@ -112,19 +112,29 @@ def spec_modules(spec: StudySpec, spec_dir: str) -> tuple[Path, ...]:
     return tuple(dict.fromkeys(path for path in found if path is not None))
 
 
+#: A file in each staged copy naming what it ships (see :func:`stage_py_modules`).
+SHIPPED_MARKER = ".harness-shipped"
+
+
 def stage_py_modules(modules: Iterable[Path], staging: Path) -> list[str]:
-    """The ``py_modules`` entries: a folder as it is; a single-file module ``m.py`` as a package
-    ``m/__init__.py`` of the same source in ``staging`` (Ray 2.60's job client uploads folders
-    only: a ``.py`` entry is refused as "must be an existing directory"); ``import m`` finds
-    either on every node."""
+    """The ``py_modules`` entries: a copy in ``staging`` of each folder, and of each single-file
+    module ``m.py`` as a package ``m/__init__.py`` of the same source (Ray 2.60's job client
+    uploads folders only: a ``.py`` entry is refused as "must be an existing directory"); ``import
+    m`` finds either on every node.
+
+    Each copy holds a file :data:`SHIPPED_MARKER` naming its module, because Ray names an upload
+    by a hash of its files *relative to the folder* (not the folder's name): two modules of
+    identical source under different names hash alike, and Ray uploads only the first, so the
+    second does not import on the nodes."""
     entries = []
     for path in modules:
+        package = staging / (path.name if path.is_dir() else path.stem)
         if path.is_dir():
-            entries.append(str(path))
-            continue
-        package = staging / path.stem
-        package.mkdir()
-        shutil.copy2(path, package / "__init__.py")
+            shutil.copytree(path, package, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            package.mkdir()
+            shutil.copy2(path, package / "__init__.py")
+        (package / SHIPPED_MARKER).write_text(f"{package.name}: shipped by the harness from {path}\n")
         entries.append(str(package))
     return entries
 
@@ -203,6 +213,7 @@ def check_components_on_nodes(spec: StudySpec, search_dir: str | None) -> list[s
 
 
 __all__ = [
+    "SHIPPED_MARKER",
     "check_components_on_nodes",
     "cluster_runtime_env",
     "components_here",
