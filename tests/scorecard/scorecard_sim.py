@@ -8,9 +8,20 @@ import numpy as np
 import polars as pl
 
 from harness.analysis import AnalysisSettings
+from harness.models.sizes import SIZES
+from harness.results_schema import SHAPE_COLUMNS
 from harness.scorecard import StudyResults
 
 FACTORIAL = ("baseline", "ega", "mope", "ega-mope")
+#: TinyShakespeare's vocabulary: what the simulated runs' models are built with.
+VOCAB = 65
+
+
+def shape_of(size: str, shapes: Mapping[str, tuple[int, int, int]] | None = None) -> dict[str, int]:
+    """The shape columns a run of ``size`` records (its layers, heads and width: ``shapes``, the
+    ladder's custom shapes or a preset's) with the vocabulary 65; none for a size of no known shape."""
+    known = {**{n: (s.n_layer, s.n_head, s.d_model) for n, s in SIZES.items()}, **LADDER, **(shapes or {})}
+    return dict(zip(SHAPE_COLUMNS, (*known[size], VOCAB), strict=True)) if size in known else {}
 
 
 def simulated_study(
@@ -46,6 +57,7 @@ def simulated_study(
                             "dataset": "tinyshakespeare",
                             "size": size,
                             "params": n_params + (params or {}).get(variant, 0),
+                            **shape_of(size),
                             "context_length": context,
                             "variant": variant,
                             "seed": seed,
@@ -157,6 +169,7 @@ def ladder_study(
                 rows.append(
                     {
                         **common,
+                        **shape_of(size, sizes),  # the results table's: the curves read it by trial id
                         "val_loss": final,
                         "steps": steps[-1],
                         **{k: last[k] for k in ("gen_gap", "tau_mean", "open_fraction")},
