@@ -89,9 +89,11 @@ def with_columns(study: StudyResults, **columns: object) -> StudyResults:
 LADDER: dict[str, tuple[int, int, int]] = {"nano": (2, 2, 64), "L3H4d96": (3, 4, 96), "L4H4d128": (4, 4, 128)}
 
 
-def zoo_params(variants: tuple[str, ...], sizes: Mapping[str, tuple[int, int, int]], *, context: int = 128) -> dict:
-    """(variant, size) -> the zoo's parameter count at the TinyShakespeare vocabulary (65),
-    built on the meta device as `harness zoo` builds it."""
+def zoo_params(
+    variants: tuple[str, ...], sizes: Mapping[str, tuple[int, int, int]], *, context: int = 128, vocab: int = VOCAB
+) -> dict:
+    """(variant, size) -> the zoo's parameter count at the vocabulary ``vocab`` (default
+    TinyShakespeare's 65), built on the meta device as `harness zoo` builds it."""
     import torch
 
     from harness.models.sizes import SIZES, custom_size
@@ -103,7 +105,7 @@ def zoo_params(variants: tuple[str, ...], sizes: Mapping[str, tuple[int, int, in
             shape = SIZES[name] if name in SIZES else custom_size(layers, heads, width)
             for variant in variants:
                 out[variant, name] = build_model(
-                    variant, size=shape, vocab_size=65, block_size=context
+                    variant, size=shape, vocab_size=vocab, block_size=context
                 ).num_parameters()
     return out
 
