@@ -5,11 +5,16 @@ The study runner writes it (``results.parquet``, :func:`harness.studies.tune.res
 analysis reads it (:mod:`harness.analysis.results`) and the tests check against it; all of them
 import :data:`RESULT_SCHEMA` from here.
 
-Columns (docs/contracts.md), in order: ``study, trial_id, dataset, size, params, context_length,
-variant, position, gate, scoring, seed, tau_init, val_loss, test_loss, train_loss,
-best_val_loss, gen_gap, tau_mean, tau_heads, open_fraction, pc1_cosine, tokens_per_s, steps, val_windows,
-status``. ``val_windows`` is how many validation windows the final losses rest on (the final
-evaluation's set: the whole validation split by default; null in tables written before it was kept).
+Columns (docs/contracts.md), in order: ``study, trial_id, dataset, size, params, n_layer, n_head,
+d_model, vocab_size, context_length, variant, position, gate, scoring, seed, tau_init, val_loss,
+test_loss, train_loss, best_val_loss, gen_gap, tau_mean, tau_heads, open_fraction, pc1_cosine,
+tokens_per_s, steps, val_windows, status``. ``n_layer``, ``n_head``, ``d_model`` and
+``vocab_size`` (:data:`SHAPE_COLUMNS`) are the shape the run's model was built with: its layers,
+heads and width (a preset's or a custom shape's, whatever the size is named) and its corpus's
+vocabulary; null in tables written before they were kept, which a reader resolves once at load
+(:func:`harness.scorecard.model_shape.with_model_shape`). ``val_windows`` is how many validation
+windows the final losses rest on (the final evaluation's set: the whole validation split by
+default; null in tables written before it was kept).
 ``tau_heads`` is a list column: the run's learned tau of every head, layer by layer
 (``gate/tau/l0h0, l0h1, ...``; null for variants without a gate). ``pc1_cosine`` is the final
 |cos| between the gate's energy projection and the first principal component of its input
@@ -50,6 +55,10 @@ RESULT_TYPES: dict[str, str] = {
     "dataset": "string",
     "size": "string",
     "params": "int64",
+    "n_layer": "int64",
+    "n_head": "int64",
+    "d_model": "int64",
+    "vocab_size": "int64",
     "context_length": "int64",
     "variant": "string",
     "position": "string",
@@ -73,15 +82,36 @@ RESULT_TYPES: dict[str, str] = {
 }
 #: The results table's columns, in order (the keys of :data:`RESULT_TYPES`).
 RESULT_COLUMNS: tuple[str, ...] = tuple(RESULT_TYPES)
+#: The columns that say the shape of a run's model (layers, heads, width) and its vocabulary.
+SHAPE_COLUMNS: tuple[str, ...] = ("n_layer", "n_head", "d_model", "vocab_size")
+
+
+def shape_columns(shape: Any, vocab_size: int | None) -> dict[str, int | None]:
+    """A run's :data:`SHAPE_COLUMNS`: ``shape``'s layers, heads and width (a
+    :class:`~harness.models.sizes.ModelSize`, or anything with ``n_layer``, ``n_head`` and
+    ``d_model``) and the vocabulary its model was built with (None: not known)."""
+    return {
+        "n_layer": int(shape.n_layer),
+        "n_head": int(shape.n_head),
+        "d_model": int(shape.d_model),
+        "vocab_size": None if vocab_size is None else int(vocab_size),
+    }
+
 
 #: The curves table (``curves.parquet`` beside ``results.parquet``): one row per trial and
 #: evaluation. The factor columns repeat the results table's (so that an analysis needs no
-#: join); ``step`` is the optimizer step of the evaluation, ``tokens`` the training tokens seen
-#: by then (step x batch x T); the losses are the evaluation's (``val/loss``, ``train/loss``,
-#: ``gen_gap``), the gate readings its ``gate/tau_mean``, ``gate/open_fraction`` and
-#: ``gate/pc1_cosine`` (null without a gate); ``status`` is the trial's, as in the results table.
+#: join) but for the model's shape (:data:`SHAPE_COLUMNS`: constant over a run, read from the
+#: results table by its ``trial_id``); ``step`` is the optimizer step of the evaluation,
+#: ``tokens`` the training tokens seen by then (step x batch x T); the losses are the
+#: evaluation's (``val/loss``, ``train/loss``, ``gen_gap``), the gate readings its
+#: ``gate/tau_mean``, ``gate/open_fraction`` and ``gate/pc1_cosine`` (null
+#: without a gate); ``status`` is the trial's, as in the results table.
 CURVE_TYPES: dict[str, str] = {
-    **{name: RESULT_TYPES[name] for name in RESULT_COLUMNS[: RESULT_COLUMNS.index("tau_init") + 1]},
+    **{
+        name: RESULT_TYPES[name]
+        for name in RESULT_COLUMNS[: RESULT_COLUMNS.index("tau_init") + 1]
+        if name not in SHAPE_COLUMNS
+    },
     "step": "int64",
     "tokens": "int64",
     "val_loss": "float64",

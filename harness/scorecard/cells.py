@@ -21,9 +21,11 @@ import polars as pl
 from harness.analysis.results import CELL_COLUMNS
 from harness.analysis.results_types import NOT_TESTABLE, AnalysisSettings
 from harness.errors import InputError
+from harness.models.sizes import ModelSize
 from harness.models.variants import DEFAULT_TAU_INIT
 from harness.scorecard.claims import Claim, ClaimSet, Measure
 from harness.scorecard.family import measurement_key
+from harness.scorecard.model_shape import with_curves_shape, with_model_shape
 from harness.scorecard.readers import READERS, CellRead, ReadContext
 from harness.scorecard.rows import ScorecardRow
 from harness.scorecard.verdicts import ClaimVerdict, Intervals
@@ -36,7 +38,11 @@ class StudyResults:
     parent run (when read from MLflow), the learned MOPE widths (from MLflow only), its
     curves table (every evaluation of every trial: ``curves.parquet``, or rebuilt from
     MLflow; None without one) and its training recipe but for the run length (None: not
-    recorded; studies of one recipe are pooled for a prediction, :mod:`harness.scorecard.pooling`)."""
+    recorded; studies of one recipe are pooled for a prediction, :mod:`harness.scorecard.pooling`).
+
+    Its tables carry the shape of its models (:data:`~harness.results_schema.SHAPE_COLUMNS`),
+    resolved once here for a table written before they were kept (``shapes``: the custom shapes
+    its spec names; :mod:`harness.scorecard.model_shape`)."""
 
     name: str
     frame: pl.DataFrame
@@ -46,6 +52,14 @@ class StudyResults:
     sigmas: pl.DataFrame | None = None
     curves: pl.DataFrame | None = None
     recipe: Mapping[str, Any] | None = None
+    shapes: tuple[ModelSize, ...] = ()
+
+    def __post_init__(self) -> None:
+        # Frozen: the resolved tables replace the given ones once, as the study is loaded.
+        frame = with_model_shape(self.frame, self.shapes)
+        object.__setattr__(self, "frame", frame)
+        if self.curves is not None:
+            object.__setattr__(self, "curves", with_curves_shape(self.curves, frame, self.shapes))
 
 
 # ----------------------------------------------------------------------------- cells

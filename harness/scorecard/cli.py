@@ -83,6 +83,7 @@ def studies_from_path(path: Path) -> list[Any]:
     from harness.errors import InputError
     from harness.results_schema import CURVES_FILE
     from harness.scorecard.compute import StudyResults
+    from harness.scorecard.model_shape import spec_shapes
 
     if not path.exists():
         raise InputError(f"--from {path}: no such file or directory")
@@ -99,7 +100,14 @@ def studies_from_path(path: Path) -> list[Any]:
         name = names[0] if names else folder.name
         return [
             StudyResults(
-                name, frame, settings, source=str(path), parent_run_id=parent, curves=curves, recipe=_recipe(spec_text)
+                name,
+                frame,
+                settings,
+                source=str(path),
+                parent_run_id=parent,
+                curves=curves,
+                recipe=_recipe(spec_text),
+                shapes=spec_shapes(spec_text),
             )
         ]
     return [
@@ -136,6 +144,7 @@ def studies_from_mlflow(uri: str, names: list[str]) -> list[Any]:
     from harness.analysis.results import curves_frame, find_study_run, mlflow_results_frame, mope_sigma_frame
     from harness.mlflow_client import TrackingClient
     from harness.scorecard.compute import StudyResults
+    from harness.scorecard.model_shape import spec_shapes
 
     client = TrackingClient(uri)
     names = names or all_study_names(client)
@@ -153,6 +162,7 @@ def studies_from_mlflow(uri: str, names: list[str]) -> list[Any]:
                 sigmas=mope_sigma_frame(uri, name),
                 curves=curves_frame(uri, name),
                 recipe=_recipe(spec_text),
+                shapes=spec_shapes(spec_text),
             )
         )
     return out

@@ -47,6 +47,7 @@ from harness.scorecard.cells import (
 )
 from harness.scorecard.claims import Claim, ClaimSet, Measure, load_claims
 from harness.scorecard.family import adjust_card, adjust_training_rows
+from harness.scorecard.model_shape import vocabulary
 from harness.scorecard.prediction import papers_parameters, predicted_rows
 from harness.scorecard.readers import READERS, equivalence_interval, measured_under_load, seed_sd
 from harness.scorecard.rows import SCORECARD_COLUMNS, SCORECARD_SCHEMA, ScorecardRow, rows_frame
@@ -116,14 +117,14 @@ def trend_span(claim: Claim, measure: Measure, study: StudyResults, factor: str)
     levels = _level_values(claim, measure, study, factor)
     if len(levels) < 2:
         return 1.0, "", None
-    (_, small), (large_name, large) = levels[0], levels[-1]
+    (_, small), (_, large) = levels[0], levels[-1]
     noun = "size" if factor == "params" else "context length"
     paper, paper_name = float(claim.setting.context_length), f"T={claim.setting.context_length}"
     if factor == "params":
-        context = int(_trend_frame(claim, measure, study).get_column("context_length").max() or 0)
         reference = str(measure.control or measure.base or measure.names()[0])
+        runs = _trend_frame(claim, measure, study).filter(pl.col("variant") == reference)
         try:
-            paper = float(papers_parameters(reference, large_name, large, context, claim.setting)[0])
+            paper = float(papers_parameters(reference, vocabulary(runs), claim.setting))
         except InputError:
             return max(1.0, math.log2(large / small)), f"the measured span; the papers' {noun} is unknown", None
         paper_name = f"{paper / 1e6:.2f}M ({claim.setting.size})"

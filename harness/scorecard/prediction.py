@@ -12,8 +12,10 @@ t-interval over seeds of those predictions is judged by the claim's own rules
 how far on each axis (``extrapolation``: the papers' parameters / the largest measured;
 ``steps_extrapolation``: the papers' steps / the last evaluation), from what, and how each check
 went. The papers' parameter count is that of the claim's reference variant (its control, or the
-2x2's base) built at the claim setting's size and context length with the study's own
-vocabulary (:func:`papers_parameters`: on the meta device, as ``harness zoo`` builds it).
+2x2's base) built at the claim setting's size and context length with the vocabulary the
+study's runs were built with (its results table's ``vocab_size``; :func:`papers_parameters`: on
+the meta device, as ``harness zoo`` builds it). The sizes measured are names and parameter
+counts only: a ladder's sizes may be called anything (``small``, ``l3``).
 
 The row is ``not predictable``, with the reason, by :mod:`harness.analysis.surface`'s rules
 (reach on either axis, a backtest on either axis, a curvature). Each row that has a surface also
@@ -33,12 +35,14 @@ import polars as pl
 
 from harness.analysis.contrasts import sign_flip_pvalue
 from harness.analysis.extrapolation import SurfacePrediction, effect_surface
-from harness.analysis.results import at_reference_tau_init, require_columns
+from harness.analysis.results import at_reference_tau_init
 from harness.analysis.results_types import NOT_TESTABLE, no_test_reason
 from harness.analysis.surface_calibration import calibrate, calibration_words
 from harness.errors import InputError
+from harness.results_schema import SHAPE_COLUMNS
 from harness.scorecard.cells import StudyResults, claim_fields, keyed, numbers
 from harness.scorecard.claims import Claim, ClaimSet, Measure
+from harness.scorecard.model_shape import vocabulary
 from harness.scorecard.pooling import prediction_pools
 from harness.scorecard.prediction_words import refused_words, where_words
 from harness.scorecard.readers import READERS, equivalence_interval, papers_parameters, seed_sd
@@ -75,25 +79,21 @@ def _groups(cells: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [unique[key] for key in sorted(unique, key=str)]
 
 
-def _papers_count(claim: Claim, measure: Measure, frames: Sequence[pl.DataFrame]) -> int:
-    """The papers' parameter count for the claim's reference variant (see the module docstring)."""
+def _papers_count(claim: Claim, measure: Measure, pool: Sequence[StudyResults], group: Mapping[str, Any]) -> int:
+    """The papers' parameter count for the claim's reference variant (see the module docstring),
+    with the vocabulary the pool's runs of it in ``group`` were built with (their results tables')."""
     reference = str(measure.control or measure.base)
-    for frame in frames:
-        require_columns(frame, ("size", "params"), "a prediction across sizes")
-    frames = [f if "context_length" in f.columns else f.with_columns(pl.lit(0).alias("context_length")) for f in frames]
-    ref = pl.concat(
-        [f.filter(pl.col("variant") == reference).select("size", "params", "context_length") for f in frames]
-    )
-    by_size = ref.group_by("size").agg(pl.col("params").cast(pl.Float64).mean(), pl.col("context_length").max())
-    largest = by_size.sort("params").row(by_size.height - 1, named=True)
-    return papers_parameters(
-        reference, largest["size"], largest["params"], int(largest["context_length"] or 0), claim.setting
-    )[0]
+    frames = [_in_group(s.frame, measure, group) for s in pool]
+    columns = ("dataset", *SHAPE_COLUMNS)
+    parts = [f.filter(pl.col("variant") == reference).select(c for c in columns if c in f.columns) for f in frames]
+    runs = pl.concat(parts, how="diagonal") if parts else pl.DataFrame()
+    return papers_parameters(reference, vocabulary(runs), claim.setting)
 
 
-def _surface(claim: Claim, measure: Measure, tables: Sequence[tuple[str, pl.DataFrame]], study: StudyResults):
+def _surface(claim: Claim, measure: Measure, tables: Sequence[tuple[str, pl.DataFrame]], pool, group):
     """The prediction at the claim setting's size and steps, and the papers' count."""
-    paper = _papers_count(claim, measure, [t for _, t in tables])
+    study = pool[0]
+    paper = _papers_count(claim, measure, pool, group)
     keys: dict[str, Any] = dict(metric=READERS[claim.kind].metric(claim), confidence=study.settings.confidence)
     if claim.kind == "interaction":
         keys.update(base=measure.base, a=measure.a, b=measure.b, ab=measure.ab)
@@ -207,7 +207,7 @@ def _pool_rows(claim, measure, pool: Sequence[StudyResults], group, claims) -> S
     if not tables:
         return _refused_row(claim, measure, pool, group, "no evaluation holds the claim's variants", levels=0)
     try:
-        res, paper = _surface(claim, measure, tables, pool[0])
+        res, paper = _surface(claim, measure, tables, pool, group)
     except InputError as exc:
         return _refused_row(claim, measure, pool, group, str(exc), levels=len(sizes))
     return _row(claim, measure, pool, group, res, paper, claims)

@@ -13,7 +13,6 @@ for the open fraction against the Gaussian tail; parameter and cluster counts ar
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -36,9 +35,9 @@ from harness.analysis.results_types import (
 from harness.analysis.shape import shape_check
 from harness.analysis.tau import open_fraction_analysis, tau_stability
 from harness.errors import InputError
-from harness.models.sizes import SIZES, ModelSize
 from harness.models.variants import DEFAULT_TAU_INIT
 from harness.scorecard.claims import Claim, ClaimSet, Measure, Setting
+from harness.scorecard.model_shape import cell_shape, vocabulary
 from harness.scorecard.verdicts import (
     ClaimVerdict,
     Intervals,
@@ -198,50 +197,18 @@ def read_interaction(claim: Claim, measure: Measure, rows: pl.DataFrame, ctx: Re
 
 
 # ----------------------------------------------------------------------------- levels
-_SHAPE_NAME = re.compile(r"L(\d+)H(\d+)d(\d+)$")
-
-
-def size_shape(size: Any) -> ModelSize | None:
-    """The shape of a results table's ``size``: a preset, or a custom shape named (or
-    suffixed) ``L<layers>H<heads>d<width>``; None when the name does not say."""
-    if size is None:
-        return None
-    if str(size) in SIZES:
-        return SIZES[str(size)]
-    match = _SHAPE_NAME.search(str(size))
-    if match is None:
-        return None
-    n_layer, n_head, d_model = (int(g) for g in match.groups())
-    return ModelSize(str(size), n_layer=n_layer, n_head=n_head, d_model=d_model, max_context_length=1)
-
-
 @lru_cache(maxsize=256)
-def papers_parameters(variant: str, size: Any, params: float, context_length: int, setting: Setting) -> tuple[int, int]:
-    """(the parameter count of ``variant`` at ``setting``'s size and context length, the
-    vocabulary it is built with): the study's vocabulary, read off ``params``, the variant's
-    count at the study's ``size`` and ``context_length`` (a count is linear in the vocabulary:
-    ``params = c(1) + (V - 1) (c(2) - c(1))``). :class:`InputError` when the size's shape is
-    unknown or no whole vocabulary gives ``params``."""
+def papers_parameters(variant: str, vocab_size: int, setting: Setting) -> int:
+    """The parameter count of ``variant`` at ``setting``'s size and context length with the
+    study's vocabulary ``vocab_size`` (its results table's, :func:`~harness.scorecard.model_shape.vocabulary`):
+    built on the meta device, as ``harness zoo`` builds it."""
     import torch
 
-    from harness.models.sizes import SIZES, custom_size
     from harness.models.transformer import build_model
 
-    shape = size_shape(size)
-    if shape is None:
-        raise InputError(f"the shape of size {size!r} is unknown: no parameter count at the papers' size")
-    if str(size) not in SIZES:
-        shape = custom_size(shape.n_layer, shape.n_head, shape.d_model)
-
-    def count(at: Any, vocab: int, block: int) -> int:
-        with torch.device("meta"):
-            return int(build_model(variant, size=at, vocab_size=vocab, block_size=block).num_parameters())
-
-    one, two = count(shape, 1, context_length), count(shape, 2, context_length)
-    vocab = 1.0 + (float(params) - one) / (two - one)
-    if not (vocab >= 1.0 and abs(vocab - round(vocab)) < 1e-6):
-        raise InputError(f"no vocabulary gives {variant}'s {params:,.0f} parameters at size {size}")
-    return count(setting.size, int(round(vocab)), setting.context_length), int(round(vocab))
+    with torch.device("meta"):
+        model = build_model(variant, size=setting.size, vocab_size=int(vocab_size), block_size=setting.context_length)
+        return int(model.num_parameters())
 
 
 def _tau_init(rows: pl.DataFrame) -> float:
@@ -262,9 +229,7 @@ def level_start(claim: Claim, rows: pl.DataFrame, cell: Mapping[str, Any]) -> tu
         return tau0, "tau's initial value"
     if claim.start == "gaussian_tail":
         return float(stats.norm.sf(tau0)), f"1 - Φ({tau0:g}), what z-normalised energies open at tau's start"
-    shape = size_shape(cell.get("size"))
-    if shape is None:
-        raise InputError(f"the width of size {cell.get('size')!r} is unknown: no chance level for the cosine")
+    shape = cell_shape(rows, cell.get("size"))
     from harness.training.energy_probe import chance_cosine  # torch: loaded only for this claim
 
     return chance_cosine(shape.d_model), f"a random direction in d = {shape.d_model}"
@@ -340,8 +305,7 @@ def _n_seeds(rows: pl.DataFrame) -> int:
 def _at_papers_shape(claim: Claim, variant: str, rows: pl.DataFrame, cell: Mapping[str, Any]) -> int:
     """``variant``'s parameter count at the claim setting's shape and context length, with the
     cell's vocabulary (built on the meta device, as a prediction's papers' size is)."""
-    context = int(cell.get("context_length") or claim.setting.context_length)
-    return papers_parameters(variant, cell.get("size"), _mean_params(rows, variant), context, claim.setting)[0]
+    return papers_parameters(variant, vocabulary(rows.filter(pl.col("variant") == variant)), claim.setting)
 
 
 def _overhead_at_papers_shape(claim: Claim, measure: Measure, rows: pl.DataFrame, ctx: ReadContext) -> CellRead:
@@ -375,9 +339,7 @@ def read_parameters(claim: Claim, measure: Measure, rows: pl.DataFrame, ctx: Rea
     if k is None:
         verdict = classify_exact(extra, sign=claim.sign, paper_value=float(claim.paper_value), what="parameter counts")
         return CellRead(Intervals(extra, None, None, n), verdict)
-    shape = size_shape(ctx.cell.get("size"))
-    if shape is None:
-        raise InputError(f"the shape of size {ctx.cell.get('size')!r} is unknown: no count per head")
+    shape = cell_shape(rows.filter(pl.col("variant").is_in(list(measure.names()))), ctx.cell.get("size"))
     per_head = extra / (shape.n_layer * shape.n_head)
     paper = float(shape.d_model + k)
     words = f"d + {k} with d = {shape.d_model}, {shape.n_layer} layers x {shape.n_head} heads"
@@ -426,5 +388,4 @@ __all__ = [
     "equivalence_interval",
     "level_start",
     "papers_parameters",
-    "size_shape",
 ]

@@ -26,7 +26,6 @@ signed in the paper's direction (its power).
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,13 +36,15 @@ import polars as pl
 from scipy import stats
 
 from harness.analysis.results_types import AnalysisSettings
+from harness.results_schema import SHAPE_COLUMNS
 from harness.scorecard.cells import StudyResults, with_derived
 from harness.scorecard.claims import ClaimSet, load_claims
 from harness.scorecard.family import adjust_card
+from harness.scorecard.model_shape import spec_shapes, with_model_shape
 from harness.scorecard.rows import ScorecardRow
 
 #: What a published design's template keeps of each run (one seed's worth of rows).
-_KEEP = ("dataset", "size", "params", "context_length", "variant", "tau_init", "steps")
+_KEEP = ("dataset", "size", "params", *SHAPE_COLUMNS, "context_length", "variant", "tau_init", "steps")
 #: The metrics a simulated card carries, with how each is simulated.
 _METRICS = ("val_loss", "gen_gap", "tau_mean", "open_fraction", "pc1_cosine")
 #: The papers' values as per-variant shifts of the baseline's loss (a gain lowers it).
@@ -77,8 +78,11 @@ def _residual_sd(frame: pl.DataFrame, metric: str) -> float:
 
 
 def design_from_published(folder: Path) -> Design:
-    """The design and noise of a published study (its ``results.parquet``)."""
-    frame = pl.read_parquet(folder / "results.parquet")
+    """The design and noise of a published study (its ``results.parquet``, its models' shape
+    resolved with its ``spec.yaml``'s sizes as a card's load resolves it)."""
+    spec = folder / "spec.yaml"
+    shapes = spec_shapes(spec.read_text() if spec.is_file() else None)
+    frame = with_model_shape(pl.read_parquet(folder / "results.parquet"), shapes)
     first = frame.get_column("seed").min()
     template = frame.filter(pl.col("seed") == first).select([c for c in _KEEP if c in frame.columns])
     sd, base = {}, {}
@@ -110,10 +114,9 @@ def _truth(design: Design, run: Mapping[str, Any], metric: str, truth: str) -> f
         return PAPERS_TAU if truth == "papers" else tau0
     if metric == "open_fraction":
         return PAPERS_OPEN if truth == "papers" else float(stats.norm.sf(tau0))
-    from harness.scorecard.readers import size_shape
     from harness.training.energy_probe import chance_cosine
 
-    return chance_cosine(size_shape(size).d_model)
+    return chance_cosine(int(run["d_model"]))
 
 
 def simulated_card(design: Design, seeds: int, gen: np.random.Generator, *, truth: str, noise: str) -> pl.DataFrame:
@@ -139,30 +142,22 @@ def simulated_card(design: Design, seeds: int, gen: np.random.Generator, *, trut
 
 @contextlib.contextmanager
 def quick_cards() -> Iterator[None]:
-    """What a simulated card does not need, skipped for thousands of them: the zoo's parameter
-    counts at the papers' size are built once (they do not change between cards), and a ``not
-    resolvable`` row's seeds-needed words (a power search, a third of a card's time) are not
-    computed (the kinds and rates do not read them)."""
+    """What a simulated card does not need, skipped for thousands of them: a ``not resolvable``
+    row's seeds-needed words (a power search, a third of a card's time) are not computed (the
+    kinds and rates do not read them). The zoo's parameter counts at the papers' size are built
+    once anyway (:func:`~harness.scorecard.readers.papers_parameters` caches them by variant and
+    vocabulary)."""
     import harness.analysis.planning as planning
-    import harness.scorecard.compute as compute
-    import harness.scorecard.prediction as prediction
-    import harness.scorecard.readers as readers
 
-    original, plan = prediction.papers_parameters, planning.seeds_needed
-    cached = functools.lru_cache(maxsize=None)(original)
-
-    def counts(variant, size, params, context_length, setting):
-        return cached(variant, size, float(params), int(context_length), setting)
+    plan = planning.seeds_needed
 
     def no_plan(**_: Any) -> _NoPlan:
         return _NoPlan()
 
-    prediction.papers_parameters = compute.papers_parameters = readers.papers_parameters = counts
     planning.seeds_needed = no_plan
     try:
         yield
     finally:
-        prediction.papers_parameters = compute.papers_parameters = readers.papers_parameters = original
         planning.seeds_needed = plan
 
 

@@ -22,7 +22,7 @@ published scenario, the choice of the surface and the simulated tables).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ from harness.analysis.surface_calibration import (
     simulated_rates,
     truth_values,
 )
+from harness.results_schema import SHAPE_COLUMNS
 
 CONFIDENCE = 0.95
 #: The anchor of the published scenario: (effect at nano and step 2,000, per doubling of
@@ -54,21 +55,31 @@ EFFECTS: tuple[dict[str, str], ...] = (
 MODEL_TRUTHS: tuple[str, ...] = (*TRUTHS, "phase")
 
 
-def ladder_parameters() -> tuple[dict[str, float], float]:
-    """The baseline's parameter counts at the sizes of ``studies/ladder-cpu.yaml`` (T = 128) and
-    at the papers' size (T = 256), TinyShakespeare's vocabulary (65), as ``harness zoo`` counts them."""
+#: The vocabulary of the ladder's corpus (TinyShakespeare's 65 characters).
+LADDER_VOCAB = 65
+
+
+def ladder_shapes() -> dict[str, Any]:
+    """The sizes of ``studies/ladder-cpu.yaml``, by name: ``nano`` and two custom shapes."""
+    from harness.models.sizes import SIZES, custom_size
+
+    return {"nano": SIZES["nano"], "L3H4d96": custom_size(3, 4, 96), "L4H4d128": custom_size(4, 4, 128)}
+
+
+def ladder_parameters(shapes: Mapping[str, Any] | None = None) -> tuple[dict[str, float], float]:
+    """The baseline's parameter counts at ``shapes`` (by name; default :func:`ladder_shapes`, the
+    sizes of ``studies/ladder-cpu.yaml``) at T = 128 and at the papers' size (T = 256),
+    TinyShakespeare's vocabulary (65), as ``harness zoo`` counts them."""
     import torch
 
-    from harness.models.sizes import custom_size
     from harness.models.transformer import build_model
 
-    shapes = {"nano": "nano", "L3H4d96": custom_size(3, 4, 96), "L4H4d128": custom_size(4, 4, 128)}
     with torch.device("meta"):
         sizes = {
-            n: float(build_model("baseline", size=s, vocab_size=65, block_size=128).num_parameters())
-            for n, s in shapes.items()
+            n: float(build_model("baseline", size=s, vocab_size=LADDER_VOCAB, block_size=128).num_parameters())
+            for n, s in (shapes or ladder_shapes()).items()
         }
-        paper = float(build_model("baseline", size="paper", vocab_size=65, block_size=256).num_parameters())
+        paper = float(build_model("baseline", size="paper", vocab_size=LADDER_VOCAB, block_size=256).num_parameters())
     return sizes, paper
 
 
@@ -139,14 +150,23 @@ def model_table(
 
 
 def simulated_study(
-    design: SurfaceDesign, effects: np.ndarray, *, name: str = "sim", recipe: dict | None = None, rng: Any = 0
+    design: SurfaceDesign,
+    effects: np.ndarray,
+    *,
+    name: str = "sim",
+    recipe: dict | None = None,
+    rng: Any = 0,
+    shapes: Mapping[str, Any] | None = None,
 ):
     """A study whose ``ega`` lowers the baseline's loss by ``effects`` (seeds, points) at the
-    design's points: its results (each run's last evaluation) and curves tables, as the scorecard
-    reads them (:class:`~harness.scorecard.cells.StudyResults`)."""
+    design's points: its results (each run's last evaluation, with its shape: ``shapes`` by size
+    name, default :func:`ladder_shapes`, and the vocabulary 65) and curves tables, as the
+    scorecard reads them (:class:`~harness.scorecard.cells.StudyResults`)."""
     from harness.analysis.results_types import AnalysisSettings
+    from harness.results_schema import shape_columns
     from harness.scorecard.cells import StudyResults
 
+    shapes = shapes or ladder_shapes()
     gen = np.random.default_rng(rng)
     steps = np.round(np.exp2(design.v)).astype(int)
     rows = []
@@ -163,6 +183,7 @@ def simulated_study(
                         "dataset": "tinyshakespeare",
                         "size": size,
                         "params": int(design.size_params[design.size[i]]),
+                        **shape_columns(shapes[size], LADDER_VOCAB),
                         "context_length": 128,
                         "variant": variant,
                         "seed": seed,
@@ -172,15 +193,11 @@ def simulated_study(
                         "run_steps": int(design.run_steps[i]),
                     }
                 )
-    curves = pl.DataFrame(rows)
-    ends = curves.filter(pl.col("step") == pl.col("run_steps")).rename({"step": "steps"})
+    table = pl.DataFrame(rows)
+    ends = table.filter(pl.col("step") == pl.col("run_steps")).rename({"step": "steps"})
+    curves = table.drop("run_steps", *SHAPE_COLUMNS)  # as curves.parquet: the shape is the results table's
     return StudyResults(
-        name,
-        ends.drop("run_steps"),
-        AnalysisSettings(),
-        source="simulated",
-        curves=curves.drop("run_steps"),
-        recipe=recipe,
+        name, ends.drop("run_steps"), AnalysisSettings(), source="simulated", curves=curves, recipe=recipe
     )
 
 
@@ -250,11 +267,13 @@ def markdown_models(rows: Sequence[dict[str, Any]]) -> str:
 __all__ = [
     "ANCHOR",
     "EFFECTS",
+    "LADDER_VOCAB",
     "MODEL_TRUTHS",
     "anchor_effects",
     "done_when",
     "ladder_design",
     "ladder_parameters",
+    "ladder_shapes",
     "markdown_models",
     "model_table",
     "published_noise",

@@ -21,6 +21,7 @@ from harness.datasets.cards import get_card
 from harness.errors import InputError
 from harness.mlflow_client import TrackingClient
 from harness.models.sizes import get_size
+from harness.results_schema import SHAPE_COLUMNS
 
 #: The MLflow tag that holds a run's description (markdown).
 NOTE_TAG = "mlflow.note.content"
@@ -58,6 +59,7 @@ _SHOWN = {
     "steps",
     "status",
     "mlflow_run_id",
+    *SHAPE_COLUMNS,  # the shape is the size's, in the "shape" line
     *FINAL_NUMBERS,
 }
 

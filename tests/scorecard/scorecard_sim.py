@@ -8,9 +8,20 @@ import numpy as np
 import polars as pl
 
 from harness.analysis import AnalysisSettings
+from harness.models.sizes import SIZES
+from harness.results_schema import SHAPE_COLUMNS
 from harness.scorecard import StudyResults
 
 FACTORIAL = ("baseline", "ega", "mope", "ega-mope")
+#: TinyShakespeare's vocabulary: what the simulated runs' models are built with.
+VOCAB = 65
+
+
+def shape_of(size: str, shapes: Mapping[str, tuple[int, int, int]] | None = None) -> dict[str, int]:
+    """The shape columns a run of ``size`` records (its layers, heads and width: ``shapes``, the
+    ladder's custom shapes or a preset's) with the vocabulary 65; none for a size of no known shape."""
+    known = {**{n: (s.n_layer, s.n_head, s.d_model) for n, s in SIZES.items()}, **LADDER, **(shapes or {})}
+    return dict(zip(SHAPE_COLUMNS, (*known[size], VOCAB), strict=True)) if size in known else {}
 
 
 def simulated_study(
@@ -46,6 +57,7 @@ def simulated_study(
                             "dataset": "tinyshakespeare",
                             "size": size,
                             "params": n_params + (params or {}).get(variant, 0),
+                            **shape_of(size),
                             "context_length": context,
                             "variant": variant,
                             "seed": seed,
@@ -77,9 +89,11 @@ def with_columns(study: StudyResults, **columns: object) -> StudyResults:
 LADDER: dict[str, tuple[int, int, int]] = {"nano": (2, 2, 64), "L3H4d96": (3, 4, 96), "L4H4d128": (4, 4, 128)}
 
 
-def zoo_params(variants: tuple[str, ...], sizes: Mapping[str, tuple[int, int, int]], *, context: int = 128) -> dict:
-    """(variant, size) -> the zoo's parameter count at the TinyShakespeare vocabulary (65),
-    built on the meta device as `harness zoo` builds it."""
+def zoo_params(
+    variants: tuple[str, ...], sizes: Mapping[str, tuple[int, int, int]], *, context: int = 128, vocab: int = VOCAB
+) -> dict:
+    """(variant, size) -> the zoo's parameter count at the vocabulary ``vocab`` (default
+    TinyShakespeare's 65), built on the meta device as `harness zoo` builds it."""
     import torch
 
     from harness.models.sizes import SIZES, custom_size
@@ -91,7 +105,7 @@ def zoo_params(variants: tuple[str, ...], sizes: Mapping[str, tuple[int, int, in
             shape = SIZES[name] if name in SIZES else custom_size(layers, heads, width)
             for variant in variants:
                 out[variant, name] = build_model(
-                    variant, size=shape, vocab_size=65, block_size=context
+                    variant, size=shape, vocab_size=vocab, block_size=context
                 ).num_parameters()
     return out
 
@@ -157,6 +171,7 @@ def ladder_study(
                 rows.append(
                     {
                         **common,
+                        **shape_of(size, sizes),  # the results table's: the curves read it by trial id
                         "val_loss": final,
                         "steps": steps[-1],
                         **{k: last[k] for k in ("gen_gap", "tau_mean", "open_fraction")},

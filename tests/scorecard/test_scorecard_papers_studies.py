@@ -24,6 +24,7 @@ from harness.analysis.surface import MIN_SIZES
 from harness.results_schema import CURVE_COLUMNS
 from harness.scorecard import StudyResults, load_claims, scorecard_table
 from harness.scorecard.cells import DERIVED_FROM
+from harness.scorecard.model_shape import corpus_vocab_size as vocab_of
 from harness.scorecard.readers import READERS
 from harness.studies.spec.grid import expand_grid
 from harness.studies.spec.study_spec import StudySpec, load_spec
@@ -43,7 +44,12 @@ def simulated(spec: StudySpec, rng: int = 0) -> StudyResults:
     falling, gated runs' tau and open fraction drifting from their start) and its final row."""
     gen = np.random.default_rng(rng)
     trials = expand_grid(spec)
-    params = zoo_params(tuple(spec.variant_names), {s: (0, 0, 0) for s in spec.size_names}, context=256)
+    params = {  # each corpus's runs built with its own vocabulary, as training builds them
+        dataset: zoo_params(
+            tuple(spec.variant_names), {s: (0, 0, 0) for s in spec.size_names}, context=256, vocab=vocab_of(dataset)
+        )
+        for dataset in spec.datasets
+    }
     curves, finals = [], []
     for trial in trials:
         c = trial.config
@@ -54,7 +60,7 @@ def simulated(spec: StudySpec, rng: int = 0) -> StudyResults:
             "trial_id": trial.trial_id,
             "dataset": c.dataset,
             "size": c.size,
-            "params": params[c.variant, c.size],
+            "params": params[c.dataset][c.variant, c.size],
             "context_length": c.context_length,
             "variant": c.variant,
             "seed": c.seed,

@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 from scipy import stats
-from scorecard_sim import LADDER, row_of, zoo_params
+from scorecard_sim import row_of
 
 from harness.analysis.extrapolation import effect_surface
 from harness.analysis.surface import (
@@ -20,7 +20,8 @@ from harness.analysis.surface import (
     plan_surface,
 )
 from harness.analysis.surface_calibration import SurfaceNoise, calibrate, measure_noise, simulate_effects
-from harness.scorecard import scorecard_table
+from harness.models.sizes import custom_size
+from harness.scorecard import StudyResults, scorecard_table
 from harness.scorecard.claims import load_claims
 from harness.scorecard.prediction import papers_parameters
 from harness.scorecard.simulate_prediction import (
@@ -252,12 +253,60 @@ def test_a_cards_calibration_is_reproducible_and_fast_enough_to_print() -> None:
 
 
 def test_the_papers_count_is_the_zoos_at_the_papers_size_with_the_studys_vocabulary() -> None:
-    params = zoo_params(("baseline", "learned-pe"), {"L4H4d128": LADDER["L4H4d128"]})
     setting = load_claims().paper_setting
-    count, vocab = papers_parameters("baseline", "L4H4d128", params["baseline", "L4H4d128"], 128, setting)
-    assert (count, vocab) == (_papers_count("baseline"), 65)
-    count, vocab = papers_parameters("learned-pe", "L4H4d128", params["learned-pe", "L4H4d128"], 128, setting)
-    assert (count, vocab) == (_papers_count("learned-pe"), 65)
+    assert papers_parameters("baseline", 65, setting) == _papers_count("baseline")
+    assert papers_parameters("learned-pe", 65, setting) == _papers_count("learned-pe")
+    # the vocabulary is the study's: one more token is one more row of the tied embedding (d = 256)
+    assert papers_parameters("baseline", 66, setting) - papers_parameters("baseline", 65, setting) == 256
+
+
+#: A ladder of custom shapes whose names say nothing of their shape (the presets of these names
+#: are other shapes: the results table's columns, not the names, say what was trained).
+NAMED_LADDER = {"small": custom_size(2, 2, 64), "medium": custom_size(3, 4, 96), "large": custom_size(4, 4, 128)}
+
+
+def test_a_ladder_with_sizes_of_any_name_gets_predicted_rows() -> None:
+    """Issue 42's test: sizes named small, medium and large (custom shapes, recorded in the
+    results table's n_layer, n_head, d_model and vocab_size) are predicted at the papers' size
+    as the published ladder is, from the same effects: the same interval, under other names."""
+    sizes, _ = ladder_parameters(NAMED_LADDER)
+    design = grid_design([(n, p, 2000) for n, p in sizes.items()], 250)
+    _, y = _linear_ladder(seeds=6, design=design, rng=2)
+    study = simulated_study(design, y, name="named", shapes=NAMED_LADDER)
+    assert study.frame.group_by("size").agg(pl.col("d_model").first()).sort("d_model")["size"].to_list() == [
+        "small",
+        "medium",
+        "large",
+    ]
+    row = row_of(scorecard_table([study]), "ega-gain-ega-paper", kind="predicted")
+    assert row["verdict_kind"] != "not predictable", row["verdict"]
+    assert row["params"] == _papers_count() and row["levels"] == 3 and row["ci_low"] < row["ci_high"]
+    assert "small" in row["where"] and "large" in row["where"]
+    published_names = simulated_study(ladder_design(), y, name="named")
+    same = row_of(scorecard_table([published_names]), "ega-gain-ega-paper", kind="predicted")
+    assert (row["estimate"], row["ci_low"], row["ci_high"]) == pytest.approx(
+        (same["estimate"], same["ci_low"], same["ci_high"])
+    )
+
+
+def test_a_table_without_its_vocabulary_is_refused_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table written before vocab_size was kept, read on a machine without its corpus: the
+    vocabulary is unknown (never guessed), and the prediction says so; with the corpus here, it
+    is the corpus's (TinyShakespeare's 65) and the prediction is the same as the table's own."""
+    import harness.scorecard.model_shape as model_shape
+
+    design, y = _linear_ladder(seeds=4, rng=2)
+    study = simulated_study(design, y, name="old")
+    old = study.frame.drop("vocab_size")
+    resolved = row_of(
+        scorecard_table([StudyResults("old", old, curves=study.curves)]), "ega-gain-ega-paper", "predicted"
+    )
+    assert resolved["verdict"] == row_of(scorecard_table([study]), "ega-gain-ega-paper", "predicted")["verdict"]
+    monkeypatch.setattr(model_shape, "corpus_vocab_size", lambda dataset: None)  # no corpus on this machine
+    table = scorecard_table([StudyResults("old", old, curves=study.curves)])
+    row = row_of(table, "ega-gain-ega-paper", kind="predicted")
+    assert row["verdict"].startswith("not predictable: the vocabulary of 'tinyshakespeare' is unknown"), row["verdict"]
+    assert "$HARNESS_DATA_DIR" in row["verdict"]
 
 
 def test_the_shipped_calibration_meets_issue_38s_targets() -> None:

@@ -15,7 +15,6 @@ from scorecard_sim import LADDER, row_of, simulated_study, with_columns, zoo_par
 
 from harness.models.sizes import SIZES
 from harness.scorecard import scorecard_table
-from harness.scorecard.readers import size_shape
 from harness.training.energy_probe import chance_cosine
 
 
@@ -69,11 +68,6 @@ def test_the_overhead_bound_is_read_at_the_papers_shape_only() -> None:
         own = (nano[treatment, "nano"] - nano[control, "nano"]) / nano[control, "nano"]
         assert row["estimate"] == pytest.approx(want) and row["verdict_kind"] == kind, row["verdict"]
         assert "at the papers' shape (paper, T = 256" in row["interval"] and f"{100 * own:.3g} %" in row["interval"]
-
-
-def test_a_custom_shape_is_read_from_its_name() -> None:
-    assert (size_shape("L3H4d96").n_layer, size_shape("L3H4d96").n_head, size_shape("L3H4d96").d_model) == (3, 4, 96)
-    assert size_shape("w128-L4H4d128").d_model == 128 and size_shape("mystery") is None
 
 
 def test_a_study_that_sweeps_tau_reads_contrasts_at_the_reference_and_tau_per_initial_value() -> None:

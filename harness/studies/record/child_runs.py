@@ -26,6 +26,9 @@ if TYPE_CHECKING:  # MLflow's entity, for annotations: MLflow loads with the fir
 _STEP_MARKERS = ("val/loss", "train/loss", "train/batch_loss")
 #: Result keys that are bookkeeping, not metrics (Tune's own and the trainable's).
 _NOT_METRICS = {"step", "steps", "status", "wall_time_s", "resumed_from_step", "done"}
+#: Summary metrics that are params of the run too (as built: MLflow plots and filters by params):
+#: the parameter count and the vocabulary of the trial's model.
+SUMMARY_PARAMS = ("num_parameters", "vocab_size")
 
 
 def is_metric(key: str, value: Any) -> bool:
@@ -33,15 +36,15 @@ def is_metric(key: str, value: Any) -> bool:
     Tune's bookkeeping fields (``time_total_s``, ``training_iteration`` ...) are not logged."""
     if key in _NOT_METRICS or isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
-    return "/" in key or key in ("gen_gap", "num_parameters")
+    return "/" in key or key == "gen_gap" or key in SUMMARY_PARAMS
 
 
 def is_summary(key: str) -> bool:
-    """The end-of-run summary (``final/val_loss`` ..., ``num_parameters``; in MLflow
-    ``final_val_loss``: :func:`~harness.mlflow_client.mlflow_metric_key`): logged once, when
-    the trial ends (:meth:`ChildRuns.end`), never with a report's curve points, although the
+    """The end-of-run summary (``final/val_loss`` ..., ``num_parameters``, ``vocab_size``; in
+    MLflow ``final_val_loss``: :func:`~harness.mlflow_client.mlflow_metric_key`): logged once,
+    when the trial ends (:meth:`ChildRuns.end`), never with a report's curve points, although the
     trial's last evaluation reports it too (at the same step)."""
-    return key.startswith((SUMMARY_PREFIX, mlflow_metric_key(SUMMARY_PREFIX))) or key == "num_parameters"
+    return key.startswith((SUMMARY_PREFIX, mlflow_metric_key(SUMMARY_PREFIX))) or key in SUMMARY_PARAMS
 
 
 @dataclass
@@ -61,6 +64,46 @@ class TrialRecord:
     def top_step(self) -> int:
         """The last step logged, -1 when none (or not read yet)."""
         return -1 if self.logged_step is None else self.logged_step
+
+
+def end_of_run_metrics(record: TrialRecord, metrics: Mapping[str, Any] | None) -> dict[str, float]:
+    """The summary metrics of a trial's last report that its run lacks (MLflow's names): the
+    evaluation metrics of the last step (best/val_loss too) are logged already by the live
+    reports, and a driver that died between the two calls may have logged some of these."""
+    return {
+        mlflow_metric_key(k): float(v)
+        for k, v in (metrics or {}).items()
+        if is_metric(k, v) and is_summary(k) and mlflow_metric_key(k) not in record.summary_logged
+    }
+
+
+def log_missing_reports(client: Any, record: TrialRecord, reports: Sequence[Mapping[str, Any]]) -> int:
+    """Log the ``reports`` whose step ``record``'s run lacks (the rule of
+    :meth:`ChildRuns.backfill`); returns how many, and moves ``record.logged_step`` to the
+    highest step MLflow holds."""
+    histories: dict[str, set[int]] = {}
+
+    def logged(key: str) -> set[int]:
+        if key not in histories:
+            histories[key] = {m.step for m in client.get_metric_history(record.run_id, key)}
+        return histories[key]
+
+    count, top = 0, record.top_step
+    for report in reports:
+        step = report.get("step")
+        if not isinstance(step, (int, float)) or isinstance(step, bool) or is_final_report(report):
+            continue
+        values = {k: float(v) for k, v in report.items() if is_metric(k, v) and not is_summary(k)}
+        markers = [k for k in _STEP_MARKERS if k in values] or sorted(values)
+        if not values or any(int(step) in logged(k) for k in markers):
+            continue
+        client.log_metrics(record.run_id, values, step=int(step))
+        for key in values:
+            logged(key).add(int(step))
+        count, top = count + 1, max(top, int(step))
+    if record.logged_step is not None:  # live reports go on after the highest step MLflow holds
+        record.logged_step = top
+    return count
 
 
 class ChildRuns:
@@ -195,34 +238,11 @@ class ChildRuns:
         record = self.trials.get(trial_id)
         if record is None:
             return 0
-        filled = self.store.safely(f"filling in the metrics of trial {trial_id}", lambda: self._fill(record, reports))
+        filled = self.store.safely(
+            f"filling in the metrics of trial {trial_id}",
+            lambda: log_missing_reports(self.store.client, record, reports),
+        )
         return filled or 0
-
-    def _fill(self, record: TrialRecord, reports: Sequence[Mapping[str, Any]]) -> int:
-        client = self.store.client
-        histories: dict[str, set[int]] = {}
-
-        def logged(key: str) -> set[int]:
-            if key not in histories:
-                histories[key] = {m.step for m in client.get_metric_history(record.run_id, key)}
-            return histories[key]
-
-        count, top = 0, record.top_step
-        for report in reports:
-            step = report.get("step")
-            if not isinstance(step, (int, float)) or isinstance(step, bool) or is_final_report(report):
-                continue
-            values = {k: float(v) for k, v in report.items() if is_metric(k, v) and not is_summary(k)}
-            markers = [k for k in _STEP_MARKERS if k in values] or sorted(values)
-            if not values or any(int(step) in logged(k) for k in markers):
-                continue
-            client.log_metrics(record.run_id, values, step=int(step))
-            for key in values:
-                logged(key).add(int(step))
-            count, top = count + 1, max(top, int(step))
-        if record.logged_step is not None:  # live reports go on after the highest step MLflow holds
-            record.logged_step = top
-        return count
 
     def end(
         self,
@@ -243,19 +263,12 @@ class ChildRuns:
 
         def _end() -> None:
             client = self.store.client
-            # The evaluation metrics of the last step (best/val_loss too) are logged already
-            # (live reports): only the end-of-run summary is new here, and not what a driver
-            # that died between the two calls logged already.
-            values = {
-                mlflow_metric_key(k): float(v)
-                for k, v in (metrics or {}).items()
-                if is_metric(k, v) and is_summary(k) and mlflow_metric_key(k) not in record.summary_logged
-            }
+            values = end_of_run_metrics(record, metrics)
             if values:
                 client.log_metrics(record.run_id, values, step=step)
-            if "num_parameters" in values:  # the count as built, a param too: MLflow plots against params
-                count = {"num_parameters": int(values["num_parameters"])}
-                record.params = self.store.complete_params(record.run_id, record.params, count)
+            as_params = {k: int(values[k]) for k in SUMMARY_PARAMS if k in values}
+            if as_params:
+                record.params = self.store.complete_params(record.run_id, record.params, as_params)
             for f in files:
                 client.log_artifact(record.run_id, f)
             all_tags = {**(tags or {}), "status": status}

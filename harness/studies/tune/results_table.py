@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from harness.results_schema import TrialStatus, head_taus
+from harness.results_schema import TrialStatus, head_taus, shape_columns
 from harness.studies.spec.grid import Trial
 
 if TYPE_CHECKING:  # polars loads in results_table: the device runner uses result_row without it
@@ -34,19 +34,23 @@ def trial_status(metrics: dict[str, Any] | None, error: Any) -> TrialStatus:
 def result_row(study: str, trial: Trial, metrics: dict[str, Any] | None, error: Any) -> dict[str, Any]:
     """One trial's row of the results table (:data:`~harness.results_schema.RESULT_SCHEMA`),
     from its final report ``metrics`` and Tune's ``error`` (see :func:`trial_status`); the
-    losses only of a trial that ended (finished or diverged)."""
+    losses only of a trial that ended (finished or diverged). The model's shape is the trial's
+    (its config's size), its vocabulary the one the trial reports (``vocab_size``: null for a
+    trial that never reported it)."""
     metrics = metrics or {}
     status = trial_status(metrics, error)
     final = status in ("finished", "diverged")
     c = trial.config
     params = _metric(metrics, "num_parameters")
     steps = _metric(metrics, "steps") if final else _metric(metrics, "step")
+    vocab = _metric(metrics, "vocab_size")
     return {
         "study": study,
         "trial_id": trial.trial_id,
         "dataset": c.dataset,
         "size": c.size,
         "params": int(params) if params is not None else None,
+        **shape_columns(c.model_size(), int(vocab) if vocab is not None else None),
         "context_length": c.context_length,
         "variant": c.variant,
         "position": trial.position,

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.errors import InputError
 from harness.studies.cluster.corpora import ensure_corpus
 from harness.studies.tune.state import write_manifest
 from harness.training.config import TrainConfig
@@ -123,13 +124,28 @@ def _report_callback(checkpoint_dir: Path) -> Any:
     return TuneReport()
 
 
+def run_vocab_size(config: TrainConfig) -> int | None:
+    """The vocabulary a run's model was built with: its corpus's, found where the run found it
+    (never downloaded here); None when the corpus cannot be read."""
+    from harness.datasets.corpus import load  # numpy and the token cache: read once, at the end
+
+    try:
+        return load(config.dataset, data_dir=config.data_dir, download=False, progress=False).vocab_size
+    except InputError:
+        return None
+
+
 def final_report(result: Any) -> dict[str, Any]:
-    """The last report of a trial: the TrainResult under the shared metric names."""
+    """The last report of a trial: the TrainResult under the shared metric names, with the
+    vocabulary its model was built with (``vocab_size``: :func:`run_vocab_size`)."""
     metrics: dict[str, Any] = {k: v for k, v in _scalars(result.metrics).items()}
     for field, name in FINAL_METRICS.items():
         value = getattr(result, field)
         if value is not None:
             metrics[name] = float(value)
+    vocab = run_vocab_size(result.config)
+    if vocab is not None:
+        metrics["vocab_size"] = vocab
     metrics.update(
         step=int(result.steps), steps=int(result.steps), status=result.status, wall_time_s=float(result.wall_time_s)
     )
