@@ -318,6 +318,7 @@ def _cards_part(args: argparse.Namespace, payload: dict) -> None:
         power_cards=args.power_cards,
         rng=args.seed + 7,
         jobs=args.jobs,
+        cache=args.cards_cache,
     )
     block = cards_block(rows)
     print(block)
@@ -353,6 +354,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--more-seeds-cards", type=int, default=None, help="null cards at 10 seeds (2 cards // 5)")
     parser.add_argument("--jobs", type=int, default=2, help="processes for the cards part")
+    parser.add_argument(
+        "--cards-cache",
+        type=Path,
+        default=Path(__file__).parent / "results" / "calibration-cards-chunks.jsonl",
+        help="each chunk of cards' counts, kept and reused: an interrupted or enlarged run adds only new chunks",
+    )
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "calibration.json")
     parser.add_argument("--page", type=Path, default=None, help="docs page to regenerate the tables in")
     parser.add_argument(

@@ -26,6 +26,7 @@ signed in the paper's direction (its power).
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -269,20 +270,66 @@ def _tasks(root: Path, cards: int, more: int, power_cards: int, seeds: Sequence[
     return tasks
 
 
+def _chunk_key(task: tuple) -> str:
+    """A chunk's identity in the cache: design folder, seeds, truth, noise, cards and its rng."""
+    return json.dumps([str(x) if isinstance(x, Path) else x for x in task[1:]])
+
+
+def _cached_chunks(cache: Path | None) -> dict[str, dict[str, Any]]:
+    """The counts of the chunks already simulated (one JSON line per chunk); a line cut short by an
+    interrupted run is ignored (that chunk runs again)."""
+    done: dict[str, dict[str, Any]] = {}
+    if cache is None or not cache.is_file():
+        return done
+    for line in cache.read_text().splitlines():
+        with contextlib.suppress(json.JSONDecodeError, KeyError, TypeError):
+            entry = json.loads(line)
+            done[entry["key"]] = entry["counts"]
+    return done
+
+
+def _run_chunks(tasks: list[tuple], jobs: int, cache: Path | None) -> list[dict[str, Any]]:
+    """Every chunk's counts, in the order of ``tasks``: those in ``cache`` read back, the others
+    simulated ``jobs`` at a time, each appended to ``cache`` as it finishes (so that an interrupted
+    run resumes where it stopped: the chunks are seeded by their position, so a chunk's counts do
+    not depend on which run computed them). One job runs in this process; more run in spawned
+    processes (a forked child of a process whose polars thread pool has started can deadlock)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    done = _cached_chunks(cache)
+    missing = [t for t in tasks if _chunk_key(t) not in done]
+
+    def keep(task: tuple, counts: dict[str, Any]) -> None:
+        done[_chunk_key(task)] = counts
+        if cache is not None:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            with cache.open("a") as out:
+                out.write(json.dumps({"key": _chunk_key(task), "counts": counts}) + "\n")
+
+    if missing and jobs <= 1:
+        for task in missing:
+            keep(task, _chunk(*task))
+    elif missing:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {pool.submit(_chunk, *task): task for task in missing}
+            for future in as_completed(futures):
+                keep(futures[future], future.result())
+    return [done[_chunk_key(t)] for t in tasks]
+
+
 def designs_table(
     root: Path, *, cards: int = 500, more_cards: int | None = None, power_cards: int | None = None,
-    seeds: Sequence[int] = (4, 10), rng: int = 0, jobs: int = 4,
+    seeds: Sequence[int] = (4, 10), rng: int = 0, jobs: int = 4, cache: Path | None = None,
 ) -> list[dict[str, Any]]:  # fmt: skip
     """For each published design: null cards (normal noise; ``cards`` at the fewest seeds,
     ``more_cards`` at more, default two fifths of ``cards``), null cards on skewed noise at the
     fewest seeds and cards at the papers' values at each (``power_cards``, default
-    ``cards // 5``), in chunks of :data:`CHUNK_CARDS` cards, ``jobs`` processes at a time."""
-    from concurrent.futures import ProcessPoolExecutor
-
+    ``cards // 5``), in chunks of :data:`CHUNK_CARDS` cards, ``jobs`` processes at a time; with
+    ``cache``, each chunk's counts kept there and reused (more cards add only their new chunks)."""
     more = more_cards or max(2 * cards // 5, 1)
     tasks = _tasks(root, cards, more, power_cards or max(cards // 5, 1), seeds, rng)
-    with ProcessPoolExecutor(max_workers=max(jobs, 1)) as pool:
-        counts = list(pool.map(_chunk, *zip(*tasks, strict=True)))
+    counts = _run_chunks(tasks, jobs, cache)
     grouped: dict[tuple, list] = {}
     for task, part in zip(tasks, counts, strict=True):
         grouped.setdefault(task[1:5], []).append(part)

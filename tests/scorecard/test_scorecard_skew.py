@@ -132,3 +132,24 @@ def test_the_shipped_whole_cards_meet_issue_39s_rates() -> None:
         assert r["contrast_rows_signed_after"] <= r["contrast_rows_signed_before"], r
     papers = [r for r in rows if r["truth"] == "papers" and r["seeds"] == 10]
     assert papers and all(r["towards_paper"]["ega-gain-ega-paper"] > 0.5 for r in papers)  # power is reported
+
+
+def test_the_cards_part_keeps_each_chunk_and_adds_only_new_ones(tmp_path: Path, monkeypatch) -> None:
+    """An interrupted or enlarged cards run resumes from its cache: the chunks already counted are
+    read back (no simulation runs for them), a line cut short is simulated again, and the rates
+    equal those of a run without the cache."""
+    import harness.scorecard.simulate_cards as sim
+
+    cache = tmp_path / "chunks.jsonl"
+    first = sim.designs_table(PUBLISHED, cards=1, power_cards=1, seeds=(4,), rng=3, jobs=1, cache=cache)
+    lines = cache.read_text().splitlines()
+    assert len(lines) == 6  # 2 designs x (null, skewed null, papers) at 4 seeds, one card each
+
+    def no_simulation(*_args):
+        raise AssertionError("a cached chunk was simulated again")
+
+    monkeypatch.setattr(sim, "_chunk", no_simulation)
+    assert sim.designs_table(PUBLISHED, cards=1, power_cards=1, seeds=(4,), rng=3, jobs=1, cache=cache) == first
+    monkeypatch.undo()
+    cache.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])  # cut by an interrupt
+    assert sim.designs_table(PUBLISHED, cards=1, power_cards=1, seeds=(4,), rng=3, jobs=1, cache=cache) == first
