@@ -96,7 +96,14 @@ def study_cells(df: pl.DataFrame) -> list[tuple[dict[str, Any], pl.DataFrame]]:
         return [({}, df)]
     groups = df.partition_by(cols, as_dict=True, maintain_order=True)
     out = [(dict(zip(cols, key, strict=True)), part) for key, part in groups.items()]
-    return sorted(out, key=lambda kv: tuple(str(kv[0].get(c)) for c in cols))
+    return sorted(out, key=lambda kv: tuple(_level_key(kv[0].get(c)) for c in cols))
+
+
+def _level_key(value: Any) -> tuple[int, float, str]:
+    """Where a cell's level sorts: numbers by value (T = 64 before T = 128), then names."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0.0, str(value))
 
 
 def can_measure(claim: Claim, measure: Measure, cell: Mapping[str, Any], rows: pl.DataFrame) -> bool:

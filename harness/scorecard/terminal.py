@@ -105,11 +105,11 @@ def _measured_tables(table: pl.DataFrame) -> list[Table | Paragraph]:
     studies = rows.get_column("study").n_unique()
     datasets = rows.get_column("dataset").drop_nulls().n_unique()
     parts = rows.partition_by(["claim", "study"] if studies > 1 else ["claim"], as_dict=True, maintain_order=True)
-    rank = {kind: i for i, kind in enumerate(VERDICT_ROWS)}  # cells by size, then trends, then predictions
+    rank = {kind: i for i, kind in enumerate(VERDICT_ROWS)}  # cells by size and context, then trends, predictions
 
     def ordered(part: pl.DataFrame) -> pl.DataFrame:
         order = pl.col("kind").replace_strict(rank, return_dtype=pl.Int64)
-        return part.sort(["reading", order, "params"], nulls_last=True, maintain_order=True)
+        return part.sort(["reading", order, "params", "context_length"], nulls_last=True, maintain_order=True)
 
     blocks: list[Table | Paragraph] = []
     for part in parts.values():
