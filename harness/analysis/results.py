@@ -46,6 +46,7 @@ _REPORTED_COLUMNS = {
     "final/tokens_per_s": "tokens_per_s",
     "final/val_windows": "val_windows",
     "num_parameters": "params",
+    "vocab_size": "vocab_size",  # logged at the end of a run beside num_parameters
 }
 # ... as MLflow stores it (``final_val_loss``: mlflow_metric_key), then as stores written before
 # that name did (``final/val_loss``): a run holds one or the other
@@ -319,6 +320,8 @@ def _trial_row(run, study: str) -> dict[str, Any]:
         row["status"] = {"FINISHED": FINISHED, "FAILED": "failed", "KILLED": "failed"}.get(run.info.status, "running")
     row["status"] = _TRIAL_STATUS_OF_RUN_TAG.get(row["status"], row["status"])  # interrupted -> incomplete
     row["tau_init"] = _to_number(tags.get("tau_init", params.get("tau_init")))
+    for name in ("n_layer", "n_head", "d_model"):  # where the run logged its shape; else resolved at load
+        row[name] = _to_number(params.get(name))
     for key, column in METRIC_COLUMNS.items():
         if key in metrics and row.get(column) is None:
             row[column] = metrics[key]

@@ -166,6 +166,7 @@ def test_tiny_study_records_one_parent_and_a_child_per_trial(write_spec, study_e
     rebuilt = mlflow_results_frame(study_env["tracking_uri"], "tiny").filter(pl.col("variant") == "ega")
     assert_allclose(rebuilt.get_column("tau_heads")[0].to_list(), ega["tau_heads"], rtol=1e-12)
     assert rebuilt.get_column("pc1_cosine")[0] == pytest.approx(ega["pc1_cosine"], rel=1e-9)
+    assert rebuilt.get_column("vocab_size")[0] == ega["vocab_size"] == 65  # TinyShakespeare's, as trained
 
     windows = pl.read_parquet(Path(outcome.study_dir) / "window_losses.parquet")
     assert {"split", "window", "loss", "variant", "seed", "dataset", "size", "context_length"} <= set(windows.columns)
