@@ -81,6 +81,7 @@ from harness.studies.spec.parts import (
     VariantEntry,
     seeds_entry,
 )
+from harness.studies.spec.spec_checks import check_consistent
 from harness.training.config import TrainConfig
 
 
@@ -142,54 +143,14 @@ class StudySpec(StrictModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> StudySpec:
-        names = self.variant_names
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"variants: {', '.join(dupes)} listed more than once")
-        if self.tau_inits is not None and "tau_init" in self.train.model_fields_set:
-            raise ValueError(
-                "train.tau_init and tau_inits both set: use tau_inits to sweep tau's initial value, or "
-                "train.tau_init to fix it"
-            )
-        self._check_tau_sweep(names)
-        if self.tokens_per_batch is not None:
-            if "batch_size" in self.train.model_fields_set:
-                raise ValueError(
-                    "train.batch_size and tokens_per_batch both set: tokens_per_batch sets each trial's batch size to "
-                    "tokens_per_batch / context_length (equal tokens per step at every T); drop one of them"
-                )
-            uneven = [t for t in self.context_lengths if self.tokens_per_batch % t]
-            if uneven:
-                raise ValueError(
-                    f"tokens_per_batch ({self.tokens_per_batch}) is not a multiple of context length(s) "
-                    f"{', '.join(map(str, uneven))}: every trial must see the same number of tokens per step"
-                )
-        if self.analysis.factorial is not None:
-            for role, variant in self.analysis.factorial.model_dump().items():
-                if variant not in names:
-                    raise ValueError(
-                        f"analysis.factorial.{role} is {variant!r}, which the study does not run (its "
-                        f"variants: {', '.join(names)})"
-                    )
-        self._check_primary(names)
-        self._check_sequential()
-        # TrainConfig's cross-field checks (e.g. min_lr <= lr) on the merged settings.
+        """The cross-field rules (:mod:`harness.studies.spec.spec_checks`), then TrainConfig's own
+        (e.g. min_lr <= lr) on the merged settings."""
+        check_consistent(self)
         try:
             TrainConfig(**self.train_overrides())
         except ValidationError as exc:
             raise ValueError("train: " + "; ".join(_clean_msg(e["msg"]) for e in exc.errors())) from None
         return self
-
-    def _check_tau_sweep(self, names: list[str]) -> None:
-        if self.tau_init_variants is None:
-            return
-        if self.tau_inits is None:
-            raise ValueError("tau_init_variants names the variants tau_inits sweeps; set tau_inits too")
-        unknown = [v for v in self.tau_init_variants if v not in names]
-        if unknown:
-            raise ValueError(
-                f"tau_init_variants: {', '.join(unknown)} not among the study's variants ({', '.join(names)})"
-            )
 
     def tau_swept_variants(self) -> list[str]:
         """The variants ``tau_inits`` crosses: ``tau_init_variants``, else every variant with a key
@@ -204,56 +165,6 @@ class StudySpec(StrictModel):
     def tau_levels(self, variant: str) -> list[float | None]:
         """The initial tau values ``variant`` runs at: ``tau_inits`` when swept, else [None] (its default)."""
         return list(self.tau_inits or []) if variant in self.tau_swept_variants() else [None]
-
-    def _check_primary(self, names: list[str]) -> None:
-        primary = self.analysis.primary
-        if primary == "interaction" and self.factorial() is None:
-            raise ValueError(
-                "analysis.primary is 'interaction', but the study has no 2x2 factorial: name one in "
-                "analysis.factorial, or run baseline, ega, mope and ega-mope, or give {treatment: X, control: Y}"
-            )
-        if isinstance(primary, PrimaryContrast):
-            for role in ("treatment", "control"):
-                variant = getattr(primary, role)
-                if variant not in names:
-                    raise ValueError(
-                        f"analysis.primary.{role} is {variant!r}, which the study does not run (its "
-                        f"variants: {', '.join(names)})"
-                    )
-            if primary.treatment == primary.control:
-                raise ValueError(f"analysis.primary: treatment and control are the same variant {primary.treatment!r}")
-
-    def _check_sequential(self) -> None:
-        """Sequential seeds and a stopping rule come together, and the rule can be evaluated."""
-        schedule = self.seed_schedule
-        if self.stop_when is None:
-            if schedule is not None:
-                raise ValueError(
-                    "seeds: sequential seeds {min, max, batch} need a stopping rule: add stop_when: {precision: 0.01} "
-                    "(stop once the primary effect's anytime-valid half-width is at most 0.01) or stop_when: settled"
-                )
-            return
-        if schedule is None:
-            raise ValueError(
-                "stop_when needs sequential seeds: write seeds as {min: 3, max: 20, batch: 2} (a plain count or list "
-                "runs every seed)"
-            )
-        if self.primary() is None:
-            raise ValueError(
-                "stop_when: the rule is evaluated on the study's primary effect, and this study has none: set "
-                "analysis.primary ({treatment: X, control: Y}) or run a 2x2 factorial (analysis.factorial)"
-            )
-        if self.stop_when == "settled" and self.analysis.smallest_effect is None:
-            raise ValueError(
-                "stop_when: settled stops when the interval excludes 0 or lies within +-analysis.smallest_effect; "
-                "set analysis.smallest_effect (the smallest effect of interest, in nats), or use "
-                "stop_when: {precision: ...}"
-            )
-        if self.tau_inits is not None:
-            raise ValueError(
-                "stop_when with tau_inits: the primary effect pairs one run per variant and seed in a cell, and "
-                "tau_inits runs several; run the tau_inits sweep with a fixed number of seeds"
-            )
 
     # -- derived views ---------------------------------------------------------------
     @property
