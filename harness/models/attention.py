@@ -79,6 +79,7 @@ __all__ = [
     "pair_chunk_size",
     "pairwise_biased_attention",
     "slope_fits_window",
+    "slope_folded_attention",
 ]
 
 
