@@ -559,8 +559,6 @@ def effects_table(
     ``reject_holm``; a secondary verdict whose interval excludes 0 but whose Holm-adjusted p
     does not reject loses its claim words (:func:`~harness.analysis.verdict_words.not_after_holm`).
     """
-    from statsmodels.stats.multitest import multipletests
-
     settings = settings or AnalysisSettings()
     metric = metric or settings.metric
     confidence = confidence if confidence is not None else settings.confidence
@@ -571,21 +569,51 @@ def effects_table(
     df = require_table(df)
     require_columns(df, ("variant", "seed", metric))
     cells = cell_columns(df, by)
-    present = [v for v in dict.fromkeys(df.get_column("variant").drop_nulls().to_list())]
-    if treatments is None:
-        require_variants(df, [control])
-        order = [settings.a, settings.b, settings.ab]
-        treatments = [v for v in order if v in present] + sorted(v for v in present if v not in order and v != control)
-    else:
-        require_variants(df, [control, *treatments])
+    treatments = _treatments(df, control, treatments, settings)
     rng = np.random.default_rng(rng if rng is not None else settings.seed)
+    common = dict(metric=metric, confidence=confidence, rng=rng, by=cells, n_resamples=n_resamples)
+    rows = _effect_rows(df, cells, control, treatments, settings, common)
+    if not rows:
+        raise InputError(f"no cell holds {control!r} and a treatment: nothing to compare")
+    table = pl.DataFrame(rows, infer_schema_length=None)
+    is_primary = _primary_rows(table, primary)
+    table = table.with_columns(pl.Series("role", np.where(is_primary, "primary", "secondary")))
+    adjusted, reject = _holm(table, is_primary, holm_family, confidence)
+    return _with_holm(table, adjusted, reject)
+
+
+def _treatments(
+    df: pl.DataFrame, control: str, treatments: Sequence[str] | None, settings: AnalysisSettings
+) -> Sequence[str]:
+    """The treatments compared with ``control``: the given ones (each must be in the table), or
+    every other variant present, the factorial's ``a, b, ab`` first."""
+    if treatments is not None:
+        require_variants(df, [control, *treatments])
+        return treatments
+    require_variants(df, [control])
+    present = [v for v in dict.fromkeys(df.get_column("variant").drop_nulls().to_list())]
+    order = [settings.a, settings.b, settings.ab]
+    return [v for v in order if v in present] + sorted(v for v in present if v not in order and v != control)
+
+
+def _effect_rows(
+    df: pl.DataFrame,
+    cells: Sequence[str],
+    control: str,
+    treatments: Sequence[str],
+    settings: AnalysisSettings,
+    common: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """One row per cell and effect, cells in :func:`sort_key` order: each treatment's main effect
+    against ``control`` where the cell holds both, then the interaction where it holds the
+    factorial's four variants (``common``: the keywords every contrast shares, its ``rng`` drawn
+    from in this order)."""
     factorial = (settings.base, settings.a, settings.b, settings.ab)
     groups = df.partition_by(list(cells), as_dict=True, maintain_order=True) if cells else {(): df}
     rows = []
     for key, cell_df in sorted(groups.items(), key=lambda kv: sort_key(kv[0])):
         cell = dict(zip(cells, key, strict=False))
         in_cell = set(cell_df.get_column("variant").to_list())
-        common = dict(metric=metric, confidence=confidence, rng=rng, by=cells, n_resamples=n_resamples)
         if control in in_cell:
             for treatment in treatments:
                 if treatment in in_cell and treatment != control:
@@ -596,11 +624,17 @@ def effects_table(
                 cell_df, base=settings.base, a=settings.a, b=settings.b, ab=settings.ab, **common
             )
             rows.append({**cell, "treatment": settings.ab, "control": settings.base, **res.to_row()})
-    if not rows:
-        raise InputError(f"no cell holds {control!r} and a treatment: nothing to compare")
-    table = pl.DataFrame(rows, infer_schema_length=None)
-    is_primary = _primary_rows(table, primary)
-    table = table.with_columns(pl.Series("role", np.where(is_primary, "primary", "secondary")))
+    return rows
+
+
+def _holm(
+    table: pl.DataFrame, is_primary: np.ndarray, holm_family: str, confidence: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Holm-adjusted p-values and rejections (``statsmodels``' ``multipletests``) of the secondary
+    rows with a p-value, one family for the table or one per effect; the primary rows are read
+    at the unadjusted level (their adjusted p stays NaN)."""
+    from statsmodels.stats.multitest import multipletests
+
     pvals = table.get_column("pvalue").cast(pl.Float64).to_numpy()
     adjusted = np.full(len(pvals), np.nan)
     reject = np.zeros(len(pvals), dtype=bool)
@@ -615,6 +649,12 @@ def effects_table(
             rej, adj, _, _ = multipletests(pvals[idx], alpha=1.0 - confidence, method="holm")
             adjusted[idx], reject[idx] = adj, rej
     reject[is_primary] = np.nan_to_num(pvals[is_primary], nan=1.0) < 1.0 - confidence  # unadjusted
+    return adjusted, reject
+
+
+def _with_holm(table: pl.DataFrame, adjusted: np.ndarray, reject: np.ndarray) -> pl.DataFrame:
+    """The table with ``pvalue_holm`` and ``reject_holm``, and the verdicts the correction undoes
+    reworded (:func:`~harness.analysis.verdict_words.not_after_holm`)."""
     # an interval that excludes 0 in one cell of many may not survive the correction: say so
     lost = [
         kind == SETTLED and np.isfinite(p) and not r

@@ -84,32 +84,11 @@ def multi_bootstrap(
         weights, name, kind = interaction_weights(base, a, b, ab), f"interaction {a} x {b}", "interaction"
     else:
         weights, name, kind = {control: 1.0, treatment: -1.0}, f"{treatment} vs {control}", "main_effect"
-    variants = tuple(weights)
-    require_variants(windows, variants, "window-loss table")
-    rows = windows.filter(pl.col("variant").is_in(list(variants)))
-    if "status" in rows.columns:
-        rows = rows.filter(~unfinished_mask(rows))
-    rows = rows.filter(pl.col(loss).is_not_null() & pl.col(loss).is_finite())
-    all_seeds = sorted(
-        set(windows.filter(pl.col("variant").is_in(list(variants))).get_column("seed").to_list()), key=sort_key
-    )
-    # windows common to every (variant, seed) of a complete seed
-    per_seed: dict[Any, dict[str, dict[int, float]]] = {}
-    for rec in rows.select("variant", "seed", "window", loss).iter_rows():
-        per_seed.setdefault(rec[1], {}).setdefault(rec[0], {})[int(rec[2])] = float(rec[3])
-    seeds = [s for s in all_seeds if s in per_seed and all(v in per_seed[s] for v in variants)]
-    dropped = tuple(s for s in all_seeds if s not in seeds)
-    common = sorted(set.intersection(*(set(per_seed[s][v]) for s in seeds for v in variants))) if seeds else []
+    require_variants(windows, tuple(weights), "window-loss table")
+    d, seeds, dropped = _contrast_matrix(windows, weights, loss)
     rng = np.random.default_rng(rng)
-    w = np.array([weights[v] for v in variants])
-    if not seeds or not common:
-        d = np.zeros((len(seeds), 0))
-    else:
-        losses = np.array([[[per_seed[s][v][k] for k in common] for s in seeds] for v in variants])  # (V, S, W)
-        d = np.tensordot(w, losses, axes=1)  # (S, W): the contrast per seed and window
     n_s, n_w = d.shape
     seed_values = d.mean(axis=1) if n_w else np.zeros(0)
-    estimate = float(d.mean()) if d.size else math.nan
     notes = []
     ci = None
     if n_s < 2:
@@ -126,7 +105,7 @@ def multi_bootstrap(
         name=name,
         kind=kind,
         metric=f"{loss} (per window)",
-        estimate=estimate,
+        estimate=float(d.mean()) if d.size else math.nan,
         confidence_interval=ci,
         pvalue=None,
         n_seeds=n_s,
@@ -139,6 +118,34 @@ def multi_bootstrap(
         confidence=confidence,
         message="; ".join(notes),
     )
+
+
+def _contrast_matrix(
+    windows: pl.DataFrame, weights: dict[str, float], loss: str
+) -> tuple[np.ndarray, list[Any], tuple[Any, ...]]:
+    """The contrast ``D[s, w] = sum_v weights[v] L_v[s, w]`` of every complete seed on the windows
+    common to all its variants (finished runs, finite losses), the seeds it holds, and the seeds
+    dropped as incomplete."""
+    variants = tuple(weights)
+    rows = windows.filter(pl.col("variant").is_in(list(variants)))
+    if "status" in rows.columns:
+        rows = rows.filter(~unfinished_mask(rows))
+    rows = rows.filter(pl.col(loss).is_not_null() & pl.col(loss).is_finite())
+    all_seeds = sorted(
+        set(windows.filter(pl.col("variant").is_in(list(variants))).get_column("seed").to_list()), key=sort_key
+    )
+    # windows common to every (variant, seed) of a complete seed
+    per_seed: dict[Any, dict[str, dict[int, float]]] = {}
+    for rec in rows.select("variant", "seed", "window", loss).iter_rows():
+        per_seed.setdefault(rec[1], {}).setdefault(rec[0], {})[int(rec[2])] = float(rec[3])
+    seeds = [s for s in all_seeds if s in per_seed and all(v in per_seed[s] for v in variants)]
+    dropped = tuple(s for s in all_seeds if s not in seeds)
+    common = sorted(set.intersection(*(set(per_seed[s][v]) for s in seeds for v in variants))) if seeds else []
+    if not seeds or not common:
+        return np.zeros((len(seeds), 0)), seeds, dropped
+    w = np.array([weights[v] for v in variants])
+    losses = np.array([[[per_seed[s][v][k] for k in common] for s in seeds] for v in variants])  # (V, S, W)
+    return np.tensordot(w, losses, axes=1), seeds, dropped  # (S, W): the contrast per seed and window
 
 
 __all__ = ["multi_bootstrap", "multi_bootstrap_interval"]

@@ -493,24 +493,21 @@ def tau_stability(
 ) -> TauStabilityResult:
     """The learned threshold tau across runs, against ``reference`` +- ``margin``.
 
-    Each run's tau is its mean over layers and heads (``tau_mean``). Seeds are the
-    independent units: the runs of one seed (several variants or cells) are averaged
-    first. The mean gets a t-interval, a two-sided t-test against ``reference``
-    (``pvalue``) and a TOST equivalence test against the band ``[reference - margin,
-    reference + margin]`` (``tost_pvalue``, with its (1 - 2 alpha) interval;
-    ``equivalent`` below alpha = ``1 - confidence``). Stability is a claim about where a
-    new seed's run lands, so it uses prediction intervals, which must lie inside the band
-    (``stable``). With one gated run per seed: the t prediction interval for a new seed's
-    tau (:func:`prediction_interval`). With several gated runs per seed (variants, sizes,
-    contexts: the cells of :func:`stability_cells`) the seed mean hides where a run lands:
-    one prediction interval per cell, over that cell's seeds, and every one must lie
-    inside the band. ``within_band_fraction`` is the share already inside it of the seeds
-    (one run per seed) or of the runs (several). Heterogeneity across each of ``factors`` present with >= 2 levels
-    (:func:`tau_heterogeneity`, seeds as units, Holm-adjusted across the factors), and
-    the open fraction against the Gaussian tail when ``open_fraction`` is present.
+    Each run's tau is its mean over layers and heads (``tau_mean``). Seeds are the independent units: the runs of
+    one seed (several variants or cells) are averaged first. The mean gets a t-interval, a two-sided t-test against
+    ``reference`` (``pvalue``) and a TOST equivalence test against the band ``[reference - margin, reference +
+    margin]`` (``tost_pvalue``, with its (1 - 2 alpha) interval; ``equivalent`` below alpha = ``1 - confidence``).
+    Stability is a claim about where a new seed's run lands, so it uses prediction intervals, which must lie inside
+    the band (``stable``). With one gated run per seed: the t prediction interval for a new seed's tau
+    (:func:`prediction_interval`). With several gated runs per seed (variants, sizes, contexts: the cells of
+    :func:`stability_cells`) the seed mean hides where a run lands: one prediction interval per cell, over that
+    cell's seeds, and every one must lie inside the band. ``within_band_fraction`` is the share already inside it of
+    the seeds (one run per seed) or of the runs (several). Heterogeneity across each of ``factors`` present with >=
+    2 levels (:func:`tau_heterogeneity`, seeds as units, Holm-adjusted across the factors), and the open fraction
+    against the Gaussian tail when ``open_fraction`` is present.
 
-    Runs that did not finish, or without a tau, of a gated variant are dropped and
-    counted; variants without a gate (tau null everywhere) are ignored.
+    Runs that did not finish, or without a tau, of a gated variant are dropped and counted; variants without a gate
+    (tau null everywhere) are ignored.
 
     Parameters
     ----------
@@ -521,16 +518,15 @@ def tau_stability(
     confidence : float
         Level of the intervals; the tests' alpha is ``1 - confidence``.
     variants, column, factors
-        The gated variants read (default: all with a tau), the run's tau, the columns
-        tested for heterogeneity.
+        The gated variants read (default: all with a tau), the run's tau, the columns tested for heterogeneity.
     content_fraction, ground_truth : float or mapping corpus -> float, optional
         Set beside the open fraction: the content-word fraction, a synthetic corpus's truth.
 
     Returns
     -------
     TauStabilityResult
-        The mean's interval and tests (``equivalent``), the prediction interval(s) and
-        ``stable``, ``heterogeneity``, ``open_fraction``, ``verdict`` and ``verdict_kind``.
+        The mean's interval and tests (``equivalent``), the prediction interval(s) and ``stable``,
+        ``heterogeneity``, ``open_fraction``, ``verdict`` and ``verdict_kind``.
 
     Examples
     --------
@@ -543,25 +539,49 @@ def tau_stability(
     >>> res.equivalent, res.stable
     (True, False)
     """
+    _check_band(confidence, margin)
+    rows, n_dropped = _gated_rows(df, column, variants)
+    mean_rows, mean_tau_init = _mean_rows(rows)
+    units, seeds = _unit_means(mean_rows, column)
+    numbers = _band_numbers(rows, units, column, reference, margin, confidence, n_dropped)
+    return TauStabilityResult(
+        estimate=float(np.mean(units)),
+        reference=reference,
+        margin=margin,
+        n_seeds=len(units),
+        n_runs=rows.height,
+        per_seed=readonly_array(units),
+        seeds=seeds,
+        method=_method_words(rows, mean_tau_init, reference, margin, bool(numbers.get("cells"))),
+        n_dropped=n_dropped,
+        confidence=confidence,
+        mean_tau_init=mean_tau_init,
+        **_beside_the_band(rows, factors, column, reference, margin, confidence, content_fraction, ground_truth),
+        **numbers,
+    )
+
+
+def _check_band(confidence: float, margin: float) -> None:
+    """A level in (0, 1) and a positive margin, else an InputError naming the value."""
     if not 0.0 < confidence < 1.0:
         raise InputError(f"confidence must lie in (0, 1), got {confidence}")
     if not margin > 0:
         raise InputError(f"margin must be positive, got {margin}")
-    rows, n_dropped = _gated_rows(df, column, variants)
-    mean_rows, mean_tau_init = _mean_rows(rows)
-    units, seeds = _unit_means(mean_rows, column)
-    n = len(units)
-    numbers: dict[str, Any] = dict(
-        confidence_interval=None, pvalue=None, tost_pvalue=None, equivalent=False, stable=False
-    )
-    message = ""
-    if n < 2:
-        message = f"{n} seed: {NEEDS_TWO_SEEDS}"
-    elif not has_spread(units):
-        message = "every seed has the same tau (zero spread): no test possible"
-    else:
-        numbers = _stability_numbers(units, reference, margin, confidence)
-        numbers.update(_where_new_runs_land(rows, units, column, (reference - margin, reference + margin), confidence))
+
+
+def _beside_the_band(
+    rows: pl.DataFrame,
+    factors: Sequence[str],
+    column: str,
+    reference: float,
+    margin: float,
+    confidence: float,
+    content_fraction: float | Mapping[str, float] | None,
+    ground_truth: float | Mapping[str, float] | None,
+) -> dict[str, Any]:
+    """What a tau result sets beside the mean: the spread over heads, the heterogeneity across each
+    factor present with >= 2 levels (Holm-adjusted across the factors), and the open fraction
+    against the Gaussian tail when the table has ``open_fraction``."""
     heterogeneity = [
         tau_heterogeneity(rows, f, column=column, reference=reference, margin=margin, confidence=confidence)
         for f in factors
@@ -572,31 +592,46 @@ def tau_stability(
         open_fraction = open_fraction_analysis(
             rows, column=column, confidence=confidence, content_fraction=content_fraction, ground_truth=ground_truth
         )
+    return dict(head_spread=_head_spread(rows), heterogeneity=tuple(_holm(heterogeneity)), open_fraction=open_fraction)
+
+
+def _band_numbers(
+    rows: pl.DataFrame,
+    units: np.ndarray,
+    column: str,
+    reference: float,
+    margin: float,
+    confidence: float,
+    n_dropped: int,
+) -> dict[str, Any]:
+    """The mean's tests (:func:`_stability_numbers`) and where new runs land
+    (:func:`_where_new_runs_land`) over the per-seed taus ``units``, or the defaults and the
+    reason no test is possible (fewer than 2 seeds, zero spread); the ``message`` also counts
+    the ``n_dropped`` unfinished runs, and ``n_band_units`` is how many seeds or runs the band
+    was read over."""
+    numbers: dict[str, Any] = dict(
+        confidence_interval=None, pvalue=None, tost_pvalue=None, equivalent=False, stable=False
+    )
+    message = ""
+    if len(units) < 2:
+        message = f"{len(units)} seed: {NEEDS_TWO_SEEDS}"
+    elif not has_spread(units):
+        message = "every seed has the same tau (zero spread): no test possible"
+    else:
+        numbers = _stability_numbers(units, reference, margin, confidence)
+        numbers.update(_where_new_runs_land(rows, units, column, (reference - margin, reference + margin), confidence))
     if n_dropped:
         message = "; ".join(m for m in (message, f"dropped {n_dropped} unfinished gated run(s)") if m)
     unit = "seeds" if "seed" in rows.columns else "runs"
     numbers["n_band_units"] = len(units) if numbers.get("band_unit", unit) == "seeds" else rows.height
-    return TauStabilityResult(
-        estimate=float(np.mean(units)),
-        reference=reference,
-        margin=margin,
-        n_seeds=n,
-        n_runs=rows.height,
-        per_seed=readonly_array(units),
-        seeds=seeds,
-        method=_method_words(unit, mean_tau_init, reference, margin, bool(numbers.get("cells"))),
-        head_spread=_head_spread(rows),
-        heterogeneity=tuple(_holm(heterogeneity)),
-        open_fraction=open_fraction,
-        n_dropped=n_dropped,
-        confidence=confidence,
-        message=message,
-        mean_tau_init=mean_tau_init,
-        **numbers,
-    )
+    return dict(numbers, message=message)
 
 
-def _method_words(unit: str, mean_tau_init: float | None, reference: float, margin: float, per_cell: bool) -> str:
+def _method_words(
+    rows: pl.DataFrame, mean_tau_init: float | None, reference: float, margin: float, per_cell: bool
+) -> str:
+    """How the result was reached, over seeds (or runs, in a table without seeds)."""
+    unit = "seeds" if "seed" in rows.columns else "runs"
     at_init = f" at tau_init = {mean_tau_init:g}" if mean_tau_init is not None else ""
     where = "t prediction interval " + ("per cell for a new seed's run" if per_cell else "for a new seed")
     return f"over {unit} of the per-run mean tau{at_init}: t-interval, TOST vs {reference:g} ± {margin:g}, {where}"

@@ -74,26 +74,14 @@ def effect_trend(
     errors are biased low with the handful of seeds a study has, hence not the default.
     """
     check_confidence(confidence)
-    if against not in ("params", "context_length") and against not in getattr(df, "columns", ()):
-        raise InputError(
-            f"effect_trend: against must be 'params', 'context_length' or a numeric column, got {against!r}"
-        )
-    if method not in ("per-seed", "cluster"):
-        raise InputError(f"effect_trend: method must be 'per-seed' or 'cluster', got {method!r}")
+    _check_trend_options(df, against, method)
     if treatment is None:
         weights, name = interaction_weights(base, a, b, ab), f"interaction {a} x {b}"
         reference = base
     else:
         weights, name = {control: 1.0, treatment: -1.0}, f"{treatment} vs {control}"
         reference = control
-    df = require_table(df)
-    require_columns(df, (against,))
-    numeric_column(df, against)
-    cells = cell_columns(df, by)
-    if against != "params" and against not in cells:
-        cells = (*cells, against)
-    if against == "params" and not cells:
-        raise InputError("effect_trend against params needs cell columns (e.g. size) to group trials")
+    df, cells = _trend_cells(df, by, against)
     blocks = seed_blocks(df, tuple(weights), metric, cells)
     points, controls = trend_points(df, blocks, weights, cells, against, reference)
     distinct_x = sorted({p[1] for p in points})
@@ -130,6 +118,30 @@ def effect_trend(
         n_diverged=blocks.n_diverged,
         **fit,
     )
+
+
+def _check_trend_options(df: pl.DataFrame, against: str, method: str) -> None:
+    """``against`` a known axis or a column of ``df``, ``method`` one of the two fits."""
+    if against not in ("params", "context_length") and against not in getattr(df, "columns", ()):
+        raise InputError(
+            f"effect_trend: against must be 'params', 'context_length' or a numeric column, got {against!r}"
+        )
+    if method not in ("per-seed", "cluster"):
+        raise InputError(f"effect_trend: method must be 'per-seed' or 'cluster', got {method!r}")
+
+
+def _trend_cells(df: pl.DataFrame, by: Sequence[str] | None, against: str) -> tuple[pl.DataFrame, tuple[str, ...]]:
+    """The checked table and the columns that make a cell: ``by`` (default: the cell columns
+    present) with ``against`` among them, except for ``params``, read per cell from the trials."""
+    df = require_table(df)
+    require_columns(df, (against,))
+    numeric_column(df, against)
+    cells = cell_columns(df, by)
+    if against != "params" and against not in cells:
+        cells = (*cells, against)
+    if against == "params" and not cells:
+        raise InputError("effect_trend against params needs cell columns (e.g. size) to group trials")
+    return df, cells
 
 
 def trend_points(

@@ -157,24 +157,55 @@ def generate_salience_text(
     content_vocab = _content_vocab(rng, n_content_words)
     function_vocab = list(TEMPLATE_FUNCTION_WORDS[:n_function_words])
     mean_content_len = float(np.mean([len(w) for w in content_vocab]))
+    templates, commas, expected = _templates(rng, n_templates, function_vocab, mean_content_len)
+    rich = [t for t in range(n_templates) if expected[t] >= p]
+    poor = [t for t in range(n_templates) if expected[t] < p]
+    assert rich and poor  # template 0 has fraction 0, the last fraction 1
+    pieces, is_content = _render(rng, templates, commas, (rich, poor), content_vocab, n_chars, p)
+    text = "".join(pieces)[:n_chars]
+    lengths = np.fromiter((len(x) for x in pieces), dtype=np.int64, count=len(pieces))
+    mask = np.repeat(np.array(is_content, dtype=bool), lengths)[:n_chars]
+    rendered = tuple(" ".join("C" if s is None else s for s in slots) for slots in templates)
+    return SalienceText(text, mask, params, rendered, tuple(content_vocab), tuple(function_vocab))
 
-    # Templates: slot None = content word, else a fixed function word; commas after slots.
+
+def _templates(
+    rng: np.random.Generator, n_templates: int, function_vocab: list[str], mean_content_len: float
+) -> tuple[list[list[str | None]], list[list[bool]], list[float]]:
+    """The sentence templates, their commas and expected content fractions: template t has 4-9 slots,
+    each a content slot (None) with probability q_t = t / (n_templates - 1), else a fixed function
+    word; a comma follows a slot (not the last) with probability 0.12. The expected fraction counts
+    a content slot as ``mean_content_len`` letters."""
     templates: list[list[str | None]] = []
     commas: list[list[bool]] = []
     expected: list[float] = []
     for t in range(n_templates):
         q = t / (n_templates - 1)
         length = int(rng.integers(4, 10))
-        slots = [None if rng.random() < q else function_vocab[rng.integers(n_function_words)] for _ in range(length)]
+        slots = [None if rng.random() < q else function_vocab[rng.integers(len(function_vocab))] for _ in range(length)]
         templates.append(slots)
         commas.append([bool(rng.random() < 0.12) and i < length - 1 for i in range(length)])
         content = sum(mean_content_len for s in slots if s is None)
         function = sum(len(s) for s in slots if s is not None)
         expected.append(content / (content + function))
-    rich = [t for t in range(n_templates) if expected[t] >= p]
-    poor = [t for t in range(n_templates) if expected[t] < p]
-    assert rich and poor  # template 0 has fraction 0, the last fraction 1
+    return templates, commas, expected
 
+
+def _render(
+    rng: np.random.Generator,
+    templates: list[list[str | None]],
+    commas: list[list[bool]],
+    pools: tuple[list[int], list[int]],
+    content_vocab: list[str],
+    n_chars: int,
+    p: float,
+) -> tuple[list[str], list[bool]]:
+    """Sentences one after another until ``n_chars`` characters: pieces of text and, per piece,
+    whether it is a content word. Each sentence's template comes from the rich pool (expected
+    content fraction >= p) while the running content fraction is below p, else from the poor one;
+    a line break ends every 3-7 sentences."""
+    rich, poor = pools
+    n_content_words = len(content_vocab)
     pieces: list[str] = []
     is_content: list[bool] = []
     letters = content_letters = chars = 0
@@ -217,12 +248,7 @@ def generate_salience_text(
             pieces.append(" ")
         is_content.append(False)
         chars += 1
-
-    text = "".join(pieces)[:n_chars]
-    lengths = np.fromiter((len(x) for x in pieces), dtype=np.int64, count=len(pieces))
-    mask = np.repeat(np.array(is_content, dtype=bool), lengths)[:n_chars]
-    rendered = tuple(" ".join("C" if s is None else s for s in slots) for slots in templates)
-    return SalienceText(text, mask, params, rendered, tuple(content_vocab), tuple(function_vocab))
+    return pieces, is_content
 
 
 # --------------------------------------------------------------------------------------

@@ -79,6 +79,7 @@ __all__ = [
     "pair_chunk_size",
     "pairwise_biased_attention",
     "slope_fits_window",
+    "slope_folded_attention",
 ]
 
 
@@ -313,62 +314,84 @@ class CausalSelfAttention(nn.Module):
         return F.pad(self.proj.weight.view(C, H, hd), (0, width - hd)).view(C, H * width)
 
     def _slope_folded(self, x: Tensor, slope: Tensor, slope_values: tuple[float, ...]) -> tuple[Tensor, Tensor | None]:
-        """ALiBi (and a key gate with it) folded as :meth:`_gated` folds a gate: one SDPA call for
-        every head whose slope is shallow enough for one fold over the whole window, none of
-        q, k, v copied but k (one ``cat``).
-
-            score_ij = q_i.k_j scale + log g_j - m_h (i - j)
-                     = q_i.k_j scale + [log g_j + m_h (j - c)] - m_h (i - c)
-
-        The last term depends on the query only and cancels in the softmax, so k's fold column is
-        (log g_j + m_h (j - c)) / (c_fold scale) with c = (T - 1) / 2, of size at most m_h T / 2
-        <= LAG_SLOPE_SPAN / 2 for the heads that qualify (:func:`slope_fits_window`): fp32 keeps
-        the logits to ~2e-5, and under bf16 autocast the column's three pieces keep fp32's
-        precision (:func:`harness.models.fold.fold_columns`), so the bf16 call is flash-eligible
-        like plain attention. Steeper heads (ALiBi's first ones at T > LAG_SLOPE_SPAN / m) take
-        :func:`lag_penalised_attention`'s chunks on views of the same projections, recomputed in
-        the backward pass so that their folded copies live one call at a time."""
-        B, T, _ = x.shape
-        H, hd = self.n_head, self.head_dim
+        """ALiBi (and a key gate with it) folded as :meth:`_gated` folds a gate, by
+        :func:`slope_folded_attention`: q and v projected straight into the folded width, k
+        plainly (its fold column depends on the slope and the gate), none of them copied but k."""
+        hd = self.head_dim
         dtype = attention_dtype(x)
         n = fold_pieces(dtype)
         width = fold_width(hd, x.device.type, columns=n)
-        scale = 1.0 / math.sqrt(hd)
         q2 = self._project(x, 0, width, constant=FOLD_CONSTANT, columns=n)  # (B, H, T, width): [q, c, 0..]
         k = self._project(x, 1, None)  # (B, H, T, hd)
         v2 = self._project(x, 2, width)  # (B, H, T, width): [v, 0..]
         log_g = self.gate(x, k) if self.gate is not None else None  # (B, H, T) or None
         k = self.scoring(k)
-        slopes = slope.to(device=x.device, dtype=torch.float32)
-        j = torch.arange(T, device=x.device, dtype=torch.float32) - 0.5 * (T - 1)  # (T,): j - c
-        key_bias = slopes[:, None] * j  # (H, T): m_h (j - c)
-        key_bias = key_bias if log_g is None else log_g + key_bias  # (B or 1, H, T)
-        k2 = append_columns(k, fold_columns((key_bias / (FOLD_CONSTANT * scale)).expand(B, H, T), dtype), width)
-        steep = [h for h, m in enumerate(slope_values) if not slope_fits_window(m, T)]  # Python numbers
-        shallow = [h for h in range(H) if h not in steep]
         dropout_p = self.attention_dropout if self.training else 0.0
-        groups = [g for g in (steep, shallow) if g]
-        # one split per tensor (its backward is one cat), not a slice per group (a zero-filled gradient each)
-        q_parts, k_parts, v_parts, k2_parts = (split_heads(t, groups) for t in (q2, k, v2, k2))
-        outputs = []
-        if steep:
-            y = lag_penalised_attention(
-                *(t[0][..., :hd] for t in (q_parts, k_parts, v_parts)),
-                None if log_g is None else select_heads(log_g.expand(B, H, T), steep),
-                None,
-                lag_slope=select_heads(slopes, steep, dim=0),
-                slope_values=[slope_values[h] for h in steep],
-                dropout_p=dropout_p,
-                scale=scale,
-                recompute=True,
-            )  # (B, steep, T, hd)
-            outputs.append(F.pad(y, (0, width - hd)))
-        if shallow:
-            parts = (t[-1] for t in (q_parts, k2_parts, v_parts))
-            outputs.append(sdpa(*parts, dropout_p=dropout_p, is_causal=True, scale=scale))
-        # put together in the (B, T, H, width) layout, so that merging the heads for the projection is free
-        y = in_head_order([o.transpose(1, 2) for o in outputs], steep + shallow, dim=2).transpose(1, 2)
+        y = slope_folded_attention(q2, k, v2, log_g, slope, slope_values, dtype=dtype, dropout_p=dropout_p)
         return self._finish(y, x, self._folded_proj_weight(width)), log_g
+
+
+def slope_folded_attention(
+    q2: Tensor,
+    k: Tensor,
+    v2: Tensor,
+    log_g: Tensor | None,
+    slope: Tensor,
+    slope_values: tuple[float, ...],
+    *,
+    dtype: torch.dtype,
+    dropout_p: float = 0.0,
+) -> Tensor:
+    """Causal attention with ALiBi's slopes (and a per-key log g) in one SDPA call for every head
+    whose slope is shallow enough for one fold over the whole window.
+
+        score_ij = q_i.k_j scale + log g_j - m_h (i - j)
+                 = q_i.k_j scale + [log g_j + m_h (j - c)] - m_h (i - c)
+
+    The last term depends on the query only and cancels in the softmax, so k's fold column is
+    (log g_j + m_h (j - c)) / (c_fold scale) with c = (T - 1) / 2, of size at most m_h T / 2
+    <= LAG_SLOPE_SPAN / 2 for the heads that qualify (:func:`slope_fits_window`): fp32 keeps
+    the logits to ~2e-5, and under bf16 autocast the column's three pieces keep fp32's
+    precision (:func:`harness.models.fold.fold_columns`), so the bf16 call is flash-eligible
+    like plain attention. Steeper heads (ALiBi's first ones at T > LAG_SLOPE_SPAN / m) take
+    :func:`lag_penalised_attention`'s chunks on views of the same projections, recomputed in
+    the backward pass so that their folded copies live one call at a time.
+
+    q2 and v2: (B, H, T, width), already folded ([q, c, 0..] and [v, 0..], :meth:`CausalSelfAttention._project`);
+    k: (B, H, T, hd); log_g: (B, H, T) or None; slope: (H,), ``slope_values`` its values as Python
+    numbers; ``dtype`` the attention's (:func:`~harness.models.fold.attention_dtype`) -> (B, H, T, width).
+    """
+    B, H, T, width = q2.shape
+    hd = k.size(-1)
+    scale = 1.0 / math.sqrt(hd)
+    slopes = slope.to(device=q2.device, dtype=torch.float32)
+    j = torch.arange(T, device=q2.device, dtype=torch.float32) - 0.5 * (T - 1)  # (T,): j - c
+    key_bias = slopes[:, None] * j  # (H, T): m_h (j - c)
+    key_bias = key_bias if log_g is None else log_g + key_bias  # (B or 1, H, T)
+    k2 = append_columns(k, fold_columns((key_bias / (FOLD_CONSTANT * scale)).expand(B, H, T), dtype), width)
+    steep = [h for h, m in enumerate(slope_values) if not slope_fits_window(m, T)]  # Python numbers
+    shallow = [h for h in range(H) if h not in steep]
+    groups = [g for g in (steep, shallow) if g]
+    # one split per tensor (its backward is one cat), not a slice per group (a zero-filled gradient each)
+    q_parts, k_parts, v_parts, k2_parts = (split_heads(t, groups) for t in (q2, k, v2, k2))
+    outputs = []
+    if steep:
+        y = lag_penalised_attention(
+            *(t[0][..., :hd] for t in (q_parts, k_parts, v_parts)),
+            None if log_g is None else select_heads(log_g.expand(B, H, T), steep),
+            None,
+            lag_slope=select_heads(slopes, steep, dim=0),
+            slope_values=[slope_values[h] for h in steep],
+            dropout_p=dropout_p,
+            scale=scale,
+            recompute=True,
+        )  # (B, steep, T, hd)
+        outputs.append(F.pad(y, (0, width - hd)))
+    if shallow:
+        parts = (t[-1] for t in (q_parts, k2_parts, v_parts))
+        outputs.append(sdpa(*parts, dropout_p=dropout_p, is_causal=True, scale=scale))
+    # put together in the (B, T, H, width) layout, so that merging the heads for the projection is free
+    return in_head_order([o.transpose(1, 2) for o in outputs], steep + shallow, dim=2).transpose(1, 2)
 
 
 def _pair_bias(

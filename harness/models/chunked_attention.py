@@ -21,7 +21,7 @@ from torch.utils.checkpoint import checkpoint
 
 from harness.models.fold import FOLD_CONSTANT, fold_width
 from harness.models.heads import in_head_order, select_heads
-from harness.models.lag_kernel import LagChunkAttention, fused_lag_applies, lag_plan
+from harness.models.lag_kernel import LagChunkAttention, LagPlan, fused_lag_applies, lag_plan
 from harness.models.positional import rotate_pairs
 
 #: Lag fold: queries per chunk at least LAG_CHUNK_MIN; exactly LAG_CURVATURE_CHUNK with a Gaussian
@@ -84,31 +84,27 @@ def lag_penalised_attention(
     None (relative MOPE: gamma_h = 1 / (4 sigma_h^2)); lag_slope m: (H,) >= 0 or None (ALiBi),
     with ``slope_values`` its values as Python numbers when they are fixed (they set the chunks).
 
-    **The fold.** Neither penalty is a rank-1 bias, but both are polynomials in i - j: for
-    any centre c,
+    **The fold.** Neither penalty is a rank-1 bias, but both are polynomials in i - j: for any centre c,
 
         -gamma (i - j)^2 - m (i - j) = [-gamma (i - c)^2 - m (i - c)]
                                        + 2 gamma (i - c)(j - c) + [-gamma (j - c)^2 + m (j - c)]
 
-    and the first bracket depends on the query only, so it cancels in the softmax over j.
-    What is left is one rank-1 product and one per-key bias, i.e. two more columns (one
-    without envelope):
+    and the first bracket depends on the query only, so it cancels in the softmax over j. What is left is one rank-1
+    product and one per-key bias, i.e. two more columns (one without envelope):
 
         q'_i = [q_i, 1, (i - c)],   k'_j = [k_j, (key_bias_j - gamma (j - c)^2 + m (j - c)) / scale,
                                              2 gamma (j - c) / scale]
 
-    so q'_i.k'_j scale is the score above plus a per-query constant; exact in exact
-    arithmetic, one fused SDPA call per chunk (flash kernel on CPU), no T x T tensor.
+    so q'_i.k'_j scale is the score above plus a per-query constant; exact in exact arithmetic, one fused SDPA call
+    per chunk (flash kernel on CPU), no T x T tensor.
 
-    **Precision: chunks centred on their queries.** The folded columns grow as
-    gamma (j - c)^2 and m |j - c|, and fp32 rounds a logit of size x to ~6e-8 x, while
-    the keys that matter lie within a few sigma (or a few 1 / m) of their query. So the
-    queries go in chunks of :func:`lag_chunk_size` (LAG_CURVATURE_CHUNK = 64 with an envelope,
-    at most 512 / m_h with a slope), each centred on its own queries and attending to every key
-    before its end: the output error is then ~2e-5, 1e-4 for a head with sigma = 1 (plain fp32
-    SDPA: 3e-6). One fold centred on a long window would lose ~1e-2 at T = 1024, sigma = 1.
-    Keys far before a chunk get large negative logits; their weights are exactly 0, as they
-    should be. The chunk sizes never depend on a tensor (sigma is learned, so its chunks are
+    **Precision: chunks centred on their queries.** The folded columns grow as gamma (j - c)^2 and m |j - c|, and
+    fp32 rounds a logit of size x to ~6e-8 x, while the keys that matter lie within a few sigma (or a few 1 / m) of
+    their query. So the queries go in chunks of :func:`lag_chunk_size` (LAG_CURVATURE_CHUNK = 64 with an envelope,
+    at most 512 / m_h with a slope), each centred on its own queries and attending to every key before its end: the
+    output error is then ~2e-5, 1e-4 for a head with sigma = 1 (plain fp32 SDPA: 3e-6). One fold centred on a long
+    window would lose ~1e-2 at T = 1024, sigma = 1. Keys far before a chunk get large negative logits; their weights
+    are exactly 0, as they should be. The chunk sizes never depend on a tensor (sigma is learned, so its chunks are
     the small fixed ones): a forward pass never waits for the device to plan its calls.
 
     **Rotation.** ``rotation``, the cos and sin (H, T, 1 or hd/2) of a rotation of each pair of
@@ -116,48 +112,76 @@ def lag_penalised_attention(
     or ``rotate(q, k, heads)``, a rotation of the heads' queries and keys, is applied to the given
     q and k inside the call, so that no rotated copy of them is kept.
 
-    **Cost.** On CPU without dropout the chunks run as :class:`~harness.models.lag_kernel.LagChunkAttention`:
-    one buffer of folded q, k, v per group of heads with only the fold's columns rewritten per
-    chunk, the flash kernel's outputs kept for its backward, nothing recomputed and nothing copied
-    per chunk: about the time and memory of plain causal attention (``harness bench attention``;
-    ``tests/models/test_models_attention.py`` guards the memory). Elsewhere (a GPU, attention
-    dropout) each chunk is an autograd SDPA call on its own folded copies; heads with the same
-    chunk size run LAG_GROUP_HEADS at a time and, with ``recompute`` (and gradients on), each
-    group is recomputed in the backward pass (activation checkpointing), so that the folded copies
-    of one group live at a time. The fold runs in fp32 even under autocast (bf16's 4e-3 rounding
-    of gamma (j - c)^2 would swamp the envelope), which on CUDA means SDPA's fp32 memory-efficient
-    kernel (the chunks carry a boolean mask).
+    **Cost.** On CPU without dropout the chunks run as :class:`~harness.models.lag_kernel.LagChunkAttention`: one
+    buffer of folded q, k, v per group of heads with only the fold's columns rewritten per chunk, the flash kernel's
+    outputs kept for its backward, nothing recomputed and nothing copied per chunk: about the time and memory of
+    plain causal attention (``harness bench attention``; ``tests/models/test_models_attention.py`` guards the
+    memory). Elsewhere (a GPU, attention dropout) each chunk is an autograd SDPA call on its own folded copies;
+    heads with the same chunk size run LAG_GROUP_HEADS at a time and, with ``recompute`` (and gradients on), each
+    group is recomputed in the backward pass (activation checkpointing), so that the folded copies of one group live
+    at a time. The fold runs in fp32 even under autocast (bf16's 4e-3 rounding of gamma (j - c)^2 would swamp the
+    envelope), which on CUDA means SDPA's fp32 memory-efficient kernel (the chunks carry a boolean mask).
     """
     B, H, T, hd = q.shape
     scale = 1.0 / math.sqrt(hd) if scale is None else scale
-    out_dtype = v.dtype
     quadratic = lag_curvature is not None
     sizes = _chunk_sizes(T, H, quadratic, lag_slope, slope_values, chunk)
+    width = fold_width(hd, q.device.type, columns=2 if quadratic else 1)
     with torch.autocast(device_type=q.device.type, enabled=False):
-        q, k, v = q.float(), k.float(), v.float()
-        gamma = lag_curvature.float() if quadratic else q.new_zeros(H)
-        slope = q.new_zeros(H) if lag_slope is None else lag_slope.to(device=q.device, dtype=torch.float32)
-        key_bias = q.new_zeros((B, H, T)) if key_bias is None else key_bias.float().expand(B, H, T)
-        width = fold_width(hd, q.device.type, columns=2 if quadratic else 1)
-        if fused_lag_applies(q, dropout_p) and rotate is None:
-            cos, sin = (None, None) if rotation is None else (t.float()[None] for t in rotation)  # (1, H, T, .)
-            plan = lag_plan(sizes, quadratic=quadratic, width=width, scale=scale)
-            y, _ = LagChunkAttention.apply(q, k, v, key_bias, gamma[None], slope[None], cos, sin, plan)
-            return y.to(out_dtype)  # (B, H, T, hd)
-        if rotation is not None:
-            rotate = _rotation_by(rotation)
-        recompute = recompute and torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, key_bias, gamma))
-        outputs, order = [], []
-        for size, heads in _head_groups(sizes):
-            parts = (
-                *(select_heads(t, heads) for t in (q, k, v, key_bias)),
-                *(select_heads(t, heads, 0) for t in (gamma, slope)),
-            )
-            args = (*parts, size, quadratic, width, dropout_p, scale, rotate, heads)
-            outputs.append(checkpoint(_lag_group, *args, use_reentrant=False) if recompute else _lag_group(*args))
-            order += heads
-        y = in_head_order(outputs, order)  # (B, H, T, hd)
-    return y.to(out_dtype)
+        operands = _fp32_operands(q, k, v, key_bias, lag_curvature, lag_slope)  # q, k, v, key_bias, gamma, slope
+        if fused_lag_applies(operands[0], dropout_p) and rotate is None:
+            y = _fused_lag(operands, rotation, lag_plan(sizes, quadratic=quadratic, width=width, scale=scale))
+        else:
+            rotate = _rotation_by(rotation) if rotation is not None else rotate
+            y = _lag_groups(operands, sizes, (quadratic, width, dropout_p, scale, rotate), recompute)
+    return y.to(v.dtype)  # (B, H, T, hd)
+
+
+def _fused_lag(operands: tuple[Tensor, ...], rotation: tuple[Tensor, Tensor] | None, plan: LagPlan) -> Tensor:
+    """The CPU path of :func:`lag_penalised_attention`: :class:`~harness.models.lag_kernel.LagChunkAttention`
+    on the fp32 ``operands`` (q, k, v, key_bias, gamma, slope), rotated inside by ``rotation``'s cos
+    and sin -> (B, H, T, hd)."""
+    q, k, v, key_bias, gamma, slope = operands
+    cos, sin = (None, None) if rotation is None else (t.float()[None] for t in rotation)  # (1, H, T, .)
+    y, _ = LagChunkAttention.apply(q, k, v, key_bias, gamma[None], slope[None], cos, sin, plan)
+    return y
+
+
+def _fp32_operands(
+    q: Tensor, k: Tensor, v: Tensor, key_bias: Tensor | None, lag_curvature: Tensor | None, lag_slope: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """q, k, v, the key bias (B, H, T), gamma and the slope (H,) in fp32, zeros for a missing
+    bias or penalty (the fold runs in fp32: :func:`lag_penalised_attention`)."""
+    B, H, T, _ = q.shape
+    q, k, v = q.float(), k.float(), v.float()
+    gamma = q.new_zeros(H) if lag_curvature is None else lag_curvature.float()
+    slope = q.new_zeros(H) if lag_slope is None else lag_slope.to(device=q.device, dtype=torch.float32)
+    key_bias = q.new_zeros((B, H, T)) if key_bias is None else key_bias.float().expand(B, H, T)
+    return q, k, v, key_bias, gamma, slope
+
+
+def _lag_groups(
+    operands: tuple[Tensor, ...],
+    sizes: list[int],
+    fold: tuple[bool, int, float, float, Callable[[Tensor, Tensor, list[int]], tuple[Tensor, Tensor]] | None],
+    recompute: bool,
+) -> Tensor:
+    """The autograd path of :func:`lag_penalised_attention` on the fp32 ``operands`` (q, k, v,
+    key_bias, gamma, slope): each group of heads (:func:`_head_groups`) in its own chunks by
+    :func:`_lag_group`, recomputed in the backward pass when ``recompute`` and a gradient is wanted;
+    ``fold`` is (quadratic, width, dropout_p, scale, rotate) -> (B, H, T, hd)."""
+    q, k, v, key_bias, gamma, slope = operands
+    recompute = recompute and torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, key_bias, gamma))
+    outputs, order = [], []
+    for size, heads in _head_groups(sizes):
+        parts = (
+            *(select_heads(t, heads) for t in (q, k, v, key_bias)),
+            *(select_heads(t, heads, 0) for t in (gamma, slope)),
+        )
+        args = (*parts, size, *fold, heads)
+        outputs.append(checkpoint(_lag_group, *args, use_reentrant=False) if recompute else _lag_group(*args))
+        order += heads
+    return in_head_order(outputs, order)  # (B, H, T, hd)
 
 
 def _rotation_by(rotation: tuple[Tensor, Tensor]) -> Callable[[Tensor, Tensor, list[int]], tuple[Tensor, Tensor]]:

@@ -54,6 +54,7 @@ from harness.report.html import render_html
 from harness.report.markdown import render_markdown, table_markdown
 from harness.report.parts import ReportLayout, SectionOutput, joined, section_rng, seeds_text
 from harness.report.sections_effects import (
+    SequentialReading,
     cells_section,
     contrasts_section,
     divergence_section,
@@ -161,8 +162,31 @@ def build_report(
     settings = settings or AnalysisSettings()
     df = require_table(df)
     require_columns(df, ("variant", settings.metric))
-    corpus_info = dict(corpus_info or {})
     study = ReportLayout.of(df, title)
+    outputs, reading = _sections(
+        df, settings, study, window_losses, mope_sigmas, dict(corpus_info or {}), sequential, curves
+    )
+    parts = joined(outputs)
+    verdicts = list(parts.verdicts)
+    if reading is not None:  # the sequential design re-reads the primary verdict (the contrasts made it)
+        verdicts = [reading.apply(v) if v.role == "primary" else v for v in verdicts]
+    # A sequential study stopped on its data: its other verdicts are descriptive (_write_report).
+    return _write_report(df, settings, study, Path(out_dir), parts, verdicts, stopped_on_data=sequential is not None)
+
+
+def _sections(
+    df: pl.DataFrame,
+    settings: AnalysisSettings,
+    study: ReportLayout,
+    window_losses: pl.DataFrame | None,
+    mope_sigmas: Any,
+    corpus_info: dict[str, Mapping[str, float]],
+    sequential: SequentialSummary | None,
+    curves: pl.DataFrame | None,
+) -> tuple[list[SectionOutput], SequentialReading | None]:
+    """Every section's output in the report's order, and the sequential design's reading of the
+    primary verdict (None without one). The contrasts read the runs at tau's reference initial
+    value (every run when tau_init is not swept); tau's own section reads them all."""
     seed = settings.seed
     paired, reference_tau = at_reference_tau_init(df)
     outputs = [overview_section(df, study)]
@@ -192,12 +216,7 @@ def build_report(
         training_section(curves, settings, tau_left_out=user_gated_variants(df)),
         SectionOutput(results=contrasts.results),
     ]
-    parts = joined(outputs)
-    verdicts = list(parts.verdicts)
-    if reading is not None:  # the sequential design re-reads the primary verdict (the contrasts made it)
-        verdicts = [reading.apply(v) if v.role == "primary" else v for v in verdicts]
-    # A sequential study stopped on its data: its other verdicts are descriptive (_write_report).
-    return _write_report(df, settings, study, Path(out_dir), parts, verdicts, stopped_on_data=sequential is not None)
+    return outputs, reading
 
 
 def short_verdict(words: str) -> str:
