@@ -31,6 +31,7 @@ continues the most recent one of that name.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import sys
@@ -616,18 +617,12 @@ def run_study(
         Bad spec, unreachable cluster or tracking store, resources the cluster lacks,
         local storage on a multi-node cluster, nothing to resume -- before anything starts.
     """
-    started = time.perf_counter()
-    out = stream or sys.stdout
-
-    def say(text: str = "") -> None:
-        print(text, file=out, flush=True)
-
+    started, out = time.perf_counter(), stream or sys.stdout
+    say = functools.partial(_say, out)
     plan = resolve_study(spec, tracking_uri=tracking_uri, storage_path=storage_path, address=address)
-    spec = plan.spec
-    check_user_components(spec, plan.component_dir, say)  # imported, constructed, causal: or nothing starts
+    check_user_components(plan.spec, plan.component_dir, say)  # imported, constructed, causal: or nothing starts
     if dry_run:
-        say(dry_run_text(spec, plan.trials, storage=plan.storage, tracking_uri=plan.tracking_uri, address=plan.address))
-        return StudyOutcome(study=spec.name, status="dry_run", trials=len(plan.trials), tracking_uri=plan.tracking_uri)
+        return _dry_run(plan, say)
     check_before_start(plan)
     previous = find_resumable(plan) if resume else None
 
@@ -638,29 +633,18 @@ def run_study(
         say(start_line(plan, ray_conn, resuming=previous is not None))
         git_commit = start_parent_run(recorder, plan, layout, ray_conn, previous)
         try:
-            tuner, progress, already = launch_tune(
-                plan, layout, recorder, previous, callbacks=callbacks, out=out, live=live, say=say
+            plan, collected, rep = _run_collect_report(
+                plan,
+                layout,
+                recorder,
+                previous,
+                git_commit,
+                callbacks=callbacks,
+                report=report,
+                out=out,
+                live=live,
+                say=say,
             )
-            write_study_files(plan, layout, recorder, previous, git_commit)
-            grid = fit_with_progress(tuner, progress, already)
-            plan, sequential = sequential_outcome(plan, layout)
-            collected = collect_outcomes(plan, layout, grid)
-            if previous is not None:
-                complete_child_runs(recorder, plan, layout, collected)
-            rep = None
-            if report and collected.status == "finished" and collected.counts["finished"] > 0:
-                rep = _analyse(
-                    spec,
-                    collected.table,
-                    collected.windows,
-                    collected.sigmas,
-                    layout.local_dir,
-                    recorder,
-                    say,
-                    sequential=sequential,
-                    curves=collected.curves,
-                )
-            record_outcome(recorder, collected, sequential=sequential, layout=layout)
         except BaseException:
             recorder.end_parent("killed" if sys.exc_info()[0] is KeyboardInterrupt else "failed")
             raise
@@ -669,8 +653,24 @@ def run_study(
     ui_url = tell_where(
         plan, layout, collected, recorder, wall=wall, storage_flag=storage_path, tracking_flag=tracking_uri, say=say
     )
+    return _outcome(plan, layout, recorder, collected, rep, ui_url=ui_url, wall=wall)
+
+
+def _say(out: TextIO, text: str = "") -> None:
+    print(text, file=out, flush=True)
+
+
+def _dry_run(plan: StudyPlan, say: Callable[[str], None]) -> StudyOutcome:
+    """What ``--dry-run`` prints (the grid, resources, cost) and returns: nothing started."""
+    spec = plan.spec
+    say(dry_run_text(spec, plan.trials, storage=plan.storage, tracking_uri=plan.tracking_uri, address=plan.address))
+    return StudyOutcome(study=spec.name, status="dry_run", trials=len(plan.trials), tracking_uri=plan.tracking_uri)
+
+
+def _outcome(plan: StudyPlan, layout, recorder, collected, rep, *, ui_url: str | None, wall: float) -> StudyOutcome:
+    """The finished (or failed) study as :func:`run_study` returns it."""
     return StudyOutcome(
-        study=spec.name,
+        study=plan.spec.name,
         status=collected.status,
         trials=len(plan.trials),
         study_dir=layout.study_dir,
@@ -684,6 +684,39 @@ def run_study(
         ui_url=ui_url,
         wall_time_s=wall,
     )
+
+
+def _run_collect_report(
+    plan: StudyPlan, layout, recorder, previous, git_commit, *, callbacks, report: bool, out, live, say
+) -> tuple[StudyPlan, Any, Any]:
+    """The study's run once its parent run is open: launch Tune, write the study's files, fit,
+    read the sequential design's outcome, collect every trial, complete the children a resume
+    continued, analyse (``report``) and record the outcome on the parent. Returns the plan (the
+    sequential design may have narrowed it), what was collected and the report (or None)."""
+    tuner, progress, already = launch_tune(
+        plan, layout, recorder, previous, callbacks=callbacks, out=out, live=live, say=say
+    )
+    write_study_files(plan, layout, recorder, previous, git_commit)
+    grid = fit_with_progress(tuner, progress, already)
+    plan, sequential = sequential_outcome(plan, layout)
+    collected = collect_outcomes(plan, layout, grid)
+    if previous is not None:
+        complete_child_runs(recorder, plan, layout, collected)
+    rep = None
+    if report and collected.status == "finished" and collected.counts["finished"] > 0:
+        rep = _analyse(
+            plan.spec,
+            collected.table,
+            collected.windows,
+            collected.sigmas,
+            layout.local_dir,
+            recorder,
+            say,
+            sequential=sequential,
+            curves=collected.curves,
+        )
+    record_outcome(recorder, collected, sequential=sequential, layout=layout)
+    return plan, collected, rep
 
 
 def _names_user_components(plan: StudyPlan) -> bool:

@@ -58,12 +58,12 @@ def test_gpu_request_on_a_cluster_without_gpus(tmp_path: Path, tiny: dict, share
 def test_unreachable_address(tmp_path: Path, write_spec) -> None:
     spec = write_spec()
     port = free_port()
-    out = run_harness("run", str(spec), "--address", f"127.0.0.1:{port}", cwd=tmp_path, timeout=60)
+    out = run_harness("run", str(spec), "--address", f"127.0.0.1:{port}", cwd=tmp_path, timeout=180)
     assert out.returncode == 2, out.stderr
     assert f"cannot reach the Ray cluster at 127.0.0.1:{port}" in out.stderr
     assert _left_behind(tmp_path, spec) == []
     # RAY_ADDRESS is the same as --address (and a dashboard URL is explained, not tried).
-    out = run_harness("run", str(spec), cwd=tmp_path, env={"RAY_ADDRESS": "http://127.0.0.1:8265"}, timeout=60)
+    out = run_harness("run", str(spec), cwd=tmp_path, env={"RAY_ADDRESS": "http://127.0.0.1:8265"}, timeout=180)
     assert out.returncode == 2 and "dashboard (job submission) address" in out.stderr
     assert _left_behind(tmp_path, spec) == []
 
