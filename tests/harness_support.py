@@ -208,3 +208,16 @@ def per_code_path(values: Any, name: Any = lambda v: v) -> list:
     import pytest
 
     return [pytest.param(v, marks=() if name(v) in FAST_VARIANTS else pytest.mark.slow) for v in values]
+
+
+def round_trip_fold(bias: Any, dtype: Any) -> Any:
+    """The fold as it was before bit masks (issue 40): pieces by bf16 round trips, right eager,
+    which Inductor collapses (b - fp32(bf16(b)) computed as 0: the middle piece dropped); for the
+    tests to tell a collapsed fold from :func:`harness.models.fold.fold_columns`."""
+    import torch
+
+    bias = bias.float()
+    hi = bias.to(dtype)
+    rest = bias.detach() - hi.detach().float()
+    mid = rest.to(dtype)
+    return torch.stack([hi, mid, (rest - mid.float()).to(dtype)], dim=-1)

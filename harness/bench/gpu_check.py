@@ -22,7 +22,8 @@ does not train):
 4. ``kernels`` (30 s): the SDPA kernel each attention family runs under bf16 (flash where eligible),
    and one profiled step saved as a Chrome trace with the GPU-busy fraction;
 5. ``bf16`` (60 s): the gate's fold against a float64 oracle, eager and compiled (Inductor): its
-   pieces sum to the bias (a fold whose middle piece the compiler dropped fails), the output no
+   pieces sum to the bias within ``FOLD_ERROR_LIMIT`` (:func:`harness.models.fold.fold_error`,
+   Inductor on CPU too: a fold whose middle piece the compiler dropped fails), the output no
    further off than bf16 attention with an exact bias; the ALiBi, relative MOPE and pairwise
    layers at T = 256 within bf16's error;
 6. ``study`` (270 s, or what the phases before it left of the 540): the papers' 2x2 x 4 seeds at

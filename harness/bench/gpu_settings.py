@@ -158,8 +158,8 @@ SMOKE = Settings(
             "warmup_steps": 2,
         },
     },
-    # The compiled path with AOTAutograd alone: Inductor on two CPU cores takes tens of seconds a graph; the
-    # fold under Inductor is judged on the GPU (and tested on CPU beside the fold, issue 40 item 6).
+    # The compiled attention with AOTAutograd alone: Inductor on two CPU cores takes tens of seconds a
+    # graph. The fold's pieces are judged under Inductor on CPU too (one small graph: the collapse it caused).
     fold_backend="aot_eager",
 )
 

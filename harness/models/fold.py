@@ -28,6 +28,8 @@ no cast, so no compiler can drop it; :func:`fold_error` measures the pieces, eag
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
@@ -110,21 +112,30 @@ def append_columns(t: Tensor, columns: Tensor, width: int) -> Tensor:
 FOLD_ERROR_LIMIT = 1e-6
 
 
-def fold_error(compiled: bool, *, device: str = "cpu", dtype: torch.dtype = torch.bfloat16) -> float:
+def fold_error(
+    compiled: bool,
+    *,
+    device: str = "cpu",
+    dtype: torch.dtype = torch.bfloat16,
+    fold: Callable[[Tensor, torch.dtype], Tensor] | None = None,
+) -> float:
     """How far the folded pieces of a bias are from it: max |sum of pieces - b| / max |b| over
     biases like the ones the fold carries (ALiBi's slope columns m (j - c) / scale at T = 1024 and
-    head dimension 32, up to ~1,400, plus log g down to -20), with :func:`fold_columns` run eager
-    or compiled by Inductor (``torch.compile``'s default backend, the training step's).
+    head dimension 32, up to ~1,400, plus log g down to -20), with ``fold`` (default
+    :func:`fold_columns`; ``fold(bias, dtype) -> (..., pieces)``) run eager or compiled by
+    Inductor (``torch.compile``'s default backend, the training step's).
 
     A fold that holds its bias gives 0 (each piece exact, their sum b exactly), at most
     :data:`FOLD_ERROR_LIMIT`; one whose middle piece the compiler removed (a bf16 round trip
     folded away, ``emulate_precision_casts=False``) about 1e-3. ``benchmarks/gpu_check.py``'s bf16
-    phase judges the device's compiled fold by it."""
+    phase judges the device's compiled fold by it
+    (:func:`harness.bench.gpu_device_phases.judge_fold_pieces`)."""
+    fold = fold_columns if fold is None else fold
     g = torch.Generator().manual_seed(0)
     j = torch.arange(1024, dtype=torch.float32) - 511.5  # (T,): j - c
     slopes = torch.tensor([2.0**-k for k in range(1, 9)])[:, None]  # (8, 1): ALiBi's, 8 heads
     log_g = torch.nn.functional.logsigmoid(8.0 * torch.randn(8, 1024, generator=g))  # down to ~-20
     bias = ((slopes * j + log_g) * 32**0.5).to(device)  # (8, T): the column, / (c scale)
-    fold = torch.compile(fold_columns, backend="inductor", dynamic=False) if compiled else fold_columns
-    pieces = fold(bias, dtype)  # (8, T, 3)
+    run = torch.compile(fold, backend="inductor", dynamic=False) if compiled else fold
+    pieces = run(bias, dtype)  # (8, T, 3)
     return float((pieces.double().sum(-1) - bias.double()).abs().max() / bias.double().abs().max())

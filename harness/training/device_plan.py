@@ -71,6 +71,10 @@ class DevicePlan:
     matmul_precision: Literal["highest", "high"]
     #: torch threads (CPU) and Inductor's compile workers: the CPUs given to the run.
     threads: int
+    #: The seed-batched step is one a CUDA graph can capture (:mod:`harness.training.device_step`:
+    #: AdamW fused and capturable with a tensor learning rate): a GPU's, except under ``16-mixed``,
+    #: whose gradient scaler needs the unfused AdamW.
+    capturable_step: bool = False
 
     @property
     def mixed(self) -> bool:
@@ -109,6 +113,7 @@ def choose_device_plan(config: TrainConfig, *, cuda_available: bool, bf16_suppor
         pin_memory=gpu,
         matmul_precision="high" if gpu else "highest",
         threads=max(1, config.num_threads or cpus),
+        capturable_step=gpu and precision != "16-mixed",
     )
 
 

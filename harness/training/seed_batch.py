@@ -19,7 +19,10 @@ computing the S runs as one:
 * **Clipping** of each seed's own global gradient norm: g_s <- g_s min(1, c / (||g_s|| + 1e-6)),
   ``clip_grad_norm_``'s rule per seed, computed on the device (no host read).
 * **Optimizer.** One AdamW over the stacked leaves with ``train``'s groups and schedule: AdamW
-  is elementwise, so its state and update for seed s are those of seed s's own optimizer.
+  is elementwise, so its state and update for seed s are those of seed s's own optimizer. On a
+  GPU it is fused and capturable with a tensor learning rate, and divergence is a device flag
+  read every ``loss_check_every`` steps: the step from forward to update reads nothing on the
+  host, as a CUDA graph needs (:mod:`harness.training.device_step`).
 * **Dropout.** ``vmap(randomness="different")``: each seed draws its own masks, from a stream
   seeded by (first seed, step); not the masks a separate run would draw (a separate run's
   results are equal only without dropout: the test compares with dropout 0).
@@ -52,6 +55,7 @@ from harness.errors import InputError
 from harness.training.callbacks import BatchLossMonitor, GateGradientNorms, TokenThroughput
 from harness.training.config import TrainConfig
 from harness.training.data import TrainBatchStream
+from harness.training.device_step import clip_per_seed, record_divergence, step_optimizer
 from harness.training.module import (
     CharLMModule,
     build_char_model,
@@ -69,7 +73,7 @@ from harness.training.run import (
     train_result,
 )
 
-__all__ = ["UNSTACKABLE", "clip_per_seed", "train_seed_batch"]
+__all__ = ["UNSTACKABLE", "train_seed_batch"]
 
 #: Zoo variants whose seeds train as separate runs (:func:`train_seed_batch` falls back to
 #: :func:`~harness.training.run.train` for them), and why: under ``vmap`` they fail
@@ -81,17 +85,6 @@ UNSTACKABLE: dict[str, str] = {
     "ega-mope-bias": "a learned attention mask: under vmap SDPA's CPU flash kernel cannot differentiate it",
     "ega-qnorm": "a learned attention mask: under vmap SDPA's CPU flash kernel cannot differentiate it",
 }
-
-
-def clip_per_seed(grads: Sequence[Tensor], max_norm: float) -> Tensor:
-    """Clip each seed's global gradient norm in place: grads are (S, ...) each; returns the
-    norms (S,). ||g_s|| = ||(||g_s^(p)||)_p||, g_s <- g_s min(1, max_norm / (||g_s|| + 1e-6))."""
-    S = grads[0].size(0)
-    norms = torch.stack([g.reshape(S, -1).norm(dim=1) for g in grads]).norm(dim=0)  # (S,)
-    coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)  # (S,)
-    for g in grads:
-        g.mul_(coef.view(S, *[1] * (g.dim() - 1)))
-    return norms
 
 
 class _SeedModule(CharLMModule):
@@ -142,11 +135,21 @@ class _SeedBatch:
         params, _ = stack_module_state(self.models)  # (S, ...) leaves, tied weights listed once
         self.params: dict[str, Tensor] = params
         self.buffers, self.buffer_dims = self._buffers()
+        self.device = torch.device("cuda" if plan.device.accelerator == "gpu" else "cpu")
         groups = optimizer_groups(self.base, config.weight_decay)
         name_of = {id(p): n for n, p in self.base.named_parameters()}
         stacked = [{**g, "params": [self.params[name_of[id(p)]] for p in g["params"]]} for g in groups]
-        fused = {"fused": True} if plan.device.fused_optimizer else {}
-        self.optimizer = torch.optim.AdamW(stacked, lr=config.lr, betas=(config.beta1, config.beta2), **fused)
+        self.optimizer = step_optimizer(
+            stacked,
+            lr=config.lr,
+            betas=(config.beta1, config.beta2),
+            fused=plan.device.fused_optimizer,
+            capturable=plan.device.capturable_step,
+            device=self.device,
+        )
+        # The step count and each seed's first non-finite step (0: none), on the device.
+        self.steps_done = torch.zeros((), dtype=torch.int64, device=self.device)
+        self.diverged_at = torch.zeros(len(configs), dtype=torch.int64, device=self.device)
         base = config.lr  # the schedule as train's LambdaLR computes it (the same rounding)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda k: learning_rate(k, config) / base)
         self.streams = self._streams()
@@ -155,7 +158,6 @@ class _SeedBatch:
             _SeedModule(c, vocab_size=plan.corpus.vocab_size, model=m, device_plan=plan.device)
             for c, m in zip(configs, self.models, strict=True)
         ]
-        self.device = torch.device("cuda" if plan.device.accelerator == "gpu" else "cpu")
         self.evaluations: list[list[dict[str, float]]] = [[] for _ in configs]
         # train's metric callbacks, one set per seed, fed by hand each step and run by the evaluation
         tokens = config.batch_size * config.context_length
@@ -215,12 +217,30 @@ class _SeedBatch:
         return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), y.reshape(-1))
 
     def step(self, step: int) -> tuple[Tensor, tuple[Tensor, Tensor]]:
-        """One optimizer step of every seed: the losses (S,) and the batch (S, B, T) each."""
+        """One optimizer step of every seed: the losses (S,) and the batch (S, B, T) each. The
+        host's part (the batches, the dropout seeds, the next learning rate) around
+        :meth:`device_step`."""
         xs, ys = (
             torch.stack(t).to(self.device, non_blocking=True)
             for t in zip(*(next(s) for s in self.streams), strict=True)
         )
         reseed_dropout(self.configs[0].seed, step, self.device)  # dropout = f(first seed, step), per seed apart
+        losses = self.device_step(xs, ys)
+        self.scheduler.step()  # the next rate, into the optimizer's lr (in place when a tensor)
+        return losses, (xs, ys)
+
+    def device_step(self, xs: Tensor, ys: Tensor) -> Tensor:
+        """Forward, backward, clipping, divergence flags and the AdamW update of every seed on
+        (S, B, T) batches; the losses (S,). No host read and no branch on a tensor
+        (:mod:`harness.training.device_step`), given a capturable optimizer (a GPU's plan)."""
+        losses = self.gradients(xs, ys)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return losses
+
+    def gradients(self, xs: Tensor, ys: Tensor) -> Tensor:
+        """The losses (S,) and every seed's clipped gradients; the step count and divergence
+        flags advanced (the step's half before the optimizer)."""
         self.base.train()
         mixed = self.plan.device.precision == "bf16-mixed"
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=mixed):
@@ -232,10 +252,9 @@ class _SeedBatch:
         if self.plan.device.clip_grad_norm:
             grads = [p.grad for g in self.optimizer.param_groups for p in g["params"] if p.grad is not None]
             clip_per_seed(grads, self.plan.device.clip_grad_norm)
-        self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        return losses.detach(), (xs, ys)
+        self.steps_done.add_(1)
+        record_divergence(self.diverged_at, losses.detach(), self.steps_done)
+        return losses.detach()
 
     def _gate_gradients(self) -> None:
         """Each seed's gate gradients (before clipping) to its GateGradientNorms, through its model's
@@ -257,6 +276,10 @@ class _SeedBatch:
         for s, (module, hooks) in enumerate(zip(self.modules, self.hooks, strict=True)):
             for hook in hooks[:2]:
                 hook.on_train_batch_end(state, module, losses[s], None, step)
+
+    def divergence(self) -> dict[int, int]:
+        """Each diverged seed's first non-finite step (1-based): one host read of the flags."""
+        return {s: k for s, k in enumerate(self.diverged_at.tolist()) if k > 0}
 
     @torch.no_grad()
     def unstack(self, s: int) -> None:
@@ -346,9 +369,13 @@ def _seed_result(batch: _SeedBatch, s: int, steps: int, diverged: dict[int, int]
 def _loop(batch: _SeedBatch, callbacks: Sequence[Any], progress_bar: bool) -> tuple[int, dict[int, int]]:
     """Train every seed to ``max_steps`` (or until the callbacks stop it or every seed diverged),
     evaluating every ``eval_every`` steps and at the end; returns the steps taken, the step each
-    diverged seed stopped at."""
+    diverged seed stopped at. The divergence flags (and the progress bar's loss) are read on the
+    host every ``loss_check_every`` steps and before each evaluation, outside the step: a seed's
+    first non-finite step is exact, only seen up to ``loss_check_every - 1`` steps late (its
+    weights, NaN from then on, reach no other seed's)."""
     config, S = batch.configs[0], len(batch.configs)
     state, diverged = _LoopState(), {}
+    check_every = batch.plan.device.loss_check_every
     bar = None
     if progress_bar:
         from tqdm.auto import tqdm
@@ -357,24 +384,25 @@ def _loop(batch: _SeedBatch, callbacks: Sequence[Any], progress_bar: bool) -> tu
     step = 0
     while step < config.max_steps and not state.should_stop and len(diverged) < S:
         losses, seen = batch.step(step)
-        finite = torch.isfinite(losses).tolist()  # one host read a step, as train's loss check on CPU
         step += 1
         state.global_step = step
-        for s, ok in enumerate(finite):
-            if not ok and s not in diverged:
-                diverged[s] = step
         batch.after_step(state, losses, step - 1)
         for callback in callbacks:
             hook = getattr(callback, "on_train_batch_end", None)
             if hook is not None:
                 hook(state, None, losses, seen, step - 1)
+        evaluating = step % config.eval_every == 0 or step == config.max_steps
+        if step % check_every == 0 or evaluating:
+            diverged = batch.divergence()  # the host's read of the flags
+            if bar is not None:
+                bar.set_postfix(loss=f"{losses.nanmean().item():.3f}")
         if bar is not None:
             bar.update(1)
-            bar.set_postfix(loss=f"{losses.nanmean().item():.3f}")
-        if step % config.eval_every == 0 or step == config.max_steps:
+        if evaluating:
             for s in range(S):
                 if s not in diverged:
                     batch.evaluate(s, step, final=step == config.max_steps)
+    diverged = batch.divergence()
     for s in range(S):  # stopped off the evaluation grid: the last evaluation is the final one, as train's
         if s not in diverged and not batch.modules[s].final_metrics:
             batch.evaluate(s, step, final=True)

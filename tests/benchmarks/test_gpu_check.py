@@ -17,14 +17,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from harness_support import round_trip_fold
 
 from harness.bench import gpu_check
-from harness.bench.gpu_device_phases import (
-    FOLD_SUM_TOLERANCE,
-    bf16_eager_and_compiled,
-    fold_sum_error,
-    papers_spec_text,
-)
+from harness.bench.gpu_device_phases import bf16_eager_and_compiled, judge_fold_pieces, papers_spec_text
 from harness.bench.gpu_phases import attention_kernels, host_syncs, judge_speed, train_speed
 from harness.bench.gpu_settings import FLASH_FAMILIES, FULL, PHASE_BUDGETS_S, SMOKE, Phase
 from harness.bench.gpu_study_phases import folded_attention
@@ -54,22 +50,24 @@ def test_syncs_kernels_and_bf16_phases_on_cpu(shared_data_dir: Path) -> None:
     fold = bf16.rows[0]
     assert fold["case"] == "ega fold" and fold["error"] <= 1.05 * fold["bf16_floor"] and fold["grad_log_g_rel"] < 0.03
     cases = [r["case"] for r in bf16.rows]
-    assert cases[-3:] == ["fold pieces, eager", "fold pieces, aot_eager", "ega fold, aot_eager"]
+    assert cases[-3:] == ["fold pieces, eager", "fold pieces, inductor", "ega fold, aot_eager"]
 
 
-def test_the_compiled_fold_judgement_fails_a_collapsed_fold() -> None:
-    """What Inductor did to the fold (issue 40): the bf16 round trip removed, the middle piece 0
-    and the last the whole remainder's rounding: the pieces miss the bias by ~2.5e-3 of it."""
-    import torch
+def test_the_bf16_phase_fails_a_fold_that_collapses_compiled_and_passes_the_bit_mask_fold() -> None:
+    """The bf16 phase's judgement of the fold's pieces, on CPU with Inductor as on the GPU: the
+    round-trip fold passes eager and fails compiled; the model's bit-mask fold passes both."""
+    from harness.models.fold import FOLD_ERROR_LIMIT
 
-    from harness.models.fold import fold_columns
+    collapsed = Phase("bf16")
+    judge_fold_pieces(collapsed, "cpu", fold=round_trip_fold)
+    errors = {row["case"]: row["error"] for row in collapsed.rows}
+    assert errors["fold pieces, eager"] <= FOLD_ERROR_LIMIT < 100 * FOLD_ERROR_LIMIT < errors["fold pieces, inductor"]
+    assert len(collapsed.failures) == 1 and "(inductor)" in collapsed.failures[0]
 
-    def collapsed(bias: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        hi = bias.to(dtype)
-        return torch.stack([hi, torch.zeros_like(hi), torch.zeros_like(hi)], dim=-1)
-
-    assert fold_sum_error(fold_columns, "cpu") <= FOLD_SUM_TOLERANCE
-    assert fold_sum_error(collapsed, "cpu") > 100 * FOLD_SUM_TOLERANCE
+    bit_mask = Phase("bf16")
+    judge_fold_pieces(bit_mask, "cpu")
+    assert bit_mask.ok, bit_mask.failures
+    assert [row["error"] for row in bit_mask.rows] == [0.0, 0.0]
 
 
 def test_the_default_phases_fit_one_lease_command_and_the_2x2_is_the_papers() -> None:

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from harness_support import round_trip_fold
 
 from harness.models.attention import (
     CausalSelfAttention,
@@ -544,16 +545,6 @@ def test_the_bf16_fold_adds_no_error_to_bf16_attention(monkeypatch):
     assert error() > 3 * floor
 
 
-def _rounded_fold(bias, dtype):
-    """The fold as it was before bit masks: pieces by bf16 round trips, which Inductor removes
-    (b - fp32(bf16(b)) computed as 0): a collapsed fold, for the tests to tell apart."""
-    bias = bias.float()
-    hi = bias.to(dtype)
-    rest = bias.detach() - hi.detach().float()
-    mid = rest.to(dtype)
-    return torch.stack([hi, mid, (rest - mid.float()).to(dtype)], dim=-1)
-
-
 def test_the_fold_compiled_by_inductor_sums_to_its_bias(monkeypatch):
     """Compiled by Inductor on CPU (``torch.compile``'s default backend, the training step's), the
     three bf16 pieces still sum to the bias exactly, as eager; a fold by round trips collapses
@@ -566,7 +557,7 @@ def test_the_fold_compiled_by_inductor_sums_to_its_bias(monkeypatch):
     assert torch.equal(pieces.double().sum(-1), bias.double())
     assert pieces[..., 1].abs().max() > 0  # the middle piece carries bits
     assert fold.fold_error(compiled=True) <= fold.FOLD_ERROR_LIMIT
-    monkeypatch.setattr(fold, "fold_columns", _rounded_fold)
+    monkeypatch.setattr(fold, "fold_columns", round_trip_fold)
     assert fold.fold_error(compiled=False) <= fold.FOLD_ERROR_LIMIT  # eager, the round trip holds
     assert fold.fold_error(compiled=True) > 1e-4  # compiled, it collapses: the gpu_check threshold fails it
 

@@ -10,8 +10,9 @@ import torch
 
 from harness.errors import InputError
 from harness.training import seed_batch
+from harness.training.device_step import clip_per_seed
 from harness.training.run import train
-from harness.training.seed_batch import clip_per_seed, train_seed_batch
+from harness.training.seed_batch import train_seed_batch
 
 SEEDS = (0, 1)
 TOL = 1e-5
