@@ -73,7 +73,7 @@ from harness.training.run import (
     train_result,
 )
 
-__all__ = ["UNSTACKABLE", "train_seed_batch"]
+__all__ = ["UNSTACKABLE", "SeedBatch", "train_seed_batch"]
 
 #: Zoo variants whose seeds train as separate runs (:func:`train_seed_batch` falls back to
 #: :func:`~harness.training.run.train` for them), and why: under ``vmap`` they fail
@@ -122,7 +122,7 @@ def _check_group(configs: Sequence[TrainConfig]) -> None:
         raise InputError(f"seed-batched configs repeat a seed ({seeds}); give each run its own seed")
 
 
-class _SeedBatch:
+class SeedBatch:
     """The S models, their stacked weights, optimizer, data streams and evaluators."""
 
     def __init__(self, configs: Sequence[TrainConfig], plan: Any) -> None:
@@ -329,7 +329,7 @@ def train_seed_batch(
         return [train(c, callbacks=callbacks, mlflow_logging=False, progress_bar=progress_bar) for c in configs]
     plan = prepare_run(configs[0], None, progress=progress_bar, compile_sharing=len(configs))
     with run_runtime(plan, progress_bar):
-        batch: _SeedBatch | None = _SeedBatch(configs, plan)
+        batch: SeedBatch | None = SeedBatch(configs, plan)
         batch.to_device()
         try:
             batch.probe()
@@ -344,7 +344,7 @@ def train_seed_batch(
     return [train(c, callbacks=callbacks, mlflow_logging=False, progress_bar=progress_bar) for c in configs]
 
 
-def _seed_result(batch: _SeedBatch, s: int, steps: int, diverged: dict[int, int], wall_time: float) -> TrainResult:
+def _seed_result(batch: SeedBatch, s: int, steps: int, diverged: dict[int, int], wall_time: float) -> TrainResult:
     """Seed s's TrainResult, as train builds it (its module's metrics, its own curve)."""
     config, S = batch.configs[s], len(batch.configs)
     result = train_result(
@@ -366,7 +366,7 @@ def _seed_result(batch: _SeedBatch, s: int, steps: int, diverged: dict[int, int]
     )
 
 
-def _loop(batch: _SeedBatch, callbacks: Sequence[Any], progress_bar: bool) -> tuple[int, dict[int, int]]:
+def _loop(batch: SeedBatch, callbacks: Sequence[Any], progress_bar: bool) -> tuple[int, dict[int, int]]:
     """Train every seed to ``max_steps`` (or until the callbacks stop it or every seed diverged),
     evaluating every ``eval_every`` steps and at the end; returns the steps taken, the step each
     diverged seed stopped at. The divergence flags (and the progress bar's loss) are read on the

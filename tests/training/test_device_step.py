@@ -11,13 +11,13 @@ import torch
 from harness.bench.host_syncs import HostReadRefused, HostReads
 from harness.training.device_step import record_divergence
 from harness.training.run import prepare_run
-from harness.training.seed_batch import _SeedBatch
+from harness.training.seed_batch import SeedBatch
 
 #: One layer of nano's width and heads: the components of ega-mope (the gate's fold, MOPE), the smallest graph.
 SHAPE = dict(size="l1", n_layer=1, n_head=2, d_model=64)
 
 
-def _seed_batch(tiny_config, *, capturable: bool, **fields) -> tuple[_SeedBatch, torch.Tensor, torch.Tensor]:
+def _seed_batch(tiny_config, *, capturable: bool, **fields) -> tuple[SeedBatch, torch.Tensor, torch.Tensor]:
     """Two seeds of ega-mope under the mixed plan on CPU (bf16 autocast, fused AdamW, clipping;
     or the plan of ``fields``' precision), the step capturable or not; one step taken (the
     optimizer's state made, as a CUDA graph's warm-up before capture does), and the next batches."""
@@ -25,7 +25,7 @@ def _seed_batch(tiny_config, *, capturable: bool, **fields) -> tuple[_SeedBatch,
     configs = [tiny_config(seed=s, **fields) for s in (0, 1)]
     plan = prepare_run(configs[0], None, progress=False, compile_sharing=2)
     plan = replace(plan, device=replace(plan.device, capturable_step=capturable))
-    batch = _SeedBatch(configs, plan)
+    batch = SeedBatch(configs, plan)
     batch.step(0)
     xs, ys = (torch.stack(t) for t in zip(*(next(s) for s in batch.streams), strict=True))
     return batch, xs, ys

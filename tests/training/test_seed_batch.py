@@ -48,12 +48,12 @@ def test_seed_batched_run_equals_separate_runs(variant, tiny_config, tmp_path, m
     configs = [tiny_config(**common, seed=s) for s in SEEDS]
     built = []
 
-    class Recorded(seed_batch._SeedBatch):
+    class Recorded(seed_batch.SeedBatch):
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
             built.append(self)
 
-    monkeypatch.setattr(seed_batch, "_SeedBatch", Recorded)
+    monkeypatch.setattr(seed_batch, "SeedBatch", Recorded)
     batched = train_seed_batch(configs, progress_bar=False)
     separate = [
         train(
