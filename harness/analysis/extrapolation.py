@@ -90,6 +90,9 @@ class SurfaceEffects:
 
 def _params_by_size(frames: Sequence[tuple[str, pl.DataFrame]], reference: str) -> dict[str, float]:
     """Each size's x: the reference variant's mean parameter count there (every study)."""
+    missing = [name for name, df in frames if "params" not in df.columns]
+    if missing:
+        raise InputError(f"a prediction across sizes needs each run's parameter count: no params column in {missing}")
     parts = [
         df.filter(pl.col("variant") == reference).select(pl.col("size").cast(pl.String), "params") for _, df in frames
     ]
