@@ -47,7 +47,7 @@ from harness.errors import InputError
 from harness.mlflow_client import harness_git_commit, redact_uri
 from harness.models.numerics import flush_denormals
 from harness.models.variants import DIAGNOSTIC_LABEL
-from harness.results_schema import RESULT_COLUMNS, head_taus
+from harness.results_schema import RESULT_COLUMNS, head_taus, shape_columns
 from harness.training.callbacks import (
     LAST_CHECKPOINT,
     BatchLossMonitor,
@@ -119,6 +119,8 @@ class TrainResult:
     #: Every evaluation's metrics in order (its curve), ``step`` included: what a study's
     #: reports hold (:class:`~harness.training.callbacks.EvaluationLog`).
     evaluations: tuple[dict[str, float], ...] = field(default=(), repr=False)
+    #: The vocabulary the model was built with (None: not known).
+    vocab_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -650,6 +652,7 @@ def result_row(result: TrainResult, variant: Any) -> dict[str, Any]:
             "dataset": c.dataset,
             "size": c.size,
             "params": result.num_parameters,
+            **shape_columns(c.model_size(), result.vocab_size),
             "context_length": c.context_length,
             "variant": c.variant,
             "position": variant.position,
@@ -708,6 +711,7 @@ def train_result(
         pc1_cosine=final.get("final/pc1_cosine"),
         tokens_per_s=float(tokens_per_s),
         num_parameters=int(module.model.num_parameters()),
+        vocab_size=int(module.vocab_size),
         val_windows=int(final["final/val_windows"]) if "final/val_windows" in final else None,
         window_losses=dict(module.window_losses) if status != "diverged" else {},
         metrics=metrics,

@@ -89,9 +89,17 @@ def test_results_columns_are_the_contract(tiny: dict) -> None:
         mlflow_run_id=None,
         checkpoint_path=None,
         wall_time_s=0.0,
+        vocab_size=65,
     )
     row = result_row(result, get_variant("ega"))
     assert list(row) == CONTRACT_COLUMNS and row["tau_heads"] == [0.1, 0.2]
+    shape = TrainConfig(variant="ega").model_size()
+    assert (row["n_layer"], row["n_head"], row["d_model"], row["vocab_size"]) == (
+        shape.n_layer,
+        shape.n_head,
+        shape.d_model,
+        65,
+    )
     assert dict(pl.DataFrame([row], schema=RESULT_SCHEMA).schema) == RESULT_SCHEMA
 
 
