@@ -120,14 +120,14 @@ def test_a_whole_card_of_a_published_design_is_read_by_the_scorecard() -> None:
 
 def test_the_shipped_whole_cards_meet_issue_39s_rates() -> None:
     """The stored output of the cards part (benchmarks/calibration.py --part cards): null cards
-    of both published designs show any signed verdict in at most 10 % of cards at 4 seeds and
+    of both published designs show any signed verdict in at most 10 % of 500 cards at 4 seeds and
     5 % at 10, and the card's procedure never adds a sign (after <= before)."""
     rows = load_calibration()["cards"]
     nulls = [r for r in rows if r["truth"] == "null" and r["noise"] == "normal"]
     assert {r["design"] for r in nulls} == {"long-cpu", "ladder-cpu"}
     for r in nulls:
         assert r["any_signed"] <= (0.10 if r["seeds"] == 4 else 0.05), r
-        assert r["cards"] >= (300 if r["seeds"] == 4 else 50), r
+        assert r["cards"] >= (500 if r["seeds"] == 4 else 50), r
     for r in rows:
         assert r["contrast_rows_signed_after"] <= r["contrast_rows_signed_before"], r
     papers = [r for r in rows if r["truth"] == "papers" and r["seeds"] == 10]
