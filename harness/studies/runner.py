@@ -70,7 +70,7 @@ from harness.studies.cluster.destinations import (
 from harness.studies.cluster.modules import check_components_on_nodes, cluster_runtime_env
 from harness.studies.dry_run import describe_grid, describe_resources, dry_run_text
 from harness.studies.launch import fit_with_progress, launch_tune, open_recorder
-from harness.studies.plan import CollectedOutcomes, StudyLayout, StudyPlan
+from harness.studies.plan import CollectedOutcomes, StudyLayout, StudyPlan, TrialCallbacks
 from harness.studies.record.trial_records import complete_child_run
 from harness.studies.spec.components import check_user_components
 from harness.studies.spec.grid import Trial, expand_grid
@@ -583,6 +583,7 @@ def run_study(
     resume: bool = False,
     dry_run: bool = False,
     callbacks: Sequence[Any] = (),
+    trial_callbacks: TrialCallbacks | None = None,
     report: bool = True,
     stream: TextIO | None = None,
     live: bool | None = None,
@@ -604,8 +605,9 @@ def run_study(
         MLflow runs are continued (never duplicated).
     dry_run
         Print the grid, resources and a cost estimate; start nothing.
-    callbacks
-        Extra Ray Tune callbacks (driver side).
+    callbacks, trial_callbacks
+        Extra Ray Tune callbacks (driver side); the trials' extra Lightning callbacks, made in
+        each trial's process (:data:`~harness.studies.plan.TrialCallbacks`: picklable).
     report
         Run the analysis at the end and log its report to the parent run.
     stream, live
@@ -620,6 +622,7 @@ def run_study(
     started, out = time.perf_counter(), stream or sys.stdout
     say = functools.partial(_say, out)
     plan = resolve_study(spec, tracking_uri=tracking_uri, storage_path=storage_path, address=address)
+    plan = dataclasses.replace(plan, trial_callbacks=trial_callbacks)  # handed to every trial as it is
     check_user_components(plan.spec, plan.component_dir, say)  # imported, constructed, causal: or nothing starts
     if dry_run:
         return _dry_run(plan, say)
@@ -634,16 +637,7 @@ def run_study(
         git_commit = start_parent_run(recorder, plan, layout, ray_conn, previous)
         try:
             plan, collected, rep = _run_collect_report(
-                plan,
-                layout,
-                recorder,
-                previous,
-                git_commit,
-                callbacks=callbacks,
-                report=report,
-                out=out,
-                live=live,
-                say=say,
+                plan, layout, recorder, previous, git_commit, callbacks=callbacks, report=report, out=out, live=live
             )
         except BaseException:
             recorder.end_parent("killed" if sys.exc_info()[0] is KeyboardInterrupt else "failed")
@@ -687,12 +681,13 @@ def _outcome(plan: StudyPlan, layout, recorder, collected, rep, *, ui_url: str |
 
 
 def _run_collect_report(
-    plan: StudyPlan, layout, recorder, previous, git_commit, *, callbacks, report: bool, out, live, say
+    plan: StudyPlan, layout, recorder, previous, git_commit, *, callbacks, report: bool, out, live
 ) -> tuple[StudyPlan, Any, Any]:
     """The study's run once its parent run is open: launch Tune, write the study's files, fit,
     read the sequential design's outcome, collect every trial, complete the children a resume
     continued, analyse (``report``) and record the outcome on the parent. Returns the plan (the
     sequential design may have narrowed it), what was collected and the report (or None)."""
+    say = functools.partial(_say, out)
     tuner, progress, already = launch_tune(
         plan, layout, recorder, previous, callbacks=callbacks, out=out, live=live, say=say
     )
