@@ -402,7 +402,7 @@ def start_parent_run(
     )
     job = job_driver()
     if job is not None and job.job_id:  # the run `harness submit` looks for when the job ends
-        recorder.set_parent_tags({RAY_JOB_TAG: job.job_id})
+        recorder.parent.set_tags({RAY_JOB_TAG: job.job_id})
     return git_commit
 
 
@@ -421,8 +421,8 @@ def write_study_files(
         "study_run": layout.study_run,
         "spec_sha256": spec.sha256(),
         "tracking_uri": redact_uri(plan.tracking_uri),
-        "experiment_id": recorder.experiment_id,
-        "parent_run_id": recorder.parent_run_id,
+        "experiment_id": recorder.store.experiment_id,
+        "parent_run_id": recorder.parent.run_id,
         "trial_ids": [t.trial_id for t in plan.trials],
         "sequential": (design.record() if (design := SequentialDesign.from_spec(spec)) else None),
         "design": study_design(plan.trials),
@@ -476,7 +476,7 @@ def complete_child_runs(
     the steps this driver logged, and a trial that ended under that driver has no end in
     MLflow; the study's storage has both, so the record is completed here, not left to a
     ``harness report --from`` that nothing would ask for."""
-    if not recorder.active or recorder.parent_run_id is None:
+    if not recorder.store.active or recorder.parent.run_id is None:
         return  # the closing lines ask for `harness report --from` (tell_where)
     rows = {row["trial_id"]: row for row in collected.table.iter_rows(named=True)}
     for trial in plan.trials:
@@ -500,7 +500,7 @@ def record_outcome(
     table, counts = collected.table, collected.counts
     if collected.status == "interrupted":
         for tid in table.filter(table.get_column("status") == "incomplete").get_column("trial_id"):
-            recorder.end_trial(tid, RUN_TAG_OF_TRIAL_STATUS["incomplete"])
+            recorder.children.end(tid, RUN_TAG_OF_TRIAL_STATUS["incomplete"])
     metrics = {
         "trials/finished": counts["finished"],
         "trials/diverged": counts["diverged"],
@@ -512,10 +512,10 @@ def record_outcome(
         metrics.update(
             {"sequential/n_seeds": sequential.seeds_scheduled, "sequential/stopped_by": sequential.stopped_by_code}
         )
-        recorder.set_parent_tags({"sequential.rule": sequential.rule, "sequential.stopped_by": sequential.stop_text})
+        recorder.parent.set_tags({"sequential.rule": sequential.rule, "sequential.stopped_by": sequential.stop_text})
         log = layout.local_dir / DECISIONS_FILE if layout is not None and layout.local_dir is not None else None
         files = [log] if log is not None and log.is_file() else []
-    recorder.end_parent(collected.status, results=table, metrics=metrics, files=files)
+    recorder.parent.end(collected.status, results=table, metrics=metrics, files=files)
 
 
 def sequential_outcome(plan: StudyPlan, layout: StudyLayout) -> tuple[StudyPlan, Any]:
@@ -553,7 +553,7 @@ def tell_where(
             + (f" --storage-path {plan.storage}" if storage_flag else "")
         )
     ui_url = recorder.ui_url()
-    if recorder.broken is not None:
+    if recorder.store.broken is not None:
         # The one warning came when the store failed; here is what to do about it.
         ui_url = None
         say(
@@ -561,8 +561,8 @@ def tell_where(
             f"{study_dir}; once the store is back, record it there with:\n"
             f"  harness report {spec.name} --from {study_dir} --tracking-uri {redact_uri(uri)}"
         )
-    elif recorder.parent_run_id is not None:
-        say(f'MLflow: parent run {recorder.parent_run_id} in experiment "{spec.experiment_name()}" ({redact_uri(uri)})')
+    elif recorder.parent.run_id is not None:
+        say(f'MLflow: parent run {recorder.parent.run_id} in experiment "{spec.experiment_name()}" ({redact_uri(uri)})')
         default_store = tracking_flag is None and spec.tracking.uri is None and "MLFLOW_TRACKING_URI" not in os.environ
         ui_cmd = "harness ui" if default_store else f"harness ui --tracking-uri {redact_uri(uri)}"
         # The link never holds credentials (StudyRecorder.ui_url drops them).
@@ -631,7 +631,7 @@ def run_study(
 
     recorder = open_recorder(plan)
     with connect_ray(plan, say) as ray_conn:
-        recorder.connect()  # may create the experiment; never a run
+        recorder.store.connect()  # may create the experiment; never a run
         layout = study_layout(plan, previous)
         say(start_line(plan, ray_conn, resuming=previous is not None))
         git_commit = start_parent_run(recorder, plan, layout, ray_conn, previous)
@@ -640,7 +640,7 @@ def run_study(
                 plan, layout, recorder, previous, git_commit, callbacks=callbacks, report=report, out=out, live=live
             )
         except BaseException:
-            recorder.end_parent("killed" if sys.exc_info()[0] is KeyboardInterrupt else "failed")
+            recorder.parent.end("killed" if sys.exc_info()[0] is KeyboardInterrupt else "failed")
             raise
 
     wall = time.perf_counter() - started
@@ -669,8 +669,8 @@ def _outcome(plan: StudyPlan, layout, recorder, collected, rep, *, ui_url: str |
         trials=len(plan.trials),
         study_dir=layout.study_dir,
         tracking_uri=plan.tracking_uri,
-        experiment_id=recorder.experiment_id,
-        parent_run_id=recorder.parent_run_id,
+        experiment_id=recorder.store.experiment_id,
+        parent_run_id=recorder.parent.run_id,
         counts=collected.counts,
         results=collected.table,
         curves=collected.curves,
@@ -781,9 +781,9 @@ def _analyse(
     say(rep.verdict_table)
     for note in getattr(rep, "notes", ()):
         say(f"note: {note}")
-    if recorder.active and recorder.parent_run_id is not None:
+    if recorder.store.active and recorder.parent.run_id is not None:
         try:
-            log_report(rep, run_id=recorder.parent_run_id, tracking_uri=recorder.tracking_uri)
+            log_report(rep, run_id=recorder.parent.run_id, tracking_uri=recorder.store.tracking_uri)
         except Exception as exc:  # noqa: BLE001
-            recorder.fail("logging the report", exc)
+            recorder.store.fail("logging the report", exc)
     return rep
