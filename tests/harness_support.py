@@ -1,8 +1,8 @@
 """Helpers shared by the tests (importable as ``harness_support``: pytest puts ``tests/`` on
 the path for its conftest): the tiny study, Tune's record of trial states, MLflow runs, a
-flaky tracking server; and, from :mod:`harness.bench.local_services` (shared with the
-fault benchmark), the harness CLI in a subprocess, a real MLflow server and Ray cluster on
-127.0.0.1, and exact process clean-up."""
+flaky tracking server; and, from :mod:`harness.bench.local_services` (the fault campaign's),
+the harness CLI in a subprocess, a real MLflow server and Ray cluster on 127.0.0.1, and exact
+process clean-up, with what only the tests need beside them (:mod:`support.services`)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from support.services import stop_workers, wait_until  # noqa: F401 - re-exported for the tests
 
 from harness.bench.local_services import (  # noqa: F401 - re-exported for the tests
     REPO,
@@ -28,7 +29,6 @@ from harness.bench.local_services import (  # noqa: F401 - re-exported for the t
     session_processes,
     start_driver,
     stop_session,
-    wait_until,
 )
 
 

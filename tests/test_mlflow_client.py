@@ -69,10 +69,10 @@ def test_harness_train_and_a_study_treat_a_failing_server_alike() -> None:
     warnings: list[str] = []
     with FlakyProxy() as server:
         recorder = StudyRecorder(server.uri, "x", warn=warnings.append)
-        recorder.connect()
+        recorder.store.connect()
         study_tries = len(server.requests(GET_BY_NAME))
     assert train_tries == study_tries == 1 + HTTP_POLICY.max_retries
-    assert recorder.broken is not None and len(warnings) == 1 and "cannot reach" in warnings[0]
+    assert recorder.store.broken is not None and len(warnings) == 1 and "cannot reach" in warnings[0]
 
 
 def test_nested_and_concurrent_calls_keep_the_policy_until_the_last_one_ends() -> None:

@@ -10,5 +10,6 @@ numbers, the same keys everywhere (:func:`harness.bench.machine.write_result`).
 - :mod:`~harness.bench.compile_cost` what compiling the training step costs and saves
 - :mod:`~harness.bench.study_overhead` a study's overhead against bare trainings
 - :mod:`~harness.bench.chaos` the fault campaign (a package: schedules, faults, one faulted study, the
-  comparison with its twin); :mod:`~harness.bench.local_services` real local services
+  comparison with its twin); :mod:`~harness.bench.local_services` the real local services it
+  runs on (which the tests use too)
 """

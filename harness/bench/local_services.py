@@ -1,6 +1,8 @@
-"""Real local services for the tests and the fault benchmark (benchmarks/chaos.py): the
-harness CLI in a subprocess, a real MLflow server on 127.0.0.1, a real Ray cluster on
-127.0.0.1, and exact process clean-up.
+"""Real local services for the fault campaign (:mod:`harness.bench.chaos`,
+``benchmarks/chaos.py``), which the tests use too: the harness CLI in a subprocess, a real
+MLflow server on 127.0.0.1, a real Ray cluster on 127.0.0.1, and exact process clean-up. What
+only the tests need beside them lives in ``tests/support/`` (waiting for a condition,
+stopping a cluster's worker nodes).
 
 Processes are always started in a session of their own and ended by that session id
 (every process of the session, nothing else): never `ray stop` or a kill by name, which
@@ -155,16 +157,6 @@ def stop_session(proc: subprocess.Popen, *, grace: float = 5.0) -> None:
     (its whole session, nothing else), then reap it."""
     end_session(proc.pid, grace=grace)
     proc.wait(timeout=10)
-
-
-def wait_until(predicate, *, timeout: float, interval: float = 0.2, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 # -- MLflow and Ray on loopback ---------------------------------------------------------------
@@ -341,11 +333,6 @@ class LocalCluster:
         out = subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True, text=True, timeout=180)
         lines = out.stdout.strip().splitlines()
         return json.loads(lines[-1]) if lines and lines[-1].startswith("[") else []
-
-    def stop_workers(self) -> None:
-        for proc in self.nodes[1:]:
-            stop_session(proc)
-        del self.nodes[1:]
 
     def stop(self) -> None:
         for proc in reversed(self.nodes):

@@ -39,11 +39,13 @@ def _trial_name(trial: Any) -> str:
 
 
 def make_trainable(plan: StudyPlan) -> Any:
-    """The Tune trainable: :func:`run_trial` with every trial's config and the trial's resources."""
+    """The Tune trainable: :func:`run_trial` with every trial's config, the trials' extra
+    Lightning callbacks (``plan.trial_callbacks``) and the trial's resources."""
     from ray import tune  # see the note on imports at the top of this module
 
+    configs = {t.trial_id: t.config.model_dump() for t in plan.trials}
     return tune.with_resources(
-        tune.with_parameters(run_trial, trials={t.trial_id: t.config.model_dump() for t in plan.trials}),
+        tune.with_parameters(run_trial, trials=configs, trial_callbacks=plan.trial_callbacks),
         {"cpu": plan.spec.resources.cpus, "gpu": plan.spec.resources.gpus},
     )
 

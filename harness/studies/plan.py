@@ -4,6 +4,7 @@ checked plan, where one run of the study lives, and what its trials ended with.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -12,6 +13,13 @@ import polars as pl
 
 from harness.studies.spec.grid import Trial
 from harness.studies.spec.study_spec import StudySpec
+
+#: Extra Lightning callbacks of a study's trials: called in each trial's process with the trial's
+#: id and the study's trial ids, it returns the callbacks that trial trains with beside its report
+#: to Tune (:func:`harness.studies.tune.trainable.run_trial`). Handed to the trials with the
+#: trainable (``tune.with_parameters``), so it must pickle: the chaos campaign's faults
+#: (:class:`harness.bench.chaos.trial_faults.TrialFaults`) are one; a real study has none.
+TrialCallbacks = Callable[[str, Collection[str]], Sequence[Any]]
 
 
 @dataclass(frozen=True)
@@ -31,6 +39,9 @@ class StudyPlan:
     # The spec's folder (absolute, resolved on the driver): where a trial looks for a user
     # component's module after the Python path; None for a spec given as an object.
     component_dir: str | None = None
+    # The trials' extra Lightning callbacks, handed to every trial with its config: the chaos
+    # campaign's faults (tests); None in a real study.
+    trial_callbacks: TrialCallbacks | None = None
 
     @property
     def by_id(self) -> dict[str, Trial]:

@@ -196,14 +196,14 @@ def record_study(
     recorder = StudyRecorder(uri, stored.spec.experiment_name(), warn=problems.append)
 
     def check() -> None:
-        if recorder.broken is not None:
+        if recorder.store.broken is not None:
             raise InputError(
-                f"cannot record study {name} in MLflow at {redact_uri(uri)} ({recorder.broken}); is the "
+                f"cannot record study {name} in MLflow at {redact_uri(uri)} ({recorder.store.broken}); is the "
                 "tracking server up? "
                 "Nothing is lost: run the same command again once it is (it adds only what is missing)"
             )
 
-    recorder.connect()
+    recorder.store.connect()
     check()
     _continue_parent(recorder, stored)
     check()
@@ -224,15 +224,15 @@ def record_study(
         check()
     table = stored.table
     counts = {s: int((table.get_column("status") == s).sum()) for s in ("finished", "diverged", "failed", "incomplete")}
-    recorder.end_parent(
+    recorder.parent.end(
         "interrupted" if counts["incomplete"] else "finished",
         results=table,
         metrics={f"trials/{s}": n for s, n in counts.items()},
     )
     check()
     say(
-        f"MLflow: recorded study {name} from {stored.study_dir} in parent run {recorder.parent_run_id} "
-        f"({'created' if recorder.created_parent else 'continued'}; child runs: {done['created']} created, "
+        f"MLflow: recorded study {name} from {stored.study_dir} in parent run {recorder.parent.run_id} "
+        f"({'created' if recorder.parent.created else 'continued'}; child runs: {done['created']} created, "
         f"{done['completed']} completed, "
         f"{done['unchanged']} already complete) at {redact_uri(uri)}"
     )
@@ -240,9 +240,9 @@ def record_study(
         study=name,
         study_dir=stored.study_dir,
         tracking_uri=uri,
-        experiment_id=str(recorder.experiment_id),
-        parent_run_id=str(recorder.parent_run_id),
-        parent_created=recorder.created_parent,
+        experiment_id=str(recorder.store.experiment_id),
+        parent_run_id=str(recorder.parent.run_id),
+        parent_created=recorder.parent.created,
         created=done["created"],
         completed=done["completed"],
         unchanged=done["unchanged"],

@@ -70,7 +70,7 @@ from harness.studies.cluster.destinations import (
 from harness.studies.cluster.modules import check_components_on_nodes, cluster_runtime_env
 from harness.studies.dry_run import describe_grid, describe_resources, dry_run_text
 from harness.studies.launch import fit_with_progress, launch_tune, open_recorder
-from harness.studies.plan import CollectedOutcomes, StudyLayout, StudyPlan
+from harness.studies.plan import CollectedOutcomes, StudyLayout, StudyPlan, TrialCallbacks
 from harness.studies.record.trial_records import complete_child_run
 from harness.studies.spec.components import check_user_components
 from harness.studies.spec.grid import Trial, expand_grid
@@ -402,7 +402,7 @@ def start_parent_run(
     )
     job = job_driver()
     if job is not None and job.job_id:  # the run `harness submit` looks for when the job ends
-        recorder.set_parent_tags({RAY_JOB_TAG: job.job_id})
+        recorder.parent.set_tags({RAY_JOB_TAG: job.job_id})
     return git_commit
 
 
@@ -421,8 +421,8 @@ def write_study_files(
         "study_run": layout.study_run,
         "spec_sha256": spec.sha256(),
         "tracking_uri": redact_uri(plan.tracking_uri),
-        "experiment_id": recorder.experiment_id,
-        "parent_run_id": recorder.parent_run_id,
+        "experiment_id": recorder.store.experiment_id,
+        "parent_run_id": recorder.parent.run_id,
         "trial_ids": [t.trial_id for t in plan.trials],
         "sequential": (design.record() if (design := SequentialDesign.from_spec(spec)) else None),
         "design": study_design(plan.trials),
@@ -476,7 +476,7 @@ def complete_child_runs(
     the steps this driver logged, and a trial that ended under that driver has no end in
     MLflow; the study's storage has both, so the record is completed here, not left to a
     ``harness report --from`` that nothing would ask for."""
-    if not recorder.active or recorder.parent_run_id is None:
+    if not recorder.store.active or recorder.parent.run_id is None:
         return  # the closing lines ask for `harness report --from` (tell_where)
     rows = {row["trial_id"]: row for row in collected.table.iter_rows(named=True)}
     for trial in plan.trials:
@@ -500,7 +500,7 @@ def record_outcome(
     table, counts = collected.table, collected.counts
     if collected.status == "interrupted":
         for tid in table.filter(table.get_column("status") == "incomplete").get_column("trial_id"):
-            recorder.end_trial(tid, RUN_TAG_OF_TRIAL_STATUS["incomplete"])
+            recorder.children.end(tid, RUN_TAG_OF_TRIAL_STATUS["incomplete"])
     metrics = {
         "trials/finished": counts["finished"],
         "trials/diverged": counts["diverged"],
@@ -512,10 +512,10 @@ def record_outcome(
         metrics.update(
             {"sequential/n_seeds": sequential.seeds_scheduled, "sequential/stopped_by": sequential.stopped_by_code}
         )
-        recorder.set_parent_tags({"sequential.rule": sequential.rule, "sequential.stopped_by": sequential.stop_text})
+        recorder.parent.set_tags({"sequential.rule": sequential.rule, "sequential.stopped_by": sequential.stop_text})
         log = layout.local_dir / DECISIONS_FILE if layout is not None and layout.local_dir is not None else None
         files = [log] if log is not None and log.is_file() else []
-    recorder.end_parent(collected.status, results=table, metrics=metrics, files=files)
+    recorder.parent.end(collected.status, results=table, metrics=metrics, files=files)
 
 
 def sequential_outcome(plan: StudyPlan, layout: StudyLayout) -> tuple[StudyPlan, Any]:
@@ -553,7 +553,7 @@ def tell_where(
             + (f" --storage-path {plan.storage}" if storage_flag else "")
         )
     ui_url = recorder.ui_url()
-    if recorder.broken is not None:
+    if recorder.store.broken is not None:
         # The one warning came when the store failed; here is what to do about it.
         ui_url = None
         say(
@@ -561,8 +561,8 @@ def tell_where(
             f"{study_dir}; once the store is back, record it there with:\n"
             f"  harness report {spec.name} --from {study_dir} --tracking-uri {redact_uri(uri)}"
         )
-    elif recorder.parent_run_id is not None:
-        say(f'MLflow: parent run {recorder.parent_run_id} in experiment "{spec.experiment_name()}" ({redact_uri(uri)})')
+    elif recorder.parent.run_id is not None:
+        say(f'MLflow: parent run {recorder.parent.run_id} in experiment "{spec.experiment_name()}" ({redact_uri(uri)})')
         default_store = tracking_flag is None and spec.tracking.uri is None and "MLFLOW_TRACKING_URI" not in os.environ
         ui_cmd = "harness ui" if default_store else f"harness ui --tracking-uri {redact_uri(uri)}"
         # The link never holds credentials (StudyRecorder.ui_url drops them).
@@ -583,6 +583,7 @@ def run_study(
     resume: bool = False,
     dry_run: bool = False,
     callbacks: Sequence[Any] = (),
+    trial_callbacks: TrialCallbacks | None = None,
     report: bool = True,
     stream: TextIO | None = None,
     live: bool | None = None,
@@ -604,8 +605,9 @@ def run_study(
         MLflow runs are continued (never duplicated).
     dry_run
         Print the grid, resources and a cost estimate; start nothing.
-    callbacks
-        Extra Ray Tune callbacks (driver side).
+    callbacks, trial_callbacks
+        Extra Ray Tune callbacks (driver side); the trials' extra Lightning callbacks, made in
+        each trial's process (:data:`~harness.studies.plan.TrialCallbacks`: picklable).
     report
         Run the analysis at the end and log its report to the parent run.
     stream, live
@@ -620,6 +622,7 @@ def run_study(
     started, out = time.perf_counter(), stream or sys.stdout
     say = functools.partial(_say, out)
     plan = resolve_study(spec, tracking_uri=tracking_uri, storage_path=storage_path, address=address)
+    plan = dataclasses.replace(plan, trial_callbacks=trial_callbacks)  # handed to every trial as it is
     check_user_components(plan.spec, plan.component_dir, say)  # imported, constructed, causal: or nothing starts
     if dry_run:
         return _dry_run(plan, say)
@@ -628,25 +631,16 @@ def run_study(
 
     recorder = open_recorder(plan)
     with connect_ray(plan, say) as ray_conn:
-        recorder.connect()  # may create the experiment; never a run
+        recorder.store.connect()  # may create the experiment; never a run
         layout = study_layout(plan, previous)
         say(start_line(plan, ray_conn, resuming=previous is not None))
         git_commit = start_parent_run(recorder, plan, layout, ray_conn, previous)
         try:
             plan, collected, rep = _run_collect_report(
-                plan,
-                layout,
-                recorder,
-                previous,
-                git_commit,
-                callbacks=callbacks,
-                report=report,
-                out=out,
-                live=live,
-                say=say,
+                plan, layout, recorder, previous, git_commit, callbacks=callbacks, report=report, out=out, live=live
             )
         except BaseException:
-            recorder.end_parent("killed" if sys.exc_info()[0] is KeyboardInterrupt else "failed")
+            recorder.parent.end("killed" if sys.exc_info()[0] is KeyboardInterrupt else "failed")
             raise
 
     wall = time.perf_counter() - started
@@ -675,8 +669,8 @@ def _outcome(plan: StudyPlan, layout, recorder, collected, rep, *, ui_url: str |
         trials=len(plan.trials),
         study_dir=layout.study_dir,
         tracking_uri=plan.tracking_uri,
-        experiment_id=recorder.experiment_id,
-        parent_run_id=recorder.parent_run_id,
+        experiment_id=recorder.store.experiment_id,
+        parent_run_id=recorder.parent.run_id,
         counts=collected.counts,
         results=collected.table,
         curves=collected.curves,
@@ -687,12 +681,13 @@ def _outcome(plan: StudyPlan, layout, recorder, collected, rep, *, ui_url: str |
 
 
 def _run_collect_report(
-    plan: StudyPlan, layout, recorder, previous, git_commit, *, callbacks, report: bool, out, live, say
+    plan: StudyPlan, layout, recorder, previous, git_commit, *, callbacks, report: bool, out, live
 ) -> tuple[StudyPlan, Any, Any]:
     """The study's run once its parent run is open: launch Tune, write the study's files, fit,
     read the sequential design's outcome, collect every trial, complete the children a resume
     continued, analyse (``report``) and record the outcome on the parent. Returns the plan (the
     sequential design may have narrowed it), what was collected and the report (or None)."""
+    say = functools.partial(_say, out)
     tuner, progress, already = launch_tune(
         plan, layout, recorder, previous, callbacks=callbacks, out=out, live=live, say=say
     )
@@ -786,9 +781,9 @@ def _analyse(
     say(rep.verdict_table)
     for note in getattr(rep, "notes", ()):
         say(f"note: {note}")
-    if recorder.active and recorder.parent_run_id is not None:
+    if recorder.store.active and recorder.parent.run_id is not None:
         try:
-            log_report(rep, run_id=recorder.parent_run_id, tracking_uri=recorder.tracking_uri)
+            log_report(rep, run_id=recorder.parent.run_id, tracking_uri=recorder.store.tracking_uri)
         except Exception as exc:  # noqa: BLE001
-            recorder.fail("logging the report", exc)
+            recorder.store.fail("logging the report", exc)
     return rep

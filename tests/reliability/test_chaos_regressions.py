@@ -40,7 +40,7 @@ FINAL = {"final/val_loss": 3.0992487370967865, "best/val_loss": 3.09924873709678
 
 def _driver(uri: str) -> StudyRecorder:
     recorder = StudyRecorder(uri, "chaos")
-    recorder.connect()
+    recorder.store.connect()
     recorder.start_parent(
         study="chaos", study_run="chaos/1", spec_text="name: chaos\n", spec_sha256="0" * 64, params=PARAMS, tags={}
     )
@@ -49,15 +49,15 @@ def _driver(uri: str) -> StudyRecorder:
 
 
 def _trial_reports(recorder: StudyRecorder) -> None:
-    recorder.trial_metrics("t0", {"val/loss": 3.5, "best/val_loss": 3.5}, step=5)
-    recorder.trial_metrics("t0", LAST_EVAL, step=10)
-    recorder.trial_metrics("t0", {**FINAL, "status": "finished"}, step=10)  # the final report
-    recorder.end_trial("t0", "finished", metrics=FINAL, step=10)
+    recorder.children.metrics("t0", {"val/loss": 3.5, "best/val_loss": 3.5}, step=5)
+    recorder.children.metrics("t0", LAST_EVAL, step=10)
+    recorder.children.metrics("t0", {**FINAL, "status": "finished"}, step=10)  # the final report
+    recorder.children.end("t0", "finished", metrics=FINAL, step=10)
 
 
 def _history(uri: str, recorder: StudyRecorder) -> dict[str, list[tuple[int, float]]]:
     client = MlflowClient(uri)
-    run_id = recorder.child_run_id("t0")
+    run_id = recorder.children.run_id("t0")
     keys = ("val/loss", "best/val_loss", "final_val_loss", "num_parameters")
     return {k: sorted((m.step, m.value) for m in client.get_metric_history(run_id, k)) for k in keys}
 
@@ -74,7 +74,7 @@ def test_the_end_of_run_summary_is_logged_once(sqlite_tracking_uri: str) -> None
     recorder = _driver(sqlite_tracking_uri)
     _trial_reports(recorder)
     assert _history(sqlite_tracking_uri, recorder) == EXPECTED
-    assert recorder.broken is None
+    assert recorder.store.broken is None
 
 
 def test_a_resumed_driver_does_not_record_an_ended_trial_again(sqlite_tracking_uri: str) -> None:
@@ -83,23 +83,23 @@ def test_a_resumed_driver_does_not_record_an_ended_trial_again(sqlite_tracking_u
     # The driver died before Tune's snapshot showed the trial ended: the resumed driver runs
     # it again from its final checkpoint, which reports the stored result once more.
     resumed = _driver(sqlite_tracking_uri)
-    assert resumed.child_run_id("t0") == first.child_run_id("t0")
-    resumed.trial_metrics("t0", {**FINAL, "status": "finished"}, step=10)
-    resumed.end_trial("t0", "finished", metrics=FINAL, step=10)
+    assert resumed.children.run_id("t0") == first.children.run_id("t0")
+    resumed.children.metrics("t0", {**FINAL, "status": "finished"}, step=10)
+    resumed.children.end("t0", "finished", metrics=FINAL, step=10)
     assert _history(sqlite_tracking_uri, resumed) == EXPECTED
-    run = MlflowClient(sqlite_tracking_uri).get_run(first.child_run_id("t0"))
+    run = MlflowClient(sqlite_tracking_uri).get_run(first.children.run_id("t0"))
     assert run.info.status == "FINISHED" and run.data.tags["status"] == "finished"
 
 
 def test_a_summary_logged_before_the_driver_died_is_not_logged_again(sqlite_tracking_uri: str) -> None:
-    """The driver died inside end_trial, after the summary and before the run's end."""
+    """The driver died inside the child run's end (children.end), after the summary and before the run's end."""
     first = _driver(sqlite_tracking_uri)
-    first.trial_metrics("t0", {"val/loss": 3.5, "best/val_loss": 3.5}, step=5)
-    first.trial_metrics("t0", LAST_EVAL, step=10)
+    first.children.metrics("t0", {"val/loss": 3.5, "best/val_loss": 3.5}, step=5)
+    first.children.metrics("t0", LAST_EVAL, step=10)
     summary = {k: v for k, v in FINAL.items() if k != "best/val_loss"}
-    first.client.log_metrics(first.child_run_id("t0"), summary, step=10)  # end_trial's first call only
+    first.store.client.log_metrics(first.children.run_id("t0"), summary, step=10)  # children.end's first call only
     resumed = _driver(sqlite_tracking_uri)
-    resumed.end_trial("t0", "finished", metrics=FINAL, step=10)
+    resumed.children.end("t0", "finished", metrics=FINAL, step=10)
     assert _history(sqlite_tracking_uri, resumed) == EXPECTED
 
 
@@ -146,7 +146,7 @@ def stored_trial(tmp_path: Path):
 
 def _study_driver(uri: str, trial) -> StudyRecorder:
     recorder = StudyRecorder(uri, "chaos")
-    recorder.connect()
+    recorder.store.connect()
     recorder.start_parent(
         study="chaos", study_run="chaos/1", spec_text="name: chaos\n", spec_sha256="0" * 64, params=PARAMS, tags={}
     )
@@ -167,14 +167,14 @@ def test_a_resumed_study_fills_the_gap_an_outage_left_under_a_killed_driver(
     tid = trial.trial_id
     first = _study_driver(sqlite_tracking_uri, trial)
     for step in (5, 10):
-        first.trial_metrics(tid, _report(step), step=step)
+        first.children.metrics(tid, _report(step), step=step)
     # the server is down for steps 15 and 20; the driver is SIGKILLed after them
     resumed = _study_driver(sqlite_tracking_uri, trial)
     for step in (25, 30):  # the trial resumed from its checkpoint at step 20
-        resumed.trial_metrics(tid, _report(step), step=step)
-    resumed.trial_metrics(tid, FINAL_REPORT, step=30)
-    resumed.end_trial(tid, "finished", metrics=FINAL_REPORT, step=30)
-    run_id = resumed.child_run_id(tid)
+        resumed.children.metrics(tid, _report(step), step=step)
+    resumed.children.metrics(tid, FINAL_REPORT, step=30)
+    resumed.children.end(tid, "finished", metrics=FINAL_REPORT, step=30)
+    run_id = resumed.children.run_id(tid)
     assert _steps(sqlite_tracking_uri, run_id) == [5, 10, 25, 30]  # the bug, before the study ends
 
     kwargs = {"study": "chaos", "trial": trial, "row": row, "fs": fs, "trial_dir": trial_dir}
@@ -202,16 +202,16 @@ def test_a_resumed_study_ends_the_run_of_a_trial_that_finished_during_an_outage(
     trial, row, fs, trial_dir = stored_trial
     tid = trial.trial_id
     first = _study_driver(sqlite_tracking_uri, trial)
-    first.trial_metrics(tid, _report(5), step=5)
+    first.children.metrics(tid, _report(5), step=5)
     resumed = StudyRecorder(sqlite_tracking_uri, "chaos")
-    resumed.connect()
+    resumed.store.connect()
     resumed.start_parent(
         study="chaos", study_run="chaos/1", spec_text="name: chaos\n", spec_sha256="0" * 64, params=PARAMS, tags={}
     )
     kwargs = {"study": "chaos", "trial": trial, "row": row, "fs": fs, "trial_dir": trial_dir}
     assert complete_child_run(resumed, **kwargs) == "completed"
-    run_id = resumed.child_run_id(tid)
-    assert run_id == first.child_run_id(tid)
+    run_id = resumed.children.run_id(tid)
+    assert run_id == first.children.run_id(tid)
     assert _steps(sqlite_tracking_uri, run_id) == list(STEPS)
     client = MlflowClient(sqlite_tracking_uri)
     assert [(m.step, m.value) for m in client.get_metric_history(run_id, "final_val_loss")] == [(30, 3.7)]

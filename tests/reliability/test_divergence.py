@@ -2,49 +2,52 @@
 not failed), is recorded as such in MLflow and in the results table, its seed block is
 dropped from the paired contrasts and counted, and the report names it.
 
-The NaN is injected with the test-only setting ``HARNESS_FAULT_NAN_TRIALS=<trial id>@<step>``
-(:mod:`harness.studies.tune.fault_injection`), read in the trial's own process: the study runs
-as ``harness run`` in a subprocess whose embedded Ray inherits it. From that step on the
-trial's weights hold NaN, so its loss is NaN exactly as in a real divergence, and the
-training loop's own check has to catch it."""
+The NaN is injected with the chaos campaign's trial faults
+(:class:`harness.bench.chaos.trial_faults.TrialFaults`, ``nan_from_step={trial id: step}``),
+handed to ``run_study`` and called in the trial's own process. From that step on the trial's
+weights hold NaN, so its loss is NaN exactly as in a real divergence, and the training loop's
+own check has to catch it."""
 
 from __future__ import annotations
 
+import io
 import math
+import pickle
 import re
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
-from harness_support import run_harness, write_spec
+from harness_support import write_spec
 from mlflow import MlflowClient
 
+from harness.bench.chaos.trial_faults import TrialFaults
 from harness.errors import InputError
-from harness.studies.tune.fault_injection import FAULT_DIR_ENV, KILL_AT_STEP_ENV, kill_at_step, nan_trials
+from harness.studies.runner import run_study
 
 DIVERGING = "ega_s1_nano_T32_tinyshakespeare"
 
 
 @pytest.mark.slow
-def test_diverged_trial_is_recorded_and_excluded_from_contrasts(tmp_path: Path, shared_data_dir: Path) -> None:
-    write_spec(tmp_path / "spec.yaml", variants=["baseline", "ega"], seeds=3)
+def test_diverged_trial_is_recorded_and_excluded_from_contrasts(
+    tmp_path: Path, shared_data_dir: Path, local_ray: None
+) -> None:
+    spec = write_spec(tmp_path / "spec.yaml", variants=["baseline", "ega"], seeds=3)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    done = run_harness(
-        "run",
-        "spec.yaml",
-        "--tracking-uri",
-        uri,
-        "--storage-path",
-        str(tmp_path / "results"),
-        cwd=tmp_path,
-        env={"HARNESS_FAULT_NAN_TRIALS": f"{DIVERGING}@4"},
-        timeout=900,
+    stream = io.StringIO()
+    done = run_study(
+        spec,
+        tracking_uri=uri,
+        storage_path=str(tmp_path / "results"),
+        trial_callbacks=TrialFaults(nan_from_step={DIVERGING: 4}),
+        stream=stream,
+        live=False,
     )
-    log = done.stdout + done.stderr
-    assert done.returncode == 0, log[-4000:]  # a divergence is a result, not a failure
-    assert "Study tiny finished" in done.stdout and "5 finished, 1 diverged" in done.stdout, log[-4000:]
-    assert "DIVERGED" in done.stdout and DIVERGING in done.stdout
+    log = stream.getvalue()
+    assert done.status == "finished" and not done.counts.get("failed"), log[-4000:]  # a result, not a failure
+    assert "Study tiny finished" in log and "5 finished, 1 diverged" in log, log[-4000:]
+    assert "DIVERGED" in log and DIVERGING in log
     (study_dir,) = [p.parent for p in (tmp_path / "results" / "tiny").glob("*/harness_study.json")]
 
     # The results table: the trial's row says diverged, stopped early, no loss to compare.
@@ -88,37 +91,55 @@ def test_diverged_trial_is_recorded_and_excluded_from_contrasts(tmp_path: Path, 
     assert text in Path(html_path).read_text()
 
 
-def test_nan_fault_setting_is_checked_against_the_grid() -> None:
-    """The test-only setting names trials of the study (a typo would silently inject nothing)."""
+def test_the_nan_fault_is_checked_against_the_grid() -> None:
+    """A trial the NaN fault names must be one of the study's (a typo would silently inject
+    nothing): every trial of such a study fails, naming it; a trial it does not name gets no
+    callback."""
     known = {DIVERGING, "baseline_s0_nano_T32_tinyshakespeare"}
-    assert nan_trials("", known) == {}
-    assert nan_trials(f"{DIVERGING}@4, baseline_s0_nano_T32_tinyshakespeare", known) == {
-        DIVERGING: 4,
-        "baseline_s0_nano_T32_tinyshakespeare": 1,
-    }
+    faults = TrialFaults(nan_from_step={DIVERGING: 4, "baseline_s0_nano_T32_tinyshakespeare": 1})
+    assert [type(c).__name__ for c in faults(DIVERGING, known)] == ["NanWeights"]
+    assert TrialFaults()(DIVERGING, known) == []
+    assert TrialFaults(nan_from_step={DIVERGING: 4})("baseline_s0_nano_T32_tinyshakespeare", known) == []
     with pytest.raises(InputError, match="no trial 'ega_s9_nano_T32_tinyshakespeare' in this study"):
-        nan_trials("ega_s9_nano_T32_tinyshakespeare", known)
+        TrialFaults(nan_from_step={"ega_s9_nano_T32_tinyshakespeare": 4})(DIVERGING, known)
     with pytest.raises(InputError, match="non-negative integer"):
-        nan_trials(f"{DIVERGING}@x", known)
+        TrialFaults(nan_from_step={DIVERGING: -1})
+
+
+def test_the_faults_travel_to_the_trials_by_pickle_and_nan_the_weights_from_their_step(tmp_path: Path) -> None:
+    """What ``run_study`` hands on reaches each trial pickled (``tune.with_parameters``); there
+    the NaN callback leaves the weights alone before its step and fills the first parameter with
+    NaN from it on."""
+    from types import SimpleNamespace
+
+    import torch
+
+    faults = TrialFaults(nan_from_step={DIVERGING: 4}, kill_at_step=7, marker_dir=tmp_path)
+    travelled = pickle.loads(pickle.dumps(faults))
+    assert travelled == faults
+    nan, _kill = travelled(DIVERGING, {DIVERGING})
+    module = torch.nn.Linear(2, 2)
+    for step, expect_nan in ((3, False), (4, True)):
+        nan.on_train_batch_start(SimpleNamespace(global_step=step), module, None, 0)
+        assert bool(torch.isnan(module.weight).all()) is expect_nan
+        assert not torch.isnan(module.bias).any()
 
 
 def test_the_kill_fault_needs_its_marker_folder(tmp_path: Path) -> None:
-    assert kill_at_step({}) is None
-    assert kill_at_step({KILL_AT_STEP_ENV: "7", FAULT_DIR_ENV: str(tmp_path)}) == (7, tmp_path)
-    with pytest.raises(InputError, match=FAULT_DIR_ENV):
-        kill_at_step({KILL_AT_STEP_ENV: "7"})
+    (kill,) = TrialFaults(kill_at_step=7, marker_dir=tmp_path)(DIVERGING, {DIVERGING})
+    assert type(kill).__name__ == "KillOnce"
+    with pytest.raises(InputError, match="marker_dir"):
+        TrialFaults(kill_at_step=7)
     with pytest.raises(InputError, match="non-negative integer"):
-        kill_at_step({KILL_AT_STEP_ENV: "seven", FAULT_DIR_ENV: str(tmp_path)})
+        TrialFaults(kill_at_step=-7, marker_dir=tmp_path)
 
 
-def test_the_runner_knows_nothing_of_faults() -> None:
-    """Fault injection is the trainable's business alone (its callbacks): no other module of a
-    study names a fault setting or hook (``fault_...``, ``HARNESS_FAULT_...``)."""
-    studies = Path(__file__).resolve().parents[2] / "harness" / "studies"
-    named = re.compile(r"\bfault_|HARNESS_FAULT")
-    mentions = [
-        p.relative_to(studies).as_posix()
-        for p in sorted(studies.rglob("*.py"))
-        if named.search(p.read_text(encoding="utf-8"))
-    ]
-    assert mentions == ["tune/fault_injection.py", "tune/trainable.py"]
+def test_no_module_of_the_package_reads_a_fault_setting() -> None:
+    """Faults are a callback the chaos campaign (or a test) hands to ``run_study``, never a
+    ``HARNESS_FAULT_*`` variable every trial reads (issue 42's done-when); a study's modules
+    name no fault hook (``fault_...``): they hand the trials' callbacks on, whatever they are."""
+    package = Path(__file__).resolve().parents[2] / "harness"
+    sources = {p.relative_to(package).as_posix(): p.read_text(encoding="utf-8") for p in package.rglob("*.py")}
+    assert [p for p, text in sources.items() if "HARNESS_FAULT" in text] == []
+    named = re.compile(r"\bfault_")
+    assert [p for p, text in sources.items() if p.startswith("studies/") and named.search(text)] == []

@@ -31,6 +31,7 @@ from harness_support import (
     harness_cmd,
     result_reports,
     run_harness,
+    stop_workers,
     tune_trial_states,
     wait_until,
 )
@@ -370,7 +371,7 @@ def test_multi_node_cluster_refuses_local_storage(cluster: LocalCluster, tmp_pat
         assert "has 2 nodes" in out.stderr and "shared storage" in out.stderr
         assert not (tmp_path / "results").exists() and not (tmp_path / "mlflow.db").exists()
     finally:
-        cluster.stop_workers()
+        stop_workers(cluster)
 
 
 # -- a node without the corpus -----------------------------------------------------------------

@@ -14,12 +14,13 @@ import polars as pl
 import pyarrow.fs
 import pytest
 import yaml
-from harness_support import TINY, run_harness
+from harness_support import TINY
 from polars.testing import assert_frame_equal
 from ray.tune import Callback
 from typer.testing import CliRunner
 
 from harness.analysis import curves_frame
+from harness.bench.chaos.trial_faults import TrialFaults
 from harness.cli import app
 from harness.results_schema import CURVE_COLUMNS, CURVE_METRICS, CURVE_SCHEMA, CURVES_FILE
 from harness.studies.runner import run_study
@@ -107,13 +108,13 @@ def test_a_study_writes_every_evaluation_and_mlflow_rebuilds_the_same_table(
     (after its evaluations at 5 and 10). The study's curves.parquet holds every evaluation of
     every trial, the same table MLflow gives back, and `harness report --from` rebuilds it.
 
-    The study runs as `harness run` in a subprocess: the test-only NaN injection is read in the
-    trials' processes, which its embedded Ray starts (harness.studies.tune.fault_injection)."""
+    The NaN is the chaos campaign's trial fault (harness.bench.chaos.trial_faults), called in
+    the trials' processes."""
     diverging = "ega_s1_nano_T32_tinyshakespeare"
     spec = write_spec(seeds=2, train={**TINY["train"], "max_steps": 20, "eval_every": 5})
-    args = ["run", str(spec), "--tracking-uri", study_env["tracking_uri"], "--storage-path", study_env["storage_path"]]
-    done = run_harness(*args, cwd=tmp_path, env={"HARNESS_FAULT_NAN_TRIALS": f"{diverging}@12"}, timeout=900)
-    assert done.returncode == 0 and "Study tiny finished" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    done = run_study(spec, trial_callbacks=TrialFaults(nan_from_step={diverging: 12}), **study_env)
+    log = study_env["stream"].getvalue()
+    assert done.status == "finished" and not done.counts.get("failed") and "Study tiny finished" in log, log[-3000:]
     (study_dir,) = [p.parent for p in Path(study_env["storage_path"]).glob("tiny/*/harness_study.json")]
     results = pl.read_parquet(study_dir / "results.parquet")
     assert dict(zip(results["trial_id"], results["status"], strict=True)) == {

@@ -11,7 +11,7 @@ from harness.studies.record.recorder import StudyRecorder
 def test_a_continued_run_gets_the_params_it_lacks(sqlite_tracking_uri: str) -> None:
     params = {"grid_size": 4, "max_steps": 10}
     first = StudyRecorder(sqlite_tracking_uri, "outage")
-    first.connect()
+    first.store.connect()
     parent = first.start_parent(
         study="outage", study_run="outage/1", spec_text="name: outage\n", spec_sha256="0" * 64, params=params, tags={}
     )
@@ -20,15 +20,15 @@ def test_a_continued_run_gets_the_params_it_lacks(sqlite_tracking_uri: str) -> N
     # What an outage between create_run and log_params leaves: runs without their params.
     client = MlflowClient(sqlite_tracking_uri)
     parent_tags = {"harness.role": "study", "harness.study_run": "outage/2"}
-    bare_parent = client.create_run(first.experiment_id, tags=parent_tags)
+    bare_parent = client.create_run(first.store.experiment_id, tags=parent_tags)
     bare_child = client.create_run(
-        first.experiment_id,
+        first.store.experiment_id,
         tags={"mlflow.parentRunId": bare_parent.info.run_id, "harness.role": "trial", "harness.trial_id": "t0"},
     )
     assert client.get_run(bare_child.info.run_id).data.params == {}
 
     again = StudyRecorder(sqlite_tracking_uri, "outage")
-    again.connect()
+    again.store.connect()
     assert (
         again.start_parent(
             study="outage",
@@ -47,4 +47,4 @@ def test_a_continued_run_gets_the_params_it_lacks(sqlite_tracking_uri: str) -> N
     # A run that has its params is left as it is (logging the same key twice is an error in
     # MLflow when the value differs: nothing is logged again).
     assert again.child("t0", study="outage", tags={}, params=params) == bare_child.info.run_id
-    assert again.broken is None
+    assert again.store.broken is None

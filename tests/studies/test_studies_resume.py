@@ -4,6 +4,7 @@ one child run per trial."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -12,10 +13,10 @@ from typing import Any
 
 import polars as pl
 import pytest
-from harness_support import run_harness
 from mlflow import MlflowClient
 from ray.tune import Callback
 
+from harness.bench.chaos.trial_faults import TrialFaults
 from harness.errors import InputError
 from harness.studies.runner import run_study
 
@@ -85,20 +86,29 @@ def test_interrupted_study_resumes_without_repeating_finished_trials(write_spec,
         run_study(changed, resume=True, **study_env)
 
 
-def _faulted_study(spec: Path, tmp_path: Path, **env: str) -> tuple[Any, Path, str]:
-    """``harness run SPEC`` in a subprocess with the test-only fault settings ``env`` (read in
-    the trials' processes, which its embedded Ray starts: harness.studies.tune.fault_injection);
-    returns the finished process, the study's folder and the tracking URI."""
+def _faulted_study(spec: Path, tmp_path: Path, faults: TrialFaults) -> tuple[Any, str, Path, str]:
+    """``run_study(SPEC)`` with the trial faults ``faults`` (called in the trials' processes:
+    harness.bench.chaos.trial_faults); returns the outcome, what the study printed, the study's
+    folder and the tracking URI."""
     uri = f"sqlite:///{tmp_path / 'faulted.db'}"
-    args = ["run", str(spec), "--tracking-uri", uri, "--storage-path", str(tmp_path / "faulted")]
-    done = run_harness(*args, cwd=tmp_path, env=env, timeout=900)
+    stream = io.StringIO()
+    done = run_study(
+        spec,
+        tracking_uri=uri,
+        storage_path=str(tmp_path / "faulted"),
+        trial_callbacks=faults,
+        stream=stream,
+        live=False,
+    )
     found = [p.parent for p in (tmp_path / "faulted").glob("*/*/harness_study.json")]
-    assert len(found) == 1, done.stdout[-3000:] + done.stderr[-3000:]
-    return done, found[0], uri
+    assert len(found) == 1, stream.getvalue()[-3000:]
+    return done, stream.getvalue(), found[0], uri
 
 
 @pytest.mark.slow
-def test_killed_trial_is_retried_from_its_checkpoint(write_spec, tmp_path: Path, shared_data_dir: Path) -> None:
+def test_killed_trial_is_retried_from_its_checkpoint(
+    write_spec, tmp_path: Path, shared_data_dir: Path, local_ray: None
+) -> None:
     """A trial process killed at step 7 (after the step-5 checkpoint) is restarted by Tune
     from that checkpoint and ends exactly where an uninterrupted run ends."""
     from harness.studies.spec.grid import expand_grid
@@ -107,9 +117,9 @@ def test_killed_trial_is_retried_from_its_checkpoint(write_spec, tmp_path: Path,
 
     spec = write_spec(variants=["ega-mope"], seeds=[3], retries=1)
     faults = tmp_path / "faults"
-    done, study_dir, uri = _faulted_study(spec, tmp_path, HARNESS_FAULT_KILL_AT_STEP="7", HARNESS_FAULT_DIR=str(faults))
-    assert done.returncode == 0 and "Study tiny finished" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "RETRY" in done.stdout
+    done, log, study_dir, uri = _faulted_study(spec, tmp_path, TrialFaults(kill_at_step=7, marker_dir=faults))
+    assert done.status == "finished" and not done.counts.get("failed") and "Study tiny finished" in log, log[-3000:]
+    assert "RETRY" in log
     assert (faults / "ega-mope_s3_nano_T32_tinyshakespeare.killed").is_file()
     (trial,) = expand_grid(load_spec(spec))
     plain = train(
@@ -128,15 +138,18 @@ def test_killed_trial_is_retried_from_its_checkpoint(write_spec, tmp_path: Path,
 
 
 @pytest.mark.slow
-def test_trial_that_keeps_failing_is_recorded_as_failed(write_spec, tmp_path: Path, shared_data_dir: Path) -> None:
+def test_trial_that_keeps_failing_is_recorded_as_failed(
+    write_spec, tmp_path: Path, shared_data_dir: Path, local_ray: None
+) -> None:
     """Without retries, a killed trial ends the study as failed: status tag, MLflow FAILED,
     a results row with status failed and no losses; the other trial is unaffected."""
     spec = write_spec(variants=["baseline", "ega"], retries=0, max_concurrent_trials=1)
-    faults = str(tmp_path / "faults")
-    done, study_dir, uri = _faulted_study(spec, tmp_path, HARNESS_FAULT_KILL_AT_STEP="7", HARNESS_FAULT_DIR=faults)
-    # The fault marker makes the kill happen once per trial: both die once, neither retries.
-    assert done.returncode == 1 and "2 trial(s) failed" in done.stderr, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "Study tiny finished" in done.stdout and "2 failed" in done.stdout and "ERROR" in done.stdout
+    faults = TrialFaults(kill_at_step=7, marker_dir=tmp_path / "faults")
+    done, log, study_dir, uri = _faulted_study(spec, tmp_path, faults)
+    # The fault marker makes the kill happen once per trial: both die once, neither retries
+    # (`harness run` exits 1 on such an outcome: "2 trial(s) failed after their retries").
+    assert done.counts["failed"] == 2, log[-3000:]
+    assert "Study tiny finished" in log and "2 failed" in log and "ERROR" in log
     table = pl.read_parquet(study_dir / "results.parquet")
     assert set(table["status"]) == {"failed"} and table["val_loss"].null_count() == 2
     client = MlflowClient(uri)

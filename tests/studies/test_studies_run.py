@@ -11,11 +11,11 @@ import numpy as np
 import polars as pl
 import pytest
 import yaml
+from harness_support import TINY
 from mlflow import MlflowClient
 from numpy.testing import assert_allclose
 
 from harness.analysis.results import normalise
-from harness.bench.local_services import TINY
 from harness.models import get_variant
 from harness.report import parent_description
 from harness.results_schema import RESULT_COLUMNS, RESULT_SCHEMA

@@ -34,7 +34,7 @@ def test_deleted_experiment_is_refused_by_train_and_study(sqlite_tracking_uri: s
     with pytest.raises(InputError, match=r"'gone' .* is deleted; restore it .* pass another --experiment"):
         prepare_tracking(sqlite_tracking_uri, "gone")
     with pytest.raises(InputError, match=r"is deleted; restore it .* set tracking.experiment in the spec"):
-        StudyRecorder(sqlite_tracking_uri, "gone").connect()
+        StudyRecorder(sqlite_tracking_uri, "gone").store.connect()
 
 
 def test_learned_morlet_gate_is_logged_per_layer(tmp_path: Path) -> None:

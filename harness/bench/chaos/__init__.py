@@ -41,6 +41,8 @@ The modules, by responsibility:
 
 - :mod:`~harness.bench.chaos.schedule` the campaign's study and its schedules of faults (a function of a seed)
 - :mod:`~harness.bench.chaos.faults` each kind of fault, a small object in a registry
+- :mod:`~harness.bench.chaos.trial_faults` faults injected inside the trials (NaN weights, a kill
+  at a step): Lightning callbacks handed to ``run_study(trial_callbacks=...)``, for the tests
 - :mod:`~harness.bench.chaos.study` one study under a schedule, run as a user runs it
 - :mod:`~harness.bench.chaos.processes` the processes of the campaign (found by their tag)
 - :mod:`~harness.bench.chaos.comparison` a finished study's record, compared with its twin's

@@ -75,12 +75,12 @@ def complete_child_run(
     status = str(row["status"]) if row is not None else "incomplete"
     tag = RUN_TAG_OF_TRIAL_STATUS.get(status, status)
     lines = trial_reports(fs, trial_dir)
-    existed = recorder.child_run_id(tid) is not None
+    existed = recorder.children.run_id(tid) is not None
     if not existed and status == "incomplete" and not lines:
         return None
     if existed:  # its gaps first: a run already ended as it should is not reopened
-        filled = recorder.backfill(tid, lines)
-        run = recorder.child_run(tid)
+        filled = recorder.children.backfill(tid, lines)
+        run = recorder.children.run(tid)
         check()  # the store went away while recording
         if run is None:
             return None
@@ -95,7 +95,7 @@ def complete_child_run(
         data_dir=trial.config.data_dir,
     )
     if not existed:
-        recorder.backfill(tid, lines)
+        recorder.children.backfill(tid, lines)
     _end_child_run(recorder, tid, status, tag, row, lines, fs, trial_dir)
     return "completed" if existed else "created"
 
@@ -114,11 +114,11 @@ def _end_child_run(
     final checkpoint's tables for a finished or diverged trial; the status and description."""
     description = trial_description(row) if row is not None and status in DESCRIBED_STATUSES else None
     if status not in ("finished", "diverged"):
-        recorder.end_trial(tid, tag, description=description)
+        recorder.children.end(tid, tag, description=description)
         return
     final = next((line for line in reversed(lines) if line.get("status") in ("finished", "diverged")), {})
     with tempfile.TemporaryDirectory() as tmp:
         files = final_checkpoint_files(fs, trial_dir, Path(tmp))
-        recorder.end_trial(
+        recorder.children.end(
             tid, status, metrics=final, step=int(final.get("step", 0) or 0), files=files, description=description
         )

@@ -51,12 +51,12 @@ class MlflowStudyCallback(Callback):
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         step = result.get("step")
         if step is not None:
-            self.recorder.trial_metrics(self._trial_id(trial), result, step=int(step))
+            self.recorder.children.metrics(self._trial_id(trial), result, step=int(step))
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         # The trial failed and Tune restarts it from its last checkpoint (FailureConfig).
         tid = self._trial_id(trial)
-        self.recorder.set_child_tags(tid, {"harness.retries": self.attempts.get(tid, 1)})
+        self.recorder.children.set_tags(tid, {"harness.retries": self.attempts.get(tid, 1)})
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         tid = self._trial_id(trial)
@@ -64,7 +64,7 @@ class MlflowStudyCallback(Callback):
         status = str(result.get("status", "finished"))
         with tempfile.TemporaryDirectory() as tmp:
             files = final_files(trial.checkpoint, Path(tmp))
-            self.recorder.end_trial(
+            self.recorder.children.end(
                 tid,
                 status,
                 metrics=result,
@@ -78,7 +78,7 @@ class MlflowStudyCallback(Callback):
         error = trial_error_summary(trial) or ""
         if getattr(trial, "error_file", None):
             error = f"{error[:4000]}\n(see {trial.error_file})".lstrip()
-        self.recorder.end_trial(
+        self.recorder.children.end(
             tid,
             "failed",
             tags={"harness.error": error} if error else None,

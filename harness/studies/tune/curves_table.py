@@ -12,7 +12,7 @@ the MLflow record.
 Which reports are rows: those with a ``step`` and a ``val/loss`` that are not the trial's
 last report (:func:`~harness.studies.tune.trainable.is_final_report`). A trial restarted from
 a checkpoint (or from scratch) reports some steps again: the first report of a step wins, as
-in the MLflow record (:meth:`~harness.studies.record.recorder.StudyRecorder.trial_metrics`).
+in the MLflow record (:meth:`~harness.studies.record.child_runs.ChildRuns.metrics`).
 A value is read as MLflow stores it (:func:`~harness.mlflow_client.metric_value`: +-inf as NaN).
 """
 

@@ -31,12 +31,15 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import InputError
 from harness.studies.cluster.corpora import ensure_corpus
 from harness.studies.tune.state import write_manifest
 from harness.training.config import TrainConfig
+
+if TYPE_CHECKING:  # the plan module (polars, the spec) is not needed to run a trial
+    from harness.studies.plan import TrialCallbacks
 
 # Imports that stay inside the functions that use them, for a measured start-up cost: the
 # study driver imports this module (``harness run``, ``--dry-run`` and a bad spec included),
@@ -170,16 +173,18 @@ def _write_final(directory: Path, result: Any, module: Any) -> None:
     write_run_tables(directory, model=getattr(module, "model", None), window_losses=result.window_losses)
 
 
-def run_trial(config: dict[str, Any], *, trials: dict[str, dict[str, Any]]) -> None:
-    """Tune function trainable (wrap with ``tune.with_parameters(run_trial, trials=...)``).
+def run_trial(
+    config: dict[str, Any], *, trials: dict[str, dict[str, Any]], trial_callbacks: TrialCallbacks | None = None
+) -> None:
+    """Tune function trainable (wrap with ``tune.with_parameters(run_trial, trials=...,
+    trial_callbacks=...)``).
 
-    Its callbacks: the report to Tune, and the test-only faults that this process's environment
-    asks for (:mod:`harness.studies.tune.fault_injection`; none in a real study)."""
+    Its callbacks: the report to Tune, and those ``trial_callbacks`` gives this trial
+    (:data:`~harness.studies.plan.TrialCallbacks`; none in a real study)."""
     import ray.tune
     import torch
 
     from harness.models.numerics import flush_denormals
-    from harness.studies.tune.fault_injection import fault_callbacks  # Lightning: see the note on imports
     from harness.training.compile import runs_sharing_graph
     from harness.training.run import train  # torch and Lightning: see the note on imports
 
@@ -212,7 +217,7 @@ def run_trial(config: dict[str, Any], *, trials: dict[str, dict[str, Any]]) -> N
         sharing = runs_sharing_graph(cfg, (TrainConfig(**t) for t in trials.values()))
         result = train(
             cfg,
-            callbacks=[reporter, *fault_callbacks(trial_id, trials)],
+            callbacks=[reporter, *(trial_callbacks(trial_id, trials) if trial_callbacks is not None else ())],
             mlflow_logging=False,
             resume_from=resume_from,
             progress_bar=False,
