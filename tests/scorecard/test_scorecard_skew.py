@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 from scorecard_sim import row_of, simulated_study
 
-from harness.analysis.contrasts import t_interval
+from harness.analysis.paired_tests import t_interval
 from harness.analysis.shape import shape_check_fires
 from harness.scorecard import scorecard_table, simulate
 from harness.scorecard.calibration import load_calibration, skew_robust_critical, skew_robust_pvalue
