@@ -7,7 +7,7 @@ Everything works on a polars results table (one row per trial; see
 ``scipy.stats`` (``estimate``, ``confidence_interval.low/high``, ``pvalue``,
 ``n_seeds``, ``per_seed``, ``method``, ``n_dropped``, ``message``, ``verdict``). What a
 verdict may say is set by ``docs/statistics.md``; ``benchmarks/calibration.py`` (with the simulations of
-:mod:`harness.analysis.simulate`, which the package never imports) measures the
+:mod:`harness.bench.simulate`, which only the bench imports) measures the
 coverage of every interval and the false-positive rate of every test the report uses.
 
 The names below are imported lazily (:mod:`harness.lazy_exports`) so that ``import

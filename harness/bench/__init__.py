@@ -11,4 +11,6 @@ numbers, the same keys everywhere (:func:`harness.bench.machine.write_result`).
 - :mod:`~harness.bench.study_overhead` a study's overhead against bare trainings
 - :mod:`~harness.bench.chaos` the fault campaign (a package: schedules, faults, one faulted study, the
   comparison with its twin); :mod:`~harness.bench.local_services` real local services
+- :mod:`~harness.bench.simulate` simulated studies of known truth: the calibration of the report's
+  intervals and tests and of the scorecard's rules (test-only code: nothing outside the bench imports it)
 """

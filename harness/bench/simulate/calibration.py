@@ -1,7 +1,7 @@
 """Does a verdict mean what it says? Simulated studies with known truth, run through the
 intervals and tests the report uses, at 2, 3, 5, 10 and 20 seeds, in the simplest design
 (one run per seed, normal per-seed values) and in the designs real studies have
-(:mod:`harness.analysis.simulate.designs`: several runs per seed, seed-clustered
+(:mod:`harness.bench.simulate.designs`: several runs per seed, seed-clustered
 divergence, seed-specific slopes, skewed per-seed values).
 
 Each procedure is measured on what it claims: an interval by its *coverage* (how often
@@ -37,8 +37,8 @@ from scipy import stats
 from harness.analysis.multibootstrap import multi_bootstrap_interval
 from harness.analysis.paired_tests import TOST, BCa, SignFlip, TTest
 from harness.analysis.results_types import BOOTSTRAP_MIN_SEEDS
-from harness.analysis.simulate import designs
 from harness.analysis.tau import greenhouse_geisser_epsilon, prediction_interval
+from harness.bench.simulate import designs
 
 SEEDS: tuple[int, ...] = (2, 3, 5, 10, 20)
 CONFIDENCE = 0.95

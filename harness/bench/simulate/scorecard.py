@@ -472,7 +472,7 @@ def flat_table(
     (:func:`~harness.scorecard.verdicts.trend_kinds`, the claim's ``margin`` over the doublings
     from the largest size to the papers')."""
     if sizes is None:
-        from harness.scorecard.simulate_prediction import ladder_parameters
+        from harness.bench.simulate.scorecard_prediction import ladder_parameters
 
         by_size, papers = ladder_parameters()
         sizes = (tuple(by_size.values()), papers)
