@@ -232,6 +232,30 @@ def test_packages_of_one_layer_do_not_import_each_other() -> None:
     assert not found, "imports between packages of one layer (move the shared part down a layer):\n" + "\n".join(found)
 
 
+#: The simulators of known truth (calibration, sequential designs, the scorecard's rules and cards):
+#: test-only code, imported by the benchmarks and the tests, and inside the package by the bench only.
+SIMULATORS = "harness.bench.simulate"
+
+
+def simulator_imports(graph: Mapping[str, Mapping[str, int]]) -> list[str]:
+    """``"<module>:<line> imports <simulator>"`` for every module outside ``harness.bench`` that
+    imports a module of :data:`SIMULATORS` (at the top, in a function or under ``TYPE_CHECKING``)."""
+    return [
+        f"{module}:{line} imports {target}"
+        for module, edges in sorted(graph.items())
+        if not (module == "harness.bench" or module.startswith("harness.bench."))
+        for target, line in sorted(edges.items())
+        if target == SIMULATORS or target.startswith(SIMULATORS + ".")
+    ]
+
+
+def test_only_the_bench_imports_the_simulators() -> None:
+    graph = import_graph()
+    assert any(m.startswith(SIMULATORS + ".") for m in graph), f"no module under {SIMULATORS}"
+    found = simulator_imports(graph)
+    assert not found, "simulators imported outside the bench (they are test-only code):\n" + "\n".join(found)
+
+
 def test_no_modules_import_each_other_in_a_circle() -> None:
     graph = import_graph()
     found = [sorted(c) for c in cycles(graph) if c not in ALLOWED_CYCLES]
@@ -284,6 +308,15 @@ def test_the_check_sees_imports_in_functions_and_type_checking_blocks(tmp_path: 
         "harness.models.core:2 imports harness.studies.run",
         "harness.studies.run:1 imports harness.models.core",
     ]
+
+
+def test_the_check_sees_a_simulator_imported_in_a_function_outside_the_bench(tmp_path: Path) -> None:
+    empty = ("__init__.py", "bench/__init__.py", "bench/simulate/__init__.py", "bench/simulate/sim.py")
+    files = dict.fromkeys(empty, "")
+    files["cli.py"] = "def main():\n    from harness.bench.simulate import sim\n"  # outside the bench: found
+    files["bench/runner.py"] = "import harness.bench.simulate.sim\n"  # the bench's own: allowed
+    graph = import_graph(_package(tmp_path, files))
+    assert simulator_imports(graph) == ["harness.cli:2 imports harness.bench.simulate.sim"]
 
 
 def test_a_module_named_cli_is_on_top_and_a_missing_layer_is_empty() -> None:

@@ -7,7 +7,7 @@ Everything works on a polars results table (one row per trial; see
 ``scipy.stats`` (``estimate``, ``confidence_interval.low/high``, ``pvalue``,
 ``n_seeds``, ``per_seed``, ``method``, ``n_dropped``, ``message``, ``verdict``). What a
 verdict may say is set by ``docs/statistics.md``; ``benchmarks/calibration.py`` (with the simulations of
-:mod:`harness.analysis.simulate`, which the package never imports) measures the
+:mod:`harness.bench.simulate`, which only the bench imports) measures the
 coverage of every interval and the false-positive rate of every test the report uses.
 
 The names below are imported lazily (:mod:`harness.lazy_exports`) so that ``import
@@ -41,9 +41,18 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "effects_table",
             "primary_effect",
             "seed_blocks",
+        ],
+        "paired_tests": [
+            "TTest",
+            "SignFlip",
+            "BCa",
+            "TOST",
+            "Shapiro",
+            "PairedTest",
             "t_interval",
             "bootstrap_interval",
             "sign_flip_pvalue",
+            "tost_pvalue",
         ],
         "trends": ["effect_trend"],
         "planning": ["seeds_needed", "sd_interval"],
@@ -55,7 +64,6 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "tau_stability",
             "tau_heterogeneity",
             "open_fraction_analysis",
-            "tost_pvalue",
             "tau_runs",
         ],
         "mope": ["mope_scales"],
@@ -66,6 +74,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "PrimaryHypothesis",
             "ConfidenceInterval",
             "ContrastResult",
+            "TestResult",
             "TrendResult",
             "SeedsNeededResult",
             "MopeScalesResult",
@@ -76,20 +85,29 @@ __getattr__, __dir__, __all__ = lazy_exports(
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from harness.analysis.contrasts import (
-        bootstrap_interval,
         effects_table,
         interaction_contrast,
         linear_contrast,
         main_effect,
         primary_effect,
         seed_blocks,
-        sign_flip_pvalue,
-        t_interval,
     )
     from harness.analysis.corpus import corpus_info_for
     from harness.analysis.divergence import divergence_table
     from harness.analysis.mope import mope_scales
     from harness.analysis.multibootstrap import multi_bootstrap, multi_bootstrap_interval
+    from harness.analysis.paired_tests import (
+        TOST,
+        BCa,
+        PairedTest,
+        Shapiro,
+        SignFlip,
+        TTest,
+        bootstrap_interval,
+        sign_flip_pvalue,
+        t_interval,
+        tost_pvalue,
+    )
     from harness.analysis.planning import sd_interval, seeds_needed
     from harness.analysis.results import (
         CELL_COLUMNS,
@@ -108,6 +126,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         MopeScalesResult,
         PrimaryHypothesis,
         SeedsNeededResult,
+        TestResult,
         TrendResult,
     )
     from harness.analysis.sequential import ConfidenceSequenceResult, confidence_sequence
@@ -118,7 +137,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         tau_heterogeneity,
         tau_runs,
         tau_stability,
-        tost_pvalue,
     )
     from harness.analysis.tau_types import HeterogeneityResult, OpenFractionResult, TauStabilityResult
     from harness.analysis.trends import effect_trend

@@ -27,15 +27,14 @@ superadditive, the combination gains more than the sum of the two single changes
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 import polars as pl
-from scipy import stats
 
+from harness.analysis.paired_tests import Alternative, BCa, Shapiro, SignFlip, TTest
 from harness.analysis.results import (
     cell_columns,
     cell_label,
@@ -47,12 +46,15 @@ from harness.analysis.results import (
     unfinished_mask,
 )
 from harness.analysis.results_types import (
+    BCA_TEST,
     BOOTSTRAP_MIN_SEEDS,
-    BOOTSTRAP_SMALL_N,
     NEEDS_TWO_SEEDS,
     NOT_DISTINGUISHABLE,
     PAPERS_FACTORIAL,
     SETTLED,
+    SHAPE_CHECK,
+    SIGN_FLIP_TEST,
+    T_TEST,
     AnalysisSettings,
     ConfidenceInterval,
     ContrastKind,
@@ -61,12 +63,8 @@ from harness.analysis.results_types import (
     has_spread,
     readonly_array,
 )
-from harness.analysis.shape import shape_check
 from harness.analysis.verdict_words import not_after_holm
 from harness.errors import InputError
-
-Alternative = Literal["two-sided", "less", "greater"]
-_BOOTSTRAP_BATCH_FLOATS = 20_000_000  # resampled values held at once by a batched bootstrap (160 MB)
 
 
 # ----------------------------------------------------------------------------- blocks
@@ -196,82 +194,15 @@ def _per_seed(blocks: SeedBlocks, weights: np.ndarray) -> _PerSeed:
 
 
 # ----------------------------------------------------------------------------- statistics
-def t_interval(
-    values: np.ndarray,
-    *,
-    confidence: float = 0.95,
-    alternative: str = "two-sided",
-    popmean: float = 0.0,
-    axis: int = -1,
-) -> tuple[ConfidenceInterval, Any]:
-    """The t-interval of the mean and the one-sample t-test p-value against ``popmean``
-    (``scipy.stats.ttest_1samp``), along ``axis``: floats for one sample, arrays for a
-    batch (the calibration simulates thousands of studies in one call)."""
-    res = stats.ttest_1samp(values, popmean, alternative=alternative, axis=axis)
-    ci = res.confidence_interval(confidence_level=confidence)
-    if np.ndim(res.pvalue) == 0:
-        return ConfidenceInterval(float(ci.low), float(ci.high)), float(res.pvalue)
-    return ConfidenceInterval(ci.low, ci.high), res.pvalue
-
-
-def bootstrap_interval(
-    values: np.ndarray,
-    *,
-    confidence: float = 0.95,
-    n_resamples: int = 9999,
-    rng: Any = None,
-    method: str = "BCa",
-    axis: int = -1,
-) -> ConfidenceInterval:
-    """Bootstrap interval of the mean over seeds (``scipy.stats.bootstrap``), along
-    ``axis``. The report shows only BCa, and only from :data:`BOOTSTRAP_MIN_SEEDS` seeds:
-    below that both BCa and percentile under-cover (benchmarks/calibration.py)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # degenerate resamples give NaN: the caller checks
-        res = stats.bootstrap(
-            (values,),
-            np.mean,
-            n_resamples=n_resamples,
-            confidence_level=confidence,
-            method=method,
-            rng=rng,
-            axis=axis,
-            vectorized=True,
-            batch=max(1, min(n_resamples, _BOOTSTRAP_BATCH_FLOATS // max(1, np.size(values)))),
-        )
-    ci = res.confidence_interval
-    if np.ndim(ci.low) == 0:
-        return ConfidenceInterval(float(ci.low), float(ci.high))
-    return ConfidenceInterval(ci.low, ci.high)
-
-
-def sign_flip_pvalue(
-    values: np.ndarray, *, alternative: str = "two-sided", n_resamples: int = 9999, rng: Any = None, axis: int = -1
-) -> Any:
-    """Paired permutation test: under H0 each seed's contrast is as likely to have either
-    sign (``scipy.stats.permutation_test``, statistic the mean). Exact (all 2^n sign
-    patterns) when 2^n <= n_resamples, else random flips. Along ``axis`` for a batch."""
-    res = stats.permutation_test(
-        (values,),
-        lambda x, axis: np.mean(x, axis=axis),
-        permutation_type="samples",
-        vectorized=True,
-        n_resamples=n_resamples,
-        alternative=alternative,
-        rng=rng,
-        axis=axis,
-    )
-    return float(res.pvalue) if np.ndim(res.pvalue) == 0 else res.pvalue
-
-
-def _shown_bootstrap(values: np.ndarray, confidence: float, n_resamples: int, rng: np.random.Generator):
-    """(interval, method, note): BCa from BOOTSTRAP_MIN_SEEDS seeds, nothing below."""
-    if len(values) < BOOTSTRAP_MIN_SEEDS:
-        return None, None, BOOTSTRAP_SMALL_N
-    ci = bootstrap_interval(values, confidence=confidence, n_resamples=n_resamples, rng=rng, method="BCa")
-    if not (np.isfinite(ci.low) and np.isfinite(ci.high)):
-        return None, None, "BCa bootstrap interval undefined (degenerate resamples)"
-    return ci, "BCa", ""
+def _no_test(n: int, values: np.ndarray) -> str:
+    """Why no test runs on these per-seed values ("" when they can be tested)."""
+    if n == 0:
+        return "no complete seed block: every seed lacks a finished trial of some variant"
+    if n < 2:
+        return f"1 seed: {NEEDS_TWO_SEEDS}"
+    if not has_spread(values):
+        return "every seed gives the same contrast (zero spread): no test possible"
+    return ""
 
 
 def _summarise(
@@ -282,38 +213,27 @@ def _summarise(
     n_resamples: int,
     rng: np.random.Generator,
 ) -> dict[str, Any]:
-    """Estimate, t-interval, bootstrap interval and sign-flip p-value of per-seed values."""
+    """Estimate, sd and the tests of per-seed values: the t-test, the BCa bootstrap (from
+    :data:`BOOTSTRAP_MIN_SEEDS` seeds), the sign-flip test and the shape check, run in this
+    order on one ``rng`` (the bootstrap draws first), with their notes as the message."""
     n = len(values)
+    why_not = _no_test(n, values)
     out: dict[str, Any] = dict(
-        estimate=math.nan,
-        confidence_interval=None,
-        pvalue=None,
-        bootstrap_interval=None,
-        bootstrap_method=None,
-        permutation_pvalue=None,
-        sd=None,
-        message="",
-        shape=None,
+        estimate=float(np.mean(values)) if n else math.nan,
+        sd=float(np.std(values, ddof=1)) if n >= 2 else None,
+        tests={},
+        message=why_not,
     )
-    if n == 0:
-        out["message"] = "no complete seed block: every seed lacks a finished trial of some variant"
+    if why_not:
         return out
-    out["estimate"] = float(np.mean(values))
-    if n < 2:
-        out["message"] = f"1 seed: {NEEDS_TWO_SEEDS}"
-        return out
-    out["sd"] = float(np.std(values, ddof=1))
-    if not has_spread(values):
-        out["message"] = "every seed gives the same contrast (zero spread): no test possible"
-        return out
-    out["confidence_interval"], out["pvalue"] = t_interval(values, confidence=confidence, alternative=alternative)
-    out["bootstrap_interval"], out["bootstrap_method"], note = _shown_bootstrap(values, confidence, n_resamples, rng)
-    out["permutation_pvalue"] = sign_flip_pvalue(values, alternative=alternative, n_resamples=n_resamples, rng=rng)
-    out["shape"] = shape_check(values)
-    notes = [note]
-    if n < 6 and alternative == "two-sided":
-        notes.append(f"{n} seeds: the smallest possible sign-flip p-value is {2 / 2**n:.3g}")
-    out["message"] = "; ".join(m for m in notes if m)
+    tests = {
+        T_TEST: TTest(confidence, alternative),
+        BCA_TEST: BCa(confidence, n_resamples),
+        SIGN_FLIP_TEST: SignFlip(alternative, n_resamples),
+        SHAPE_CHECK: Shapiro(),
+    }
+    out["tests"] = {key: test.run(values, rng=rng) for key, test in tests.items()}
+    out["message"] = "; ".join(out["tests"][k].note for k in (BCA_TEST, SIGN_FLIP_TEST) if out["tests"][k].note)
     return out
 
 
@@ -726,7 +646,6 @@ def primary_effect(df: pl.DataFrame, settings: AnalysisSettings | None = None, *
 
 __all__ = [
     "SeedBlocks",
-    "bootstrap_interval",
     "check_confidence",
     "effects_table",
     "interaction_contrast",
@@ -735,7 +654,5 @@ __all__ = [
     "main_effect",
     "primary_effect",
     "seed_blocks",
-    "sign_flip_pvalue",
     "sort_key",
-    "t_interval",
 ]

@@ -33,7 +33,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from harness.analysis.contrasts import sign_flip_pvalue
+from harness.analysis.paired_tests import sign_flip_pvalue
 from harness.analysis.results import DIVERGED, FINISHED, require_columns, require_table
 from harness.errors import InputError
 

@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from harness.analysis.contrasts import check_confidence, interaction_weights, t_interval
+from harness.analysis.contrasts import check_confidence, interaction_weights
+from harness.analysis.paired_tests import t_interval
 from harness.analysis.results import at_reference_tau_init, require_columns, require_table, unfinished_mask
 from harness.analysis.results_types import PAPERS_FACTORIAL, ConfidenceInterval, has_spread, readonly_array
 from harness.analysis.shape import shape_check

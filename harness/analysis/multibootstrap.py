@@ -17,10 +17,12 @@ from harness.analysis.results import cell_columns, require_columns, require_tabl
 from harness.analysis.results_types import (
     BOOTSTRAP_MIN_SEEDS,
     BOOTSTRAP_SMALL_N,
+    MULTI_BOOTSTRAP,
     NEEDS_TWO_SEEDS,
     PAPERS_FACTORIAL,
     ConfidenceInterval,
     ContrastResult,
+    TestResult,
     readonly_array,
 )
 from harness.errors import InputError
@@ -89,34 +91,37 @@ def multi_bootstrap(
     rng = np.random.default_rng(rng)
     n_s, n_w = d.shape
     seed_values = d.mean(axis=1) if n_w else np.zeros(0)
-    notes = []
+    why_not = ""
     ci = None
     if n_s < 2:
-        notes.append(f"{n_s} seed(s): {NEEDS_TWO_SEEDS}")
+        why_not = f"{n_s} seed(s): {NEEDS_TWO_SEEDS}"
     elif n_w == 0:
-        notes.append("no evaluation window common to every variant and seed")
+        why_not = "no evaluation window common to every variant and seed"
     elif n_s < BOOTSTRAP_MIN_SEEDS:
-        notes.append(BOOTSTRAP_SMALL_N)
+        why_not = BOOTSTRAP_SMALL_N
     else:
         ci = multi_bootstrap_interval(d, confidence=confidence, n_resamples=n_resamples, rng=rng)
+    notes = [why_not]
     if dropped:
         notes.append(f"dropped {len(dropped)} incomplete seed block(s) (seeds {', '.join(map(str, dropped))})")
+    estimate = float(d.mean()) if d.size else math.nan
+    method = f"multi-bootstrap over {n_s} seeds x {n_w} windows, percentile, {n_resamples} replicates"
     return ContrastResult(
         name=name,
         kind=kind,
         metric=f"{loss} (per window)",
-        estimate=float(d.mean()) if d.size else math.nan,
-        confidence_interval=ci,
-        pvalue=None,
+        estimate=estimate,
         n_seeds=n_s,
         per_seed=readonly_array(seed_values),
         seeds=tuple(seeds),
-        method=f"multi-bootstrap over {n_s} seeds x {n_w} windows, percentile, {n_resamples} replicates",
+        method=method,
+        tests={MULTI_BOOTSTRAP: TestResult(estimate, ci, None, method, why_not)},
+        verdict_test=MULTI_BOOTSTRAP,
         n_dropped=len(dropped),
         dropped_seeds=dropped,
         sd=float(np.std(seed_values, ddof=1)) if n_s >= 2 else None,
         confidence=confidence,
-        message="; ".join(notes),
+        message="; ".join(m for m in notes if m),
     )
 
 

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from harness.analysis.contrasts import interaction_contrast, main_effect, t_interval
+from harness.analysis.contrasts import interaction_contrast, main_effect
+from harness.analysis.paired_tests import t_interval
 from harness.analysis.results import at_reference_tau_init, cell_columns, require_columns, require_table
 from harness.analysis.results_types import AnalysisSettings, has_spread
 from harness.models.variants import DEFAULT_TAU_INIT

@@ -16,10 +16,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
+from harness.analysis.shape import SHAPE_ALPHA, ShapeCheck
 from harness.analysis.verdict_words import few_seeds_words, format_interval, format_pvalue, shape_words
 from harness.errors import InputError
 
@@ -276,19 +278,51 @@ ContrastKind = Literal["interaction", "main_effect", "contrast"]
 
 
 @dataclass(frozen=True)
+class TestResult:
+    """What one test of per-seed values says (:mod:`harness.analysis.paired_tests`): the
+    ``estimate`` it is about (the mean; the skewness for Shapiro-Wilk), its ``interval``
+    (``None``: the test gives none, or none could be computed, and ``note`` says why), its
+    ``p_value`` (``None``: none), the ``method`` and a ``note`` of what weakens or withholds
+    it. Floats for one study, arrays for a batch of simulated studies (the calibration's)."""
+
+    __test__ = False  # a result, not a pytest test class
+
+    estimate: Any
+    interval: ConfidenceInterval | None = None
+    p_value: Any = None
+    method: str = ""
+    note: str = ""
+
+    def rejects(self, alpha: float) -> Any:
+        """``p_value < alpha``: False where there is no p (or it is NaN); elementwise for a batch."""
+        if self.p_value is None:
+            return False
+        below = np.asarray(self.p_value) < alpha
+        return bool(below) if below.ndim == 0 else below
+
+
+#: The keys of :attr:`ContrastResult.tests`: the paired t-test, the BCa bootstrap, the sign-flip
+#: test, the Shapiro-Wilk shape check, and the multi-bootstrap of :func:`~harness.analysis.multi_bootstrap`.
+T_TEST, BCA_TEST, SIGN_FLIP_TEST, SHAPE_CHECK, MULTI_BOOTSTRAP = "t", "bca", "sign_flip", "shapiro", "multi_bootstrap"
+
+
+@dataclass(frozen=True)
 class ContrastResult:
     """A paired-seed contrast (a main effect or the 2x2 interaction) in one cell or
     averaged over cells.
 
     ``per_seed`` holds the contrast of each seed (``seeds`` its seed ids), averaged over
-    the cells complete for that seed; ``confidence_interval`` is the t-interval and
-    ``pvalue`` the matching t-test p-value; ``bootstrap_interval`` is a BCa bootstrap
-    interval over seeds, shown only from :data:`BOOTSTRAP_MIN_SEEDS` seeds (None below,
-    with the reason in ``message``); ``permutation_pvalue`` is the sign-flip (paired
-    permutation) p-value. Positive estimates mean: the treatment lowers the loss (main
-    effect), or the combination gains more than the two parts (interaction).
-    ``n_diverged`` counts the diverged runs of the contrast's variants: the contrast is
-    then conditional on the runs that converged, and the verdict says so.
+    the cells complete for that seed; ``tests`` the tests it ran on them, by key
+    (:data:`T_TEST`, :data:`BCA_TEST`, :data:`SIGN_FLIP_TEST`, :data:`SHAPE_CHECK`; none
+    with fewer than 2 seeds or zero spread), and ``verdict_test`` the one whose interval and
+    p the verdict reads. The old flat names read them: ``confidence_interval`` is the
+    t-interval and ``pvalue`` the matching t-test p-value; ``bootstrap_interval`` is a BCa
+    bootstrap interval over seeds, shown only from :data:`BOOTSTRAP_MIN_SEEDS` seeds (None
+    below, with the reason in ``message``); ``permutation_pvalue`` is the sign-flip (paired
+    permutation) p-value; ``shape`` the shape check. Positive estimates mean: the treatment
+    lowers the loss (main effect), or the combination gains more than the two parts
+    (interaction). ``n_diverged`` counts the diverged runs of the contrast's variants: the
+    contrast is then conditional on the runs that converged, and the verdict says so.
     ``excluded_cells`` names the cells where no seed had every variant.
     """
 
@@ -296,17 +330,14 @@ class ContrastResult:
     kind: ContrastKind
     metric: str
     estimate: float
-    confidence_interval: ConfidenceInterval | None
-    pvalue: float | None
     n_seeds: int
     per_seed: np.ndarray
     seeds: tuple
     method: str
+    tests: Mapping[str, TestResult] = field(default_factory=dict)
+    verdict_test: str = T_TEST
     n_dropped: int = 0
     dropped_seeds: tuple = ()
-    bootstrap_interval: ConfidenceInterval | None = None
-    bootstrap_method: str | None = None
-    permutation_pvalue: float | None = None
     sd: float | None = None
     confidence: float = 0.95
     n_cells: int = 1
@@ -314,8 +345,47 @@ class ContrastResult:
     message: str = ""
     n_diverged: int = 0
     excluded_cells: tuple = ()
-    shape: Any = None  # harness.analysis.shape.ShapeCheck of the per-seed values (None: not checked)
     alternative: str = "two-sided"
+
+    def __post_init__(self) -> None:
+        # frozen results stay frozen: the tests are read, never rebound
+        object.__setattr__(self, "tests", MappingProxyType(dict(self.tests)))
+
+    def _read(self, key: str, what: str) -> Any:
+        """``what`` (``"interval"`` or ``"p_value"``) of the test ``key``; None where it did not run."""
+        test = self.tests.get(key)
+        return None if test is None else getattr(test, what)
+
+    @property
+    def confidence_interval(self) -> ConfidenceInterval | None:
+        """The interval the verdict reads (the t-interval; None: no test possible)."""
+        return self._read(self.verdict_test, "interval")
+
+    @property
+    def pvalue(self) -> float | None:
+        """The p-value of :attr:`confidence_interval`'s test (the paired t-test)."""
+        return self._read(self.verdict_test, "p_value")
+
+    @property
+    def bootstrap_interval(self) -> ConfidenceInterval | None:
+        return self._read(BCA_TEST, "interval")
+
+    @property
+    def bootstrap_method(self) -> str | None:
+        """ "BCa" where a bootstrap interval is shown, else None."""
+        return None if self.bootstrap_interval is None else self.tests[BCA_TEST].method
+
+    @property
+    def permutation_pvalue(self) -> float | None:
+        return self._read(SIGN_FLIP_TEST, "p_value")
+
+    @property
+    def shape(self) -> ShapeCheck | None:
+        """The shape check of the per-seed values (None: not checked, below 3 seeds or zero spread)."""
+        test = self.tests.get(SHAPE_CHECK)
+        if test is None or test.p_value is None:
+            return None
+        return ShapeCheck(test.p_value, test.estimate, test.p_value < SHAPE_ALPHA)
 
     @property
     def standard_error(self) -> float | None:
@@ -551,12 +621,17 @@ class MopeScalesResult:
 
 
 __all__ = [
+    "BCA_TEST",
     "BOOTSTRAP_MIN_SEEDS",
     "BOOTSTRAP_SMALL_N",
     "NEEDS_TWO_SEEDS",
     "NOT_DISTINGUISHABLE",
     "NOT_TESTABLE",
+    "MULTI_BOOTSTRAP",
     "SETTLED",
+    "SHAPE_CHECK",
+    "SIGN_FLIP_TEST",
+    "T_TEST",
     "VERDICT_KINDS",
     "AnalysisSettings",
     "ConfidenceInterval",
@@ -564,6 +639,7 @@ __all__ = [
     "MopeScalesResult",
     "PrimaryHypothesis",
     "SeedsNeededResult",
+    "TestResult",
     "TrendResult",
     "VerdictKind",
     "format_interval",

@@ -22,7 +22,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 SHAPE_TEST = "Shapiro-Wilk"
 SHAPE_ALPHA = 0.10
@@ -50,6 +49,8 @@ class ShapeCheck:
 def shape_check(values: np.ndarray) -> ShapeCheck | None:
     """The check on one study's per-seed values; None below :data:`SHAPE_MIN_SEEDS` seeds or
     with zero spread (no test possible)."""
+    from scipy import stats  # here, not at the top: the result types import ShapeCheck and stay light
+
     values = np.asarray(values, dtype=float)
     if len(values) < SHAPE_MIN_SEEDS or not np.ptp(values) > 0:
         return None
@@ -58,13 +59,29 @@ def shape_check(values: np.ndarray) -> ShapeCheck | None:
     return ShapeCheck(p, skew if math.isfinite(skew) else 0.0, p < SHAPE_ALPHA)
 
 
-def shape_check_fires(values: np.ndarray) -> np.ndarray:
-    """Whether the check fires, for a batch of studies (studies, seeds): False below
-    :data:`SHAPE_MIN_SEEDS` seeds."""
+def shapiro_pvalues(values: np.ndarray) -> np.ndarray:
+    """Shapiro-Wilk's p of each study of a batch (studies, seeds): NaN below
+    :data:`SHAPE_MIN_SEEDS` seeds (and where scipy gives none, e.g. zero spread)."""
+    from scipy import stats
+
     values = np.asarray(values, dtype=float)
     if values.shape[-1] < SHAPE_MIN_SEEDS:
-        return np.zeros(values.shape[:-1], dtype=bool)
-    return np.asarray(stats.shapiro(values, axis=-1).pvalue < SHAPE_ALPHA)
+        return np.full(values.shape[:-1], np.nan)
+    return np.asarray(stats.shapiro(values, axis=-1).pvalue)
 
 
-__all__ = ["SHAPE_ALPHA", "SHAPE_TEST", "ShapeCheck", "shape_check", "shape_check_fires"]
+def shape_check_fires(values: np.ndarray) -> np.ndarray:
+    """Whether the check fires, for a batch of studies (studies, seeds): False below
+    :data:`SHAPE_MIN_SEEDS` seeds (a NaN p never fires)."""
+    return np.asarray(shapiro_pvalues(values) < SHAPE_ALPHA)
+
+
+__all__ = [
+    "SHAPE_ALPHA",
+    "SHAPE_MIN_SEEDS",
+    "SHAPE_TEST",
+    "ShapeCheck",
+    "shape_check",
+    "shape_check_fires",
+    "shapiro_pvalues",
+]

@@ -59,7 +59,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis.contrasts import t_interval
+from harness.analysis.paired_tests import t_interval
 
 #: Fewest sizes a prediction beyond them is made from (two give a line with no check on its shape).
 MIN_SIZES = 3

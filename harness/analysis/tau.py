@@ -27,6 +27,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
+from harness.analysis.paired_tests import TOST, TTest
 from harness.analysis.results import (
     at_reference_tau_init,
     cell_label,
@@ -53,19 +54,6 @@ HEADS_COLUMN = "tau_heads"  # every head's tau of a run (list column)
 
 
 # ----------------------------------------------------------------------------- primitives
-def tost_pvalue(values: np.ndarray, low: float, high: float, *, axis: int = -1) -> Any:
-    """Two one-sided t-tests (Schuirmann): H0 mean <= low, and H0 mean >= high.
-
-    ``p = max(P(T_{n-1} >= (m - low)/se), P(T_{n-1} <= (m - high)/se))``; below alpha
-    the mean lies within (low, high) at level alpha, i.e. the (1 - 2 alpha) t-interval
-    lies inside the bounds. Along ``axis`` for a batch of samples.
-    """
-    p_low = stats.ttest_1samp(values, low, alternative="greater", axis=axis).pvalue
-    p_high = stats.ttest_1samp(values, high, alternative="less", axis=axis).pvalue
-    p = np.maximum(p_low, p_high)
-    return float(p) if np.ndim(p) == 0 else p
-
-
 def prediction_interval(values: np.ndarray, *, confidence: float = 0.95, axis: int = -1) -> ConfidenceInterval:
     """The t prediction interval for one new draw from the population of ``values``:
     ``mean +- t_{(1+confidence)/2, n-1} s sqrt(1 + 1/n)`` (normal data: it covers a new
@@ -194,7 +182,8 @@ def _level_equivalence(samples: list[np.ndarray], reference: float | None, margi
         return None
     if any(len(s) < 2 or not has_spread(s) for s in samples):
         return None
-    return max(tost_pvalue(s, reference - margin, reference + margin) for s in samples)
+    tost = TOST(reference, margin)
+    return max(tost.run(s).p_value for s in samples)
 
 
 def tau_heterogeneity(
@@ -416,18 +405,15 @@ def open_fraction_analysis(
 
 # ----------------------------------------------------------------------------- stability
 def _stability_numbers(units: np.ndarray, reference: float, margin: float, confidence: float) -> dict[str, Any]:
-    """t-interval, t-test, TOST with its (1 - 2 alpha) interval."""
-    low, high = reference - margin, reference + margin
-    res = stats.ttest_1samp(units, reference)
-    c = res.confidence_interval(confidence_level=confidence)
-    e = res.confidence_interval(confidence_level=1.0 - 2.0 * (1.0 - confidence))
-    tost = tost_pvalue(units, low, high)
+    """t-interval and t-test against ``reference``, TOST against the band with its (1 - 2 alpha) interval."""
+    t = TTest(confidence, popmean=reference).run(units)
+    tost = TOST(reference, margin, confidence).run(units)
     return dict(
-        confidence_interval=ConfidenceInterval(float(c.low), float(c.high)),
-        pvalue=float(res.pvalue),
-        tost_pvalue=tost,
-        equivalent=bool(tost < 1.0 - confidence),
-        equivalence_interval=ConfidenceInterval(float(e.low), float(e.high)),
+        confidence_interval=t.interval,
+        pvalue=t.p_value,
+        tost_pvalue=tost.p_value,
+        equivalent=bool(tost.rejects(1.0 - confidence)),
+        equivalence_interval=tost.interval,
     )
 
 
@@ -701,5 +687,4 @@ __all__ = [
     "tau_heterogeneity",
     "tau_runs",
     "tau_stability",
-    "tost_pvalue",
 ]

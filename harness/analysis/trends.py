@@ -24,8 +24,8 @@ from harness.analysis.contrasts import (
     interaction_weights,
     seed_blocks,
     sort_key,
-    t_interval,
 )
+from harness.analysis.paired_tests import TTest
 from harness.analysis.results import cell_columns, numeric_column, require_columns, require_table
 from harness.analysis.results_types import (
     NEEDS_TWO_SEEDS,
@@ -214,7 +214,8 @@ def _per_seed_fit(slopes: np.ndarray, intercepts: list, confidence: float, again
     elif not has_spread(slopes):
         fit["notes"].append("every seed gives the same slope (zero spread): no test possible")
     else:
-        fit["confidence_interval"], fit["pvalue"] = t_interval(slopes, confidence=confidence)
+        slope_test = TTest(confidence).run(slopes)
+        fit["confidence_interval"], fit["pvalue"] = slope_test.interval, slope_test.p_value
         fit["shape"] = shape_check(slopes)
     return fit
 

@@ -12,4 +12,6 @@ numbers, the same keys everywhere (:func:`harness.bench.machine.write_result`).
 - :mod:`~harness.bench.chaos` the fault campaign (a package: schedules, faults, one faulted study, the
   comparison with its twin); :mod:`~harness.bench.local_services` the real local services it
   runs on (which the tests use too)
+- :mod:`~harness.bench.simulate` simulated studies of known truth: the calibration of the report's
+  intervals and tests and of the scorecard's rules (test-only code: nothing outside the bench imports it)
 """

@@ -24,7 +24,9 @@ from harness.analysis.multibootstrap import multi_bootstrap
 from harness.analysis.planning import seeds_needed
 from harness.analysis.results import cell_columns, diverged_mask, unfinished_mask
 from harness.analysis.results_types import (
+    BCA_TEST,
     BOOTSTRAP_MIN_SEEDS,
+    SIGN_FLIP_TEST,
     AnalysisSettings,
     ConfidenceInterval,
     ContrastResult,
@@ -47,19 +49,22 @@ from harness.report.verdict import Verdict, VerdictKind, loss_unit, verdict_of
 
 
 def _contrast_headline(prefix: str, res: ContrastResult) -> dict[str, float]:
+    """A contrast's headline numbers: the estimate, then each test's interval and p where it gave
+    one (the verdict's test as ``ci_*``/``pvalue``, the sign flip's p, the BCa interval)."""
     out = {
         f"{prefix}/estimate": res.estimate,
         f"{prefix}/n_seeds": float(res.n_seeds),
         f"{prefix}/n_dropped": float(res.n_dropped),
     }
-    if res.confidence_interval is not None:
-        out[f"{prefix}/ci_low"], out[f"{prefix}/ci_high"] = res.confidence_interval
-    if res.pvalue is not None:
-        out[f"{prefix}/pvalue"] = res.pvalue
-    if res.permutation_pvalue is not None:
-        out[f"{prefix}/perm_pvalue"] = res.permutation_pvalue
-    if res.bootstrap_interval is not None:
-        out[f"{prefix}/boot_low"], out[f"{prefix}/boot_high"] = res.bootstrap_interval
+    verdict_test, flip, boot = (res.tests.get(k) for k in (res.verdict_test, SIGN_FLIP_TEST, BCA_TEST))
+    if verdict_test is not None and verdict_test.interval is not None:
+        out[f"{prefix}/ci_low"], out[f"{prefix}/ci_high"] = verdict_test.interval
+    if verdict_test is not None and verdict_test.p_value is not None:
+        out[f"{prefix}/pvalue"] = verdict_test.p_value
+    if flip is not None and flip.p_value is not None:
+        out[f"{prefix}/perm_pvalue"] = flip.p_value
+    if boot is not None and boot.interval is not None:
+        out[f"{prefix}/boot_low"], out[f"{prefix}/boot_high"] = boot.interval
     if res.sd is not None:
         out[f"{prefix}/seed_sd"] = res.sd
     return out

@@ -1,7 +1,7 @@
 """The numbers the scorecard states about its own error rates, read from data a simulation wrote.
 
 ``calibration.json`` (shipped with the package) is written by ``benchmarks/calibration.py``
-from the simulations of :mod:`harness.scorecard.simulate`; nothing here is typed in by hand:
+from the simulations of :mod:`harness.bench.simulate.scorecard`; nothing here is typed in by hand:
 
 - ``skew_robust``: the null distribution of the studentized mean of strongly skewed per-seed
   values (lognormal, sigma = 1, mean 0) at each number of seeds, jointly with the shape check:

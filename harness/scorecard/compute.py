@@ -31,7 +31,7 @@ from typing import Any
 
 import polars as pl
 
-from harness.analysis.contrasts import sign_flip_pvalue
+from harness.analysis.paired_tests import SignFlip
 from harness.analysis.results import at_reference_tau_init, cell_label
 from harness.analysis.results_types import NOT_TESTABLE, no_test_reason
 from harness.analysis.trends import effect_trend
@@ -89,7 +89,7 @@ def _trend_intervals(claim: Claim, measure: Measure, study: StudyResults, factor
         pvalue=res.pvalue,
         sd=seed_sd(res.per_seed),
         shape=res.shape,
-        permutation_pvalue=sign_flip_pvalue(res.per_seed, rng=s.seed) if res.shape is not None else None,
+        permutation_pvalue=SignFlip().run(res.per_seed, rng=s.seed).p_value if res.shape is not None else None,
     )
     return iv, len(res.x_values)
 

@@ -33,8 +33,8 @@ from typing import Any
 
 import polars as pl
 
-from harness.analysis.contrasts import sign_flip_pvalue
 from harness.analysis.extrapolation import SurfacePrediction, effect_surface
+from harness.analysis.paired_tests import SignFlip
 from harness.analysis.results import at_reference_tau_init
 from harness.analysis.results_types import NOT_TESTABLE, no_test_reason
 from harness.analysis.surface_calibration import calibrate, calibration_words
@@ -116,7 +116,7 @@ def _intervals(res: SurfacePrediction, study: StudyResults) -> Intervals:
         pvalue=res.pvalue,
         sd=seed_sd(res.per_seed),
         shape=res.shape,
-        permutation_pvalue=sign_flip_pvalue(res.per_seed, rng=s.seed) if tested else None,
+        permutation_pvalue=SignFlip().run(res.per_seed, rng=s.seed).p_value if tested else None,
     )
 
 

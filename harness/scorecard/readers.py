@@ -22,8 +22,9 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from harness.analysis.contrasts import interaction_contrast, main_effect, sign_flip_pvalue, t_interval
+from harness.analysis.contrasts import interaction_contrast, main_effect
 from harness.analysis.mope import mope_scales
+from harness.analysis.paired_tests import SignFlip, TTest
 from harness.analysis.results import at_reference_tau_init
 from harness.analysis.results_types import (
     AnalysisSettings,
@@ -94,7 +95,7 @@ def equivalence_interval(per_seed: np.ndarray, confidence: float) -> ConfidenceI
     per_seed = np.asarray(per_seed, dtype=float)
     if len(per_seed) < 2 or not has_spread(per_seed):
         return None
-    return t_interval(per_seed, confidence=1.0 - 2.0 * (1.0 - confidence))[0]
+    return TTest(1.0 - 2.0 * (1.0 - confidence)).run(per_seed).interval
 
 
 def seed_sd(per_seed: np.ndarray) -> float | None:
@@ -127,7 +128,7 @@ def _per_seed_intervals(
     t-test against ``null``, the sd and the shape check of the per-seed values."""
     per_seed = np.asarray(per_seed, dtype=float)
     testable = len(per_seed) >= 2 and has_spread(per_seed)
-    flip = sign_flip_pvalue(per_seed - null, rng=0) if testable else None
+    flip = SignFlip().run(per_seed - null, rng=0).p_value if testable else None
     return dict(
         estimate=estimate,
         ci=ci if testable else None,
@@ -135,7 +136,7 @@ def _per_seed_intervals(
         n_seeds=len(per_seed),
         confidence=confidence,
         reason="" if testable else (reason or "no test possible (zero spread or one seed)"),
-        pvalue=t_interval(per_seed, popmean=null)[1] if testable else None,
+        pvalue=TTest(popmean=null).run(per_seed).p_value if testable else None,
         sd=seed_sd(per_seed),
         shape=shape_check(per_seed) if testable else None,
         permutation_pvalue=flip,

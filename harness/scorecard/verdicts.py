@@ -7,7 +7,7 @@ prediction interval) and the paper's number, and returns a :class:`ClaimVerdict`
 :data:`CLAIM_KINDS` (or :data:`TREND_KINDS`), the words, and the interval it rests on. The
 kind itself comes from one vectorised rule per quantity (:func:`effect_kinds`,
 :func:`level_kinds`, :func:`trend_kinds`), so that the calibration simulates exactly what a
-scorecard does (:mod:`harness.scorecard.simulate`).
+scorecard does (:mod:`harness.bench.simulate.scorecard`).
 
 A sign needs two intervals to exclude the null: the report's 95 % t-interval and the
 **skew-robust** one, the same interval widened to the critical |t| that holds both for normal

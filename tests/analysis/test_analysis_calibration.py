@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.analysis.simulate.calibration import (
+from harness.bench.simulate.calibration import (
     PROCEDURES,
     SEEDS,
     bootstrap_coverage,

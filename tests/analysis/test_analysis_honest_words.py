@@ -16,8 +16,8 @@ from scipy import stats
 
 from harness.analysis import AnalysisSettings, effect_trend, main_effect
 from harness.analysis.shape import SHAPE_ALPHA, shape_check
-from harness.analysis.simulate import designs
 from harness.analysis.verdict_words import few_seeds_words, smallest_sign_flip_p
+from harness.bench.simulate import designs
 from harness.report import build_report
 
 

@@ -21,7 +21,7 @@ from harness.analysis import (
     tost_pvalue,
 )
 from harness.analysis.results_types import format_pvalue
-from harness.analysis.simulate.calibration import rm_anova_pvalues
+from harness.bench.simulate.calibration import rm_anova_pvalues
 from harness.report import build_report
 
 

@@ -27,8 +27,8 @@ from harness.analysis import (
     seeds_needed,
 )
 from harness.analysis.divergence import DIVERGENCE_COLUMNS, SEED_TEST, seed_level_interval
-from harness.analysis.simulate import designs
-from harness.analysis.simulate.calibration import clopper_pearson_coverage
+from harness.bench.simulate import designs
+from harness.bench.simulate.calibration import clopper_pearson_coverage
 from harness.errors import InputError
 from harness.report import Verdict, build_report, headline_family
 

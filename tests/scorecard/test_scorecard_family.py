@@ -5,7 +5,6 @@ no scorecard verdict stronger than the report's on skewed seeds."""
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
 from pathlib import Path
@@ -186,25 +185,8 @@ def test_skewed_seeds_get_no_signed_verdict_the_report_would_withhold() -> None:
     assert withheld >= 1  # the case the rule is about occurred
 
 
-def test_no_package_module_imports_the_scorecards_simulation() -> None:
-    simulations = {"harness.scorecard.simulate", "harness.scorecard.simulate_cards"}
-    offenders = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        if path.name in ("simulate.py", "simulate_cards.py") and path.parent.name == "scorecard":
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = []
-            if isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            if simulations & set(names):
-                offenders.append(str(path))
-    assert not offenders, offenders
-
-
 def test_the_simulations_measure_what_the_table_says() -> None:
-    from harness.scorecard import simulate
+    from harness.bench.simulate import scorecard as simulate
 
     rows = simulate.kinds_table(simulate.SCENARIOS[:1], (10,), reps=600, rng=3)
     at_value = next(r for r in rows if r.truth == "paper value")

@@ -20,17 +20,17 @@ from harness.analysis.surface import (
     plan_surface,
 )
 from harness.analysis.surface_calibration import SurfaceNoise, calibrate, measure_noise, simulate_effects
-from harness.models.sizes import custom_size
-from harness.scorecard import StudyResults, scorecard_table
-from harness.scorecard.claims import load_claims
-from harness.scorecard.prediction import papers_parameters
-from harness.scorecard.simulate_prediction import (
+from harness.bench.simulate.scorecard_prediction import (
     anchor_effects,
     done_when,
     ladder_design,
     ladder_parameters,
     simulated_study,
 )
+from harness.models.sizes import custom_size
+from harness.scorecard import StudyResults, scorecard_table
+from harness.scorecard.claims import load_claims
+from harness.scorecard.prediction import papers_parameters
 
 #: The published ladder's noise as the benchmark measures it (rounded): the tests' default.
 NOISE = SurfaceNoise(np.array([0.009, 0.021, 0.013]), 0.67, 0.002, 0.0014)

@@ -12,9 +12,10 @@ import polars as pl
 import pytest
 from scorecard_sim import row_of, simulated_study
 
-from harness.analysis.contrasts import t_interval
+from harness.analysis.paired_tests import t_interval
 from harness.analysis.shape import shape_check_fires
-from harness.scorecard import scorecard_table, simulate
+from harness.bench.simulate import scorecard as simulate
+from harness.scorecard import scorecard_table
 from harness.scorecard.calibration import load_calibration, skew_robust_critical, skew_robust_pvalue
 from harness.scorecard.verdicts import Intervals, classify_effect
 
@@ -105,7 +106,7 @@ def test_a_sign_the_robust_interval_does_not_share_is_withheld() -> None:
 
 
 def test_a_whole_card_of_a_published_design_is_read_by_the_scorecard() -> None:
-    from harness.scorecard.simulate_cards import card_rates, design_from_published, simulated_card
+    from harness.bench.simulate.scorecard_cards import card_rates, design_from_published, simulated_card
 
     design = design_from_published(PUBLISHED / "long-cpu-2026-12-02")
     assert {("nano", "val_loss"), ("nano", "tau_mean")} <= set(design.sd) and design.template.height == 8
@@ -138,7 +139,7 @@ def test_the_cards_part_keeps_each_chunk_and_adds_only_new_ones(tmp_path: Path, 
     """An interrupted or enlarged cards run resumes from its cache: the chunks already counted are
     read back (no simulation runs for them), a line cut short is simulated again, and the rates
     equal those of a run without the cache."""
-    import harness.scorecard.simulate_cards as sim
+    import harness.bench.simulate.scorecard_cards as sim
 
     cache = tmp_path / "chunks.jsonl"
     first = sim.designs_table(PUBLISHED, cards=1, power_cards=1, seeds=(4,), rng=3, jobs=1, cache=cache)

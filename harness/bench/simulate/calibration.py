@@ -1,17 +1,18 @@
 """Does a verdict mean what it says? Simulated studies with known truth, run through the
 intervals and tests the report uses, at 2, 3, 5, 10 and 20 seeds, in the simplest design
 (one run per seed, normal per-seed values) and in the designs real studies have
-(:mod:`harness.analysis.simulate.designs`: several runs per seed, seed-clustered
+(:mod:`harness.bench.simulate.designs`: several runs per seed, seed-clustered
 divergence, seed-specific slopes, skewed per-seed values).
 
 Each procedure is measured on what it claims: an interval by its *coverage* (how often
 it contains the truth; nominal 0.95), a test by its *false-positive rate* when its null
 hypothesis holds (nominal at most 0.05). Per-seed values are normal with a seed-level
-random effect where the design has one; every procedure is the analysis's own function
-(:func:`~harness.analysis.contrasts.t_interval`, :func:`~harness.analysis.contrasts.bootstrap_interval`,
-:func:`~harness.analysis.contrasts.sign_flip_pvalue`,
+random effect where the design has one; every procedure is the analysis's own: the paired
+tests the contrasts run (:mod:`harness.analysis.paired_tests`: :class:`~harness.analysis.paired_tests.TTest`,
+:class:`~harness.analysis.paired_tests.BCa`, :class:`~harness.analysis.paired_tests.SignFlip`,
+:class:`~harness.analysis.paired_tests.TOST`, :class:`~harness.analysis.paired_tests.Shapiro`),
 :func:`~harness.analysis.multibootstrap.multi_bootstrap_interval`,
-:func:`~harness.analysis.tau.tost_pvalue`, :func:`~harness.analysis.tau.prediction_interval`,
+:func:`~harness.analysis.tau.prediction_interval`,
 ``scipy.stats.f_oneway`` on seed means as in :func:`~harness.analysis.tau.tau_heterogeneity`,
 ``scipy.stats.binomtest`` as in :func:`~harness.analysis.divergence.divergence_table`)
 called on a whole batch of simulated studies at once. The one exception is the
@@ -33,11 +34,11 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from harness.analysis.contrasts import bootstrap_interval, sign_flip_pvalue, t_interval
 from harness.analysis.multibootstrap import multi_bootstrap_interval
+from harness.analysis.paired_tests import TOST, BCa, SignFlip, TTest
 from harness.analysis.results_types import BOOTSTRAP_MIN_SEEDS
-from harness.analysis.simulate import designs
-from harness.analysis.tau import greenhouse_geisser_epsilon, prediction_interval, tost_pvalue
+from harness.analysis.tau import greenhouse_geisser_epsilon, prediction_interval
+from harness.bench.simulate import designs
 
 SEEDS: tuple[int, ...] = (2, 3, 5, 10, 20)
 CONFIDENCE = 0.95
@@ -88,7 +89,7 @@ def t_coverage(n: int, reps: int, rng: np.random.Generator) -> float:
     """Coverage of the mean by the 95 % t-interval over n seeds."""
 
     def draw(size: int, g: np.random.Generator) -> np.ndarray:
-        ci, _ = t_interval(g.normal(0.0, 1.0, (size, n)), confidence=CONFIDENCE)
+        ci = TTest(CONFIDENCE).run(g.normal(0.0, 1.0, (size, n))).interval
         return (ci.low <= 0.0) & (0.0 <= ci.high)
 
     return _chunked(reps, rng, draw)
@@ -112,7 +113,7 @@ def bootstrap_coverage(n: int, reps: int, rng: np.random.Generator, method: str,
 
     def draw(size: int, g: np.random.Generator) -> np.ndarray:
         values = g.normal(0.0, 1.0, (size, n))
-        ci = bootstrap_interval(values, confidence=CONFIDENCE, n_resamples=n_resamples, rng=g, method=method)
+        ci = BCa(CONFIDENCE, n_resamples, method=method, min_seeds=1).run(values, rng=g).interval
         return np.nan_to_num((ci.low <= 0.0) & (0.0 <= ci.high), nan=0.0)
 
     return _chunked(reps, rng, draw)
@@ -152,8 +153,7 @@ def sign_flip_false_positive(n: int, reps: int, rng: np.random.Generator, n_resa
     (exact enumeration up to 10 seeds)."""
 
     def draw(size: int, g: np.random.Generator) -> np.ndarray:
-        p = sign_flip_pvalue(g.normal(0.0, 1.0, (size, n)), n_resamples=n_resamples, rng=g)
-        return p < ALPHA
+        return SignFlip(n_resamples=n_resamples).run(g.normal(0.0, 1.0, (size, n)), rng=g).rejects(ALPHA)
 
     return _chunked(reps, rng, draw)
 
@@ -164,7 +164,7 @@ def tost_false_equivalence(n: int, reps: int, rng: np.random.Generator, margin: 
 
     def draw(size: int, g: np.random.Generator) -> np.ndarray:
         values = g.normal(0.35 + margin, margin, (size, n))
-        return tost_pvalue(values, 0.35 - margin, 0.35 + margin) < ALPHA
+        return TOST(0.35, margin).run(values).rejects(ALPHA)
 
     return _chunked(reps, rng, draw)
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis.contrasts import t_interval
+from harness.analysis.paired_tests import t_interval
 from harness.analysis.shape import shape_check_fires
 from harness.analysis.tau import prediction_interval
 from harness.scorecard.calibration import skew_robust_critical, skew_robust_pvalue
@@ -392,7 +392,7 @@ POWER_AT: tuple[float, ...] = (2.0, 3.0, 5.0)
 
 def _signed_by(values: np.ndarray, data: dict[str, Any] | None, gen: np.random.Generator) -> dict[str, np.ndarray]:
     """Whether each candidate of :data:`PROCEDURES` signs each study (a row of ``values``)."""
-    from harness.analysis.contrasts import bootstrap_interval, sign_flip_pvalue
+    from harness.analysis.paired_tests import bootstrap_interval, sign_flip_pvalue
 
     n = values.shape[-1]
     _, p = t_interval(values, confidence=CONFIDENCE, axis=-1)
@@ -472,7 +472,7 @@ def flat_table(
     (:func:`~harness.scorecard.verdicts.trend_kinds`, the claim's ``margin`` over the doublings
     from the largest size to the papers')."""
     if sizes is None:
-        from harness.scorecard.simulate_prediction import ladder_parameters
+        from harness.bench.simulate.scorecard_prediction import ladder_parameters
 
         by_size, papers = ladder_parameters()
         sizes = (tuple(by_size.values()), papers)

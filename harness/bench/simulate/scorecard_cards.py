@@ -2,7 +2,7 @@
 ``benchmarks/calibration.py`` and the tests only (nothing in the package imports this module at
 run time; a test checks it).
 
-:mod:`harness.scorecard.simulate` measures the rules one row or one abstract card at a time. Here
+:mod:`harness.bench.simulate.scorecard` measures the rules one row or one abstract card at a time. Here
 a card is what ``harness scorecard`` reads: a results table of one of the published studies'
 designs (``published/long-cpu-2026-12-02``: the 2x2, learned positions and tau started at three
 values at ``nano``; ``published/ladder-cpu-2026-12-02``: the 2x2 at three sizes), with the
@@ -16,7 +16,7 @@ procedure (:func:`~harness.scorecard.family.adjust_card`). Three truths:
   EGA on learned positions +0.103 against them, the gap 12.7 % narrower, tau at 0.35 and the open
   fraction at 0.36 from every start;
 - either with normal per-seed noise or strongly skewed noise of the same sd
-  (:func:`~harness.scorecard.simulate.skewed_values`).
+  (:func:`~harness.bench.simulate.scorecard.skewed_values`).
 
 :func:`card_rates` gives, over many cards, the share with any signed verdict after the procedure,
 the share of contrast rows signed before it and after it, and, per claim, how often its rows are
@@ -124,7 +124,7 @@ def simulated_card(design: Design, seeds: int, gen: np.random.Generator, *, trut
     """One simulated results table of ``design`` at ``seeds`` seeds: each run's metric is its
     truth plus the seed's shared level (losses) plus its own noise at the published sd, normal
     or strongly skewed (``noise`` "lognormal")."""
-    from harness.scorecard.simulate import skewed_values
+    from harness.bench.simulate.scorecard import skewed_values
 
     runs = design.template.to_dicts()
     rows = []

@@ -16,10 +16,9 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
-from harness.analysis.contrasts import sign_flip_pvalue, t_interval
 from harness.analysis.divergence import divergence_table, seed_level_interval
+from harness.analysis.paired_tests import Shapiro, SignFlip, TTest
 from harness.analysis.sequential import confidence_sequence_path
-from harness.analysis.shape import shape_check_fires
 from harness.analysis.tau import prediction_interval
 
 CONFIDENCE = 0.95
@@ -116,7 +115,7 @@ def seed_divergence_false_positive(n: int, reps: int, rng: np.random.Generator, 
         p = np.ones(size)
         moving = np.any(diff != 0.0, axis=1)
         if moving.any():
-            p[moving] = sign_flip_pvalue(diff[moving], rng=np.random.default_rng(0))
+            p[moving] = SignFlip().run(diff[moving], rng=np.random.default_rng(0)).p_value
         if done == 0:
             exact = 2**n <= 9999  # exact enumeration: the batch and the table give the same p
             low = seed_level_interval(runs[:, :, 0].mean(axis=-1).sum(axis=1), n, CONFIDENCE)[0]
@@ -151,22 +150,22 @@ def skewed_values(kind: str, size: tuple[int, ...], g: np.random.Generator) -> n
 
 
 def skewed_t_coverage(n: int, reps: int, rng: np.random.Generator, kind: str) -> float:
-    ci, _ = t_interval(skewed_values(kind, (reps, n), rng), confidence=CONFIDENCE)
+    ci = TTest(CONFIDENCE).run(skewed_values(kind, (reps, n), rng)).interval
     return float(np.mean((ci.low <= 0.0) & (0.0 <= ci.high)))
 
 
 def skewed_sign_flip_false_positive(n: int, reps: int, rng: np.random.Generator, kind: str) -> float:
-    p = sign_flip_pvalue(skewed_values(kind, (reps, n), rng), n_resamples=1024, rng=rng)
-    return float(np.mean(p < ALPHA))
+    flips = SignFlip(n_resamples=1024).run(skewed_values(kind, (reps, n), rng), rng=rng)
+    return float(np.mean(flips.rejects(ALPHA)))
 
 
 def skewed_guarded_claims(n: int, reps: int, rng: np.random.Generator, kind: str) -> float:
     """Rate of a settled claim under the null as the report makes it: the t-interval
-    excludes 0 and the shape check (:func:`~harness.analysis.shape.shape_check_fires`) is
+    excludes 0 and the shape check (:class:`~harness.analysis.paired_tests.Shapiro`) is
     quiet (where it fires the claim is withheld)."""
     values = skewed_values(kind, (reps, n), rng)
-    ci, _ = t_interval(values, confidence=CONFIDENCE)
-    return float(np.mean(((ci.low > 0.0) | (ci.high < 0.0)) & ~shape_check_fires(values)))
+    ci = TTest(CONFIDENCE).run(values).interval
+    return float(np.mean(((ci.low > 0.0) | (ci.high < 0.0)) & ~Shapiro().fires(values)))
 
 
 def skewed_confidence_sequence(n: int, reps: int, rng: np.random.Generator, kind: str) -> float:
@@ -182,7 +181,7 @@ def skewed_confidence_sequence(n: int, reps: int, rng: np.random.Generator, kind
 
 def shape_check_rate(n: int, reps: int, rng: np.random.Generator, kind: str) -> float:
     """How often the shape check fires (normal: its false-alarm rate)."""
-    return float(np.mean(shape_check_fires(skewed_values(kind, (reps, n), rng))))
+    return float(np.mean(Shapiro().fires(skewed_values(kind, (reps, n), rng))))
 
 
 def by_shape(measure: Callable[..., float], kind: str) -> Callable[[int, int, np.random.Generator], float]:
