@@ -153,22 +153,55 @@ def measure_overhead(
     Noisy part (wall clocks, affected by whatever else runs): the step time of a bare
     PyTorch loop and ``train()``'s steady-state step time with and without MLflow.
     """
-    import torch
+    plain = _plain_step_seconds(variant, size=size, context_length=context_length, batch_size=batch_size, steps=steps)
+    reseed_s = _reseed_seconds()
+    results: dict[str, Any] = {"variant": variant, "steps": steps, "plain_step_ms": 1000 * plain}
+    with_logging, without_logging, timings = _timed_train_runs(
+        variant, size=size, context_length=context_length, batch_size=batch_size, steps=steps
+    )
+    results.update(
+        _overhead_summary(
+            timings,
+            tokens_per_step=batch_size * context_length,
+            tokens_per_s=with_logging.tokens_per_s,
+            tokens_per_s_without_logging=without_logging.tokens_per_s,
+            plain_s=plain,
+            reseed_s=reseed_s,
+            steps=steps,
+        )
+    )
+    return results
 
+
+def _plain_step_seconds(variant: str, *, size: str, context_length: int, batch_size: int, steps: int) -> float:
+    """Seconds per step of the bare PyTorch loop (:func:`_make_step`), after two warm-up steps."""
     step, _ = _make_step(variant, size=size, context_length=context_length, batch_size=batch_size, vocab_size=65)
     for _ in range(2):
         step()
     t0 = time.perf_counter()
     for _ in range(steps):
         step()
-    plain = (time.perf_counter() - t0) / steps
+    return (time.perf_counter() - t0) / steps
+
+
+def _reseed_seconds() -> float:
+    """Seconds per call of the per-step dropout reseeding on CPU (mean of 1,000 calls)."""
+    import torch
 
     t0 = time.perf_counter()
     for k in range(1000):
         reseed_dropout(0, k, torch.device("cpu"))
-    reseed_s = (time.perf_counter() - t0) / 1000
+    return (time.perf_counter() - t0) / 1000
 
-    results: dict[str, Any] = {"variant": variant, "steps": steps, "plain_step_ms": 1000 * plain}
+
+def _timed_train_runs(
+    variant: str, *, size: str, context_length: int, batch_size: int, steps: int
+) -> tuple[Any, Any, dict[str, list[float]]]:
+    """Two ``train()`` runs of ``steps`` steps evaluating twice, on tinyshakespeare in a
+    temporary folder: with MLflow, its per-step hooks and per-evaluation calls timed
+    (:func:`_timed_hooks`), then without; their results and the hooks' durations."""
+    import torch
+
     with tempfile.TemporaryDirectory() as tmp:
         common = dict(
             variant=variant,
@@ -198,7 +231,25 @@ def measure_overhead(
         with _timed_hooks(per_step + per_eval) as timings:
             with_logging = train(common, mlflow_logging=True, progress_bar=False)
         without_logging = train(common, mlflow_logging=False, progress_bar=False)
-    step_s = batch_size * context_length / with_logging.tokens_per_s
+    return with_logging, without_logging, timings
+
+
+def _overhead_summary(
+    timings: dict[str, list[float]],
+    *,
+    tokens_per_step: int,
+    tokens_per_s: float,
+    tokens_per_s_without_logging: float,
+    plain_s: float,
+    reseed_s: float,
+    steps: int,
+) -> dict[str, Any]:
+    """The overhead numbers of :func:`measure_overhead` from the hooks' durations (seconds) and the
+    throughputs of the two ``train()`` runs: step = tokens_per_step / tokens_per_s, per-step hooks
+    H_s = sum of their seconds / steps, MLflow per evaluation H_e = its seconds / evaluations,
+    overhead = (H_s steps + H_e evaluations) / (steps x step) in this run and
+    (H_s + H_e / 250) / step at the recipe's evaluation cadence."""
+    step_s = tokens_per_step / tokens_per_s
     train_time = steps * step_s
     hooks = {key: sum(v) for key, v in timings.items()}
     hooks["dropout_reseed"] = reseed_s * steps
@@ -208,24 +259,19 @@ def measure_overhead(
     )
     per_eval = hooks.get("mlflow_log_batch", 0.0) / evaluations
     recipe_eval_every = TrainConfig().eval_every
-    results.update(
-        {
-            "train_step_ms_with_logging": 1000 * step_s,
-            "train_step_ms_without_logging": 1000 * batch_size * context_length / without_logging.tokens_per_s,
-            "hook_seconds": hooks,
-            "evaluations": evaluations,
-            "per_step_hooks_ms": 1000 * per_step,
-            "per_evaluation_mlflow_ms": 1000 * per_eval,
-            # This run evaluates every steps/2 steps; the recipe every 250.
-            "logging_and_callbacks_overhead_pct_this_run": 100
-            * (per_step * steps + per_eval * evaluations)
-            / train_time,
-            "logging_and_callbacks_overhead_pct_recipe": 100 * (per_step + per_eval / recipe_eval_every) / step_s,
-            "checkpoint_write_ms": 1000 * hooks.get("checkpoint_write", 0.0) / evaluations,
-            "loop_overhead_pct": 100 * (step_s / plain - 1),
-        }
-    )
-    return results
+    return {
+        "train_step_ms_with_logging": 1000 * step_s,
+        "train_step_ms_without_logging": 1000 * tokens_per_step / tokens_per_s_without_logging,
+        "hook_seconds": hooks,
+        "evaluations": evaluations,
+        "per_step_hooks_ms": 1000 * per_step,
+        "per_evaluation_mlflow_ms": 1000 * per_eval,
+        # This run evaluates every steps/2 steps; the recipe every 250.
+        "logging_and_callbacks_overhead_pct_this_run": 100 * (per_step * steps + per_eval * evaluations) / train_time,
+        "logging_and_callbacks_overhead_pct_recipe": 100 * (per_step + per_eval / recipe_eval_every) / step_s,
+        "checkpoint_write_ms": 1000 * hooks.get("checkpoint_write", 0.0) / evaluations,
+        "loop_overhead_pct": 100 * (step_s / plain_s - 1),
+    }
 
 
 def main(
@@ -245,14 +291,7 @@ def main(
     """Run the benchmark, print a table, write JSON; returns the JSON payload."""
     import torch
 
-    get_size(size)
-    names = list(variants) if variants else list(VARIANTS)
-    unknown = [v for v in names if v not in VARIANTS]
-    if unknown:
-        raise InputError(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
-    if "baseline" not in names:
-        names.insert(0, "baseline")
-
+    names = _variant_names(size, variants)
     threads = num_threads or available_cpus()
     saved = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -286,29 +325,54 @@ def main(
     finally:
         torch.set_num_threads(saved)
 
+    _print_variants(timings, size=size, context_length=context_length, batch_size=batch_size, threads=threads)
+    if overhead:
+        _print_overhead(payload["overhead"])
+    out = Path(output) if output else _default_output()
+    written = write_result(out, payload)
+    print(f"wrote {out}")
+    return written
+
+
+def _variant_names(size: str, variants: list[str] | None) -> list[str]:
+    """The variants to time (all of the zoo when none are named), ``baseline`` first when not
+    among them; an unknown size or variant is an :class:`InputError` before any work."""
+    get_size(size)
+    names = list(variants) if variants else list(VARIANTS)
+    unknown = [v for v in names if v not in VARIANTS]
+    if unknown:
+        raise InputError(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
+    if "baseline" not in names:
+        names.insert(0, "baseline")
+    return names
+
+
+def _print_variants(
+    timings: dict[str, dict[str, Any]], *, size: str, context_length: int, batch_size: int, threads: int
+) -> None:
+    """The table of step times: ms/step, tokens/s, the ratio to baseline and the parameters."""
     print(f"training step, size={size} T={context_length} B={batch_size}, {threads} threads, fp32 CPU")
     print(f"{'variant':<22}{'ms/step':>10}{'tokens/s':>12}{'x baseline':>12}{'params':>12}")
     for name, t in timings.items():
         print(
             f"{name:<22}{t['step_ms']:>10.1f}{t['tokens_per_s']:>12,.0f}{t['ratio_to_baseline']:>12.2f}{t['num_parameters']:>12,}"
         )
-    if overhead:
-        o = payload["overhead"]
-        print(
-            f"\noverhead ({o['variant']}, {o['steps']} steps, {o['evaluations']} evaluations): per-step hooks "
-            f"{o['per_step_hooks_ms']:.3f} ms/step, MLflow log_batch {o['per_evaluation_mlflow_ms']:.1f} "
-            "ms/evaluation, "
-            f"checkpoint write {o['checkpoint_write_ms']:.0f} ms/evaluation\n"
-            f"logging + callbacks: {o['logging_and_callbacks_overhead_pct_this_run']:.2f} % of training time "
-            "in this run "
-            f"(evaluating every {max(1, o['steps'] // 2)} steps), "
-            f"{o['logging_and_callbacks_overhead_pct_recipe']:.3f} % at the recipe's evaluation every 250 steps\n"
-            f"wall clocks (noisy): plain loop {o['plain_step_ms']:.1f} ms/step, train() "
-            f"{o['train_step_ms_without_logging']:.1f} / {o['train_step_ms_with_logging']:.1f} ms/step "
-            "without / with MLflow "
-            f"(loop overhead {o['loop_overhead_pct']:+.1f} %)"
-        )
-    out = Path(output) if output else _default_output()
-    written = write_result(out, payload)
-    print(f"wrote {out}")
-    return written
+
+
+def _print_overhead(o: dict[str, Any]) -> None:
+    """The overhead of ``train()`` (:func:`measure_overhead`) in three lines: hooks and MLflow,
+    their share of the training time, the noisy wall clocks."""
+    print(
+        f"\noverhead ({o['variant']}, {o['steps']} steps, {o['evaluations']} evaluations): per-step hooks "
+        f"{o['per_step_hooks_ms']:.3f} ms/step, MLflow log_batch {o['per_evaluation_mlflow_ms']:.1f} "
+        "ms/evaluation, "
+        f"checkpoint write {o['checkpoint_write_ms']:.0f} ms/evaluation\n"
+        f"logging + callbacks: {o['logging_and_callbacks_overhead_pct_this_run']:.2f} % of training time "
+        "in this run "
+        f"(evaluating every {max(1, o['steps'] // 2)} steps), "
+        f"{o['logging_and_callbacks_overhead_pct_recipe']:.3f} % at the recipe's evaluation every 250 steps\n"
+        f"wall clocks (noisy): plain loop {o['plain_step_ms']:.1f} ms/step, train() "
+        f"{o['train_step_ms_without_logging']:.1f} / {o['train_step_ms_with_logging']:.1f} ms/step "
+        "without / with MLflow "
+        f"(loop overhead {o['loop_overhead_pct']:+.1f} %)"
+    )

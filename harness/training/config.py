@@ -19,8 +19,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
-from harness.models.sizes import ModelSize, custom_size, get_size, shape_name
+from harness.models.sizes import ModelSize, custom_size, get_size
 from harness.models.variants import MOPE_POSITIONS, VARIANTS, Variant, get_variant, make_variant
+from harness.training.config_checks import check_consistent, normalise_input
 
 
 class MayChangeOnResume:
@@ -149,16 +150,14 @@ class TrainConfig(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _compile_none_is_auto(cls, data: Any) -> Any:
-        """``compile: null`` (configs and checkpoints written when the default was None) is ``auto``."""
-        if isinstance(data, dict) and "compile" in data and data["compile"] is None:
-            return {**data, "compile": "auto"}
-        return data
+    def _normalise_input(cls, data: Any) -> Any:
+        """Older and shorter inputs in today's form (:func:`~harness.training.config_checks.normalise_input`)."""
+        return normalise_input(data)
 
     @model_validator(mode="after")
-    def _check_schedule(self) -> TrainConfig:
-        if self.min_lr > self.lr:
-            raise ValueError(f"min_lr ({self.min_lr}) must not exceed lr ({self.lr})")
+    def _check_consistent(self) -> TrainConfig:
+        """The rules across fields (:func:`~harness.training.config_checks.check_consistent`)."""
+        check_consistent(self)
         return self
 
     @classmethod
@@ -179,30 +178,6 @@ class TrainConfig(BaseModel):
             for name in self.resume_contract_fields()
             if getattr(saved, name) != getattr(self, name)
         ]
-
-    @model_validator(mode="before")
-    @classmethod
-    def _name_the_shape(cls, data: Any) -> Any:
-        """A custom shape without a ``size`` is named after itself (``L4H4d128``)."""
-        if isinstance(data, dict) and "size" not in data:
-            shape = [data.get(k) for k in ("n_layer", "n_head", "d_model")]
-            if all(isinstance(v, int) for v in shape):
-                return {**data, "size": shape_name(*shape)}
-        return data
-
-    @model_validator(mode="after")
-    def _check_shape(self) -> TrainConfig:
-        shape = {"n_layer": self.n_layer, "n_head": self.n_head, "d_model": self.d_model}
-        given = [k for k, v in shape.items() if v is not None]
-        if given and len(given) < 3:
-            missing = [k for k in shape if k not in given]
-            raise ValueError(
-                f"a custom shape needs n_layer, n_head and d_model together; {', '.join(given)} set without "
-                f"{', '.join(missing)}"
-            )
-        if given:
-            custom_size(self.n_layer, self.n_head, self.d_model, name=self.size)  # type: ignore[arg-type]
-        return self
 
     def model_size(self) -> ModelSize:
         """The shape this config trains: the preset ``size``, or the custom shape ``size`` names.

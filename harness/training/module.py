@@ -25,7 +25,8 @@ parameters and open-gate fractions, MOPE summaries. The last evaluation also rea
 set of every split (the whole validation split by default, the test split where it exists:
 :mod:`harness.training.data`): the ``final/*`` metrics, the per-window losses and the gate
 readings at the end rest on it, while ``val/loss`` stays the periodic set's, so that every
-point of a curve is read on the same windows. All metrics of
+point of a curve is read on the same windows (what one evaluation reads is an
+:class:`~harness.training.evaluation_pass.EvaluationPass`). All metrics of
 an evaluation go through :meth:`CharLMModule.record_metrics`: ``self.log`` (so
 ``trainer.callback_metrics`` holds them at ``on_validation_end``, where a Ray Tune
 callback reports them) and :attr:`CharLMModule.eval_metrics` (full-precision floats, read
@@ -51,8 +52,7 @@ from harness.models.variants import Variant
 from harness.training.config import TrainConfig
 from harness.training.data import FINAL, PERIODIC
 from harness.training.device_plan import DevicePlan, choose_device_plan
-from harness.training.energy_probe import EnergyDirectionProbe
-from harness.training.gate_readings import GateReadings
+from harness.training.evaluation_pass import EvaluationPass
 
 #: Format of the ``harness`` entry of a checkpoint (bump on incompatible changes).
 CHECKPOINT_FORMAT = 1
@@ -218,8 +218,7 @@ class CharLMModule(LightningModule):
         self.final_metrics: dict[str, float] = {}
         self._final_eval = False
         self._force_final = False
-        self._eval_state: dict[str, Any] = {}
-        self._energy_probe: EnergyDirectionProbe | None = None
+        self._evaluation: EvaluationPass | None = None  # the evaluation under way, or the last one
         # The training step's compiled forward (harness.training.compile.CompiledForward, not a
         # Module: the state dict stays the model's), or None for eager; evaluation runs eager.
         self.compiled_forward: Any = None
@@ -286,56 +285,15 @@ class CharLMModule(LightningModule):
     def on_validation_start(self) -> None:
         self._final_eval = self._force_final or self.global_step >= self.config.max_steps
         self.eval_metrics = {}
-        datamodule = self.trainer.datamodule
-        sets = (PERIODIC, FINAL) if self._final_eval else (PERIODIC,)
-        L, H = self.model.size.n_layer, self.model.size.n_head
-        self._eval_state = {
-            # losses[set][split]: one loss per window of that set, NaN until read
-            "losses": {
-                window_set: {
-                    split: torch.full((len(w),), math.nan, dtype=torch.float64)
-                    for split, w in (datamodule.window_set(window_set) if datamodule is not None else {}).items()
-                }
-                for window_set in sets
-            },
-            "gates": GateReadings(L, H),
-        }
-        if self.has_gate:
-            self._energy_probe = EnergyDirectionProbe(self.model)
-
-    def _reads(self, split: str, window_set: str) -> bool:
-        """Whether this evaluation reads ``split``'s ``window_set``: the periodic set of val and
-        train at every evaluation, the final set of every split at the last one only (the test
-        split is looked at once, at the end)."""
-        if window_set == FINAL:
-            return self._final_eval
-        return split != "test"
+        self._evaluation = EvaluationPass(
+            self.model, self.trainer.datamodule, final=self._final_eval, has_gate=self.has_gate
+        )
 
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
-        split, window_set = batch["split"], batch.get("set", PERIODIC)
-        if not self._reads(split, window_set):
-            return
-        x, y = batch["x"], batch["y"]
-        # The gate readings of an evaluation come from the set its final numbers rest on.
-        read_gates = split == "val" and window_set == (FINAL if self._final_eval else PERIODIC)
-        gates = None
-        if self._energy_probe is not None:
-            self._energy_probe.active = read_gates
-        if read_gates and self.has_gate:
-            logits, gates = self.model.forward_with_gates(x)  # gates: (L, N, H, T)
-        else:
-            logits = self.model(x)  # (N, T, V)
-        per_char = F.cross_entropy(logits.float().transpose(1, 2), y, reduction="none")  # (N, T)
-        self._eval_state["losses"][window_set][split][batch["window"].cpu()] = per_char.mean(dim=1).double().cpu()
-        if gates is not None:
-            self._eval_state["gates"].add(gates.float(), batch.get("content"))
+        self._evaluation.read_batch(batch)
 
     def on_validation_epoch_end(self) -> None:
-        state = self._eval_state
-        read = {
-            window_set: {s: v for s, v in by_split.items() if not torch.isnan(v).all()}
-            for window_set, by_split in state["losses"].items()
-        }
+        read = self._evaluation.read_losses()
         losses = read[PERIODIC]
         val = float(losses["val"].mean())
         train = float(losses["train"].mean())
@@ -349,22 +307,15 @@ class CharLMModule(LightningModule):
             "best/val_loss": self.best_val_loss,
         }
         metrics.update(self.parameter_telemetry())
-        gate_summary = state["gates"].summary()
+        gate_summary = self._evaluation.gate_summary()
         metrics.update(gate_summary)
-        if self._energy_probe is not None:
-            gate_summary.update(self._energy_probe.metrics())
-            metrics.update(gate_summary)
-            self._energy_probe.close()
-            self._energy_probe = None
+        kept = read[FINAL] if self._final_eval else losses  # the per-window losses the run keeps
+        self.window_losses = {s: v.numpy().copy() for s, v in kept.items()}
         if self._final_eval:
-            losses = read[FINAL]
-            self.window_losses = {s: v.numpy().copy() for s, v in losses.items()}
-            val_final, train_final = float(losses["val"].mean()), float(losses["train"].mean())
-            final = final_metrics(self.model, val_final, train_final, losses, gate_summary)
+            val_final, train_final = float(kept["val"].mean()), float(kept["train"].mean())
+            final = final_metrics(self.model, val_final, train_final, kept, gate_summary)
             metrics.update(final)
             self.final_metrics = dict(final)
-        else:
-            self.window_losses = {s: v.numpy().copy() for s, v in losses.items()}
         self.record_metrics(metrics, prog_bar=("val/loss",))
 
     @torch.no_grad()

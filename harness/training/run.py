@@ -495,36 +495,16 @@ def train(
 
         # ---- from here on a run may exist: it must end, whatever happens --------------
         run = _open_run(target, plan)
-        status = "failed"
         try:
-            if run is not None:
-                run.declare_corpus(config.dataset, data_dir=config.data_dir)
-            module = CharLMModule(config, vocab_size=plan.corpus.vocab_size, model=model, device_plan=plan.device)
-            module.mlflow_run_id = run.run_id if run is not None else None
-            if plan.compile.compile:
-                module.compiled_forward = CompiledForward(model, plan.compile_key)
-            loop = _build_loop(plan, module, run, callbacks=callbacks, progress_bar=progress_bar)
-            diverged = _fit(loop, module, datamodule, plan)
-            status = "diverged" if diverged is not None else "finished"
-            result = train_result(
-                config,
-                status=status,
-                module=module,
-                steps=loop.trainer.global_step,
-                tokens_per_s=loop.throughput.tokens_per_s,
-                run_id=run.run_id if run is not None else None,
-                checkpoint=loop.checkpointer.last_path,
-                wall_time=time.perf_counter() - started,
+            result, loop = _train_in_run(
+                plan, model, datamodule, run, callbacks=callbacks, progress_bar=progress_bar, started=started
             )
-            if run is not None:
-                _record_artifacts(run, module, diverged)
-                run.set_description(trial_description(result_row(result, plan.variant)))
         except BaseException as exc:
             if run is not None:
                 run.end("killed" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed")
             raise
         if run is not None:
-            run.end(status)
+            run.end(result.status)
 
     return replace(
         result,
@@ -534,6 +514,45 @@ def train(
         compile_reason=plan.compile.reason,
         device_plan=plan.device.describe(),
     )
+
+
+def _train_in_run(
+    plan: _Plan,
+    model: torch.nn.Module,
+    datamodule: CharDataModule,
+    run: TrackedRun | None,
+    *,
+    callbacks: Sequence[Any],
+    progress_bar: bool,
+    started: float,
+) -> tuple[TrainResult, _Loop]:
+    """The run itself, inside its MLflow run (if any), which the caller ends: the module and the
+    trainer built, trained to ``max_steps`` (or to the divergence), the result read off the
+    module, and the run's tables and description recorded; the result (``status`` finished or
+    diverged, ``wall_time_s`` from ``started``) and the loop whose callbacks hold the rest."""
+    config = plan.config
+    if run is not None:
+        run.declare_corpus(config.dataset, data_dir=config.data_dir)
+    module = CharLMModule(config, vocab_size=plan.corpus.vocab_size, model=model, device_plan=plan.device)
+    module.mlflow_run_id = run.run_id if run is not None else None
+    if plan.compile.compile:
+        module.compiled_forward = CompiledForward(model, plan.compile_key)
+    loop = _build_loop(plan, module, run, callbacks=callbacks, progress_bar=progress_bar)
+    diverged = _fit(loop, module, datamodule, plan)
+    result = train_result(
+        config,
+        status="diverged" if diverged is not None else "finished",
+        module=module,
+        steps=loop.trainer.global_step,
+        tokens_per_s=loop.throughput.tokens_per_s,
+        run_id=run.run_id if run is not None else None,
+        checkpoint=loop.checkpointer.last_path,
+        wall_time=time.perf_counter() - started,
+    )
+    if run is not None:
+        _record_artifacts(run, module, diverged)
+        run.set_description(trial_description(result_row(result, plan.variant)))
+    return result, loop
 
 
 def _open_run(target: TrackingTarget | None, plan: _Plan) -> TrackedRun | None:
