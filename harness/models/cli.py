@@ -64,6 +64,8 @@ def zoo(
 def _variant_table(title: str, rows: list[ZooRow]) -> Table:
     from rich.table import Table
 
+    from harness.models.variants import LAGGED_SCORINGS
+
     table = Table(title=title)
     for column in ("variant", "position", "gate", "scoring", "options"):
         table.add_column(column)
@@ -72,7 +74,7 @@ def _variant_table(title: str, rows: list[ZooRow]) -> Table:
     for row in rows:
         v = row.variant
         options = ", ".join(f"{k}={val}" for k, val in sorted(v.options.items()))
-        if v.scoring == "lagged":
+        if v.scoring in LAGGED_SCORINGS:
             options = ", ".join(filter(None, [options, f"lags={v.lags}" if "lags" not in v.options else ""]))
         table.add_row(
             v.name,

@@ -21,7 +21,8 @@ is the sigmoid gate of a causal signal above, the base of every gate of the zoo.
 gate subclasses either one and is named ``package.module:Class`` in a variant
 (:mod:`harness.models.components`).
 
-Families (``GATES`` below): ``ega`` / ``ega-2`` / ``ega-4`` (:class:`EnergyGate`),
+Families, each class registered under its names in :data:`harness.models.slots.GATES` by a
+decorator above it (:func:`registered_as`): ``ega`` / ``ega-2`` / ``ega-4`` (:class:`EnergyGate`),
 ``ega-2-pc`` / ``ega-4-pc`` (:class:`QuadraticEnergyGate`), ``ega-2-prod`` / ``ega-4-prod``
 (:class:`ProductEnergyGate`), ``ega-qnorm`` (:class:`QueryNormalisedEnergyGate`, the one
 pairwise gate: its z-normalisation depends on the query), ``db2`` / ``db4`` /
@@ -35,7 +36,8 @@ pairwise gate: its z-normalisation depends on the query), ``db2`` / ``db4`` /
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -43,6 +45,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from harness.errors import InputError
+from harness.models.slots import GATES
 from harness.models.variants import DEFAULT_TAU_INIT
 
 DEFAULT_ALPHA_INIT = 1.0
@@ -184,7 +187,6 @@ class KeyGate(KeyBias):
     (``def __init__(self, n_head, **gate_init): super().__init__(n_head, **gate_init)``).
     """
 
-    name: ClassVar[str] = ""
     # Recompute the signal in the backward pass instead of keeping its intermediates
     # (gates whose signal has (B, d, T)- or (B, H, T, hd)-sized intermediates).
     recompute_signal: ClassVar[bool] = False
@@ -192,6 +194,8 @@ class KeyGate(KeyBias):
     normalise: ClassVar = staticmethod(causal_znorm)
     #: True when the signal has K components per head (B, H, K, T), each gated, the gates multiplied.
     components_multiply: ClassVar[bool] = False
+    #: The constructor's keywords of each name the class registers under (:func:`registered_as`).
+    registered_keywords: ClassVar[dict[str, dict[str, Any]]] = {}
 
     def __init__(
         self,
@@ -206,6 +210,13 @@ class KeyGate(KeyBias):
         super().__init__(n_head=n_head, d_model=d_model)
         self.tau = nn.Parameter(torch.full((n_head,), float(tau_init)))
         self.alpha = nn.Parameter(torch.full((n_head,), float(alpha_init)))
+
+    @classmethod
+    def from_shape(cls, name: str, *, d_model: int, n_head: int, **gate_init: float) -> KeyBias | None:
+        """The gate registered as ``name`` (:data:`harness.models.slots.GATES`) for a model of this
+        shape: by keyword, with the name's own keywords (``projections=2`` for ``ega-2``) and
+        ``tau_init`` / ``alpha_init``."""
+        return cls(d_model=d_model, n_head=n_head, **cls.registered_keywords.get(name, {}), **gate_init)
 
     def signal(self, x: Tensor, k: Tensor | None) -> Tensor:
         """Causal per-key signal from the layer's normalised input x (B, T, d) and keys k (B, H, T, hd)
@@ -229,6 +240,29 @@ class KeyGate(KeyBias):
         return log_g.sum(2) if self.components_multiply else log_g
 
 
+def registered_as(members: dict[str, dict[str, Any]]) -> Callable[[type[KeyGate]], type[KeyGate]]:
+    """Register a family of gates: the decorated class under each name of ``members``, built with
+    that name's keywords (``{"ega-2": {"projections": 2}}``) by :meth:`KeyGate.from_shape`."""
+
+    def decorate(cls: type[KeyGate]) -> type[KeyGate]:
+        cls.registered_keywords = members
+        for name in members:
+            GATES.add(name, cls)
+        return cls
+
+    return decorate
+
+
+@GATES.register("none")
+class NoKeyGate(KeyBias):
+    """``gate: none``: no key gate. Never built: the attention then takes its plain path."""
+
+    @classmethod
+    def from_shape(cls, name: str, **shape: Any) -> None:
+        return None
+
+
+@registered_as({"ega": {"projections": 1}, "ega-2": {"projections": 2}, "ega-4": {"projections": 4}})
 class EnergyGate(KeyGate):
     """EGA: energy from K learned linear projections of the layer input (EGA-1, -2, -4).
 
@@ -243,8 +277,6 @@ class EnergyGate(KeyGate):
     ``harness scorecard`` reads the claim per head and says so.) H (K d + 1) + 2 H parameters
     per layer.
     """
-
-    name = "ega"
 
     def __init__(self, d_model: int, n_head: int, *, projections: int = 1, **gate_init: float) -> None:
         super().__init__(n_head, **gate_init)
@@ -263,6 +295,7 @@ class EnergyGate(KeyGate):
         return self.energy(x)
 
 
+@registered_as({"ega-2-pc": {"directions": 2}, "ega-4-pc": {"directions": 4}})
 class QuadraticEnergyGate(KeyGate):
     """EGA-K read as K principal directions (``ega-2-pc``, ``ega-4-pc``): per head h,
 
@@ -275,8 +308,6 @@ class QuadraticEnergyGate(KeyGate):
     H K (d + 1) + 2 H parameters per layer (K = 4 at d = 256 is 4 x EGA-1's, as are the
     papers' EGA-4 and the zoo's ``ega-4``).
     """
-
-    name = "ega-pc"
 
     def __init__(self, d_model: int, n_head: int, *, directions: int, **gate_init: float) -> None:
         super().__init__(n_head, **gate_init)
@@ -291,6 +322,7 @@ class QuadraticEnergyGate(KeyGate):
         return p.view(B, T, self.n_head, self.directions).square().sum(-1).transpose(1, 2)  # (B, H, T)
 
 
+@registered_as({"ega-2-prod": {"gates": 2}, "ega-4-prod": {"gates": 4}})
 class ProductEnergyGate(KeyGate):
     """EGA-K read as K gates multiplied (``ega-2-prod``, ``ega-4-prod``): per head h,
 
@@ -304,7 +336,6 @@ class ProductEnergyGate(KeyGate):
     w ~ N(0, 0.02) as EGA's, b = 0; H K (d + 1) + 2 H parameters per layer. O(T d K) per head.
     """
 
-    name = "ega-prod"
     components_multiply = True
 
     def __init__(self, d_model: int, n_head: int, *, gates: int, **gate_init: float) -> None:
@@ -320,6 +351,7 @@ class ProductEnergyGate(KeyGate):
         return p.view(B, T, self.n_head, self.gates).permute(0, 2, 3, 1)  # (B, H, K, T)
 
 
+@GATES.register("ega-qnorm")
 class QueryNormalisedEnergyGate(EnergyGate):
     """EGA-1 with the energies z-normalised per *query* (``ega-qnorm``): query i normalises the
     energies of the keys it sees, 0..i, by their mean and variance:
@@ -335,7 +367,6 @@ class QueryNormalisedEnergyGate(EnergyGate):
     every key (normalised over the whole window), for logging.
     """
 
-    name = "ega-qnorm"
     pairwise = True
 
     def __init__(self, d_model: int, n_head: int, **gate_init: float) -> None:
@@ -359,6 +390,7 @@ class QueryNormalisedEnergyGate(EnergyGate):
         return self.pair_log_gate(moments, T - 1, T)[..., 0, :]  # (B, H, T): the last query's gates
 
 
+@GATES.register("ega-leaky")
 class LeakyEnergyGate(EnergyGate):
     """DIAGNOSTIC, not a model (``ega-leaky``): EGA-1 with the energy z-normalised over the
     whole sequence (:func:`sequence_znorm`) instead of its causal prefix.
@@ -371,13 +403,13 @@ class LeakyEnergyGate(EnergyGate):
     Same parameters as EGA-1.
     """
 
-    name = "ega-leaky"
     normalise = staticmethod(sequence_znorm)
 
     def __init__(self, d_model: int, n_head: int, **gate_init: float) -> None:
         super().__init__(d_model, n_head, projections=1, **gate_init)
 
 
+@GATES.register("flux")
 class FluxGate(EnergyGate):
     """Spectral-flux gate: the EGA-1 energy's rate of change drives the gate.
 
@@ -386,8 +418,6 @@ class FluxGate(EnergyGate):
     The paper's "spectral flux" ablation read as the absolute first difference of the
     per-head energy along time (causal: j and j-1). H (d + 1) + 2 H parameters per layer.
     """
-
-    name = "flux"
 
     def __init__(self, d_model: int, n_head: int, **gate_init: float) -> None:
         super().__init__(d_model, n_head, projections=1, **gate_init)
@@ -398,6 +428,7 @@ class FluxGate(EnergyGate):
         return torch.abs(e - previous)
 
 
+@GATES.register("phase")
 class PhaseCoherenceGate(KeyGate):
     """Phase-coherence gate: how well key j keeps the phase of key j-1.
 
@@ -411,12 +442,20 @@ class PhaseCoherenceGate(KeyGate):
     recomputed in the backward pass rather than kept.
     """
 
-    name = "phase"
     recompute_signal = True
 
     def __init__(self, n_head: int, *, eps: float = 1e-6, **gate_init: float) -> None:
         super().__init__(n_head, **gate_init)
         self.eps = eps
+
+    @classmethod
+    def from_shape(cls, name: str, *, d_model: int, n_head: int, **gate_init: float) -> KeyBias | None:
+        if (d_model // n_head) % 2:
+            raise InputError(
+                "phase-coherence gate needs an even head dimension d_model / n_head (keys read as pairs), "
+                f"got {d_model // n_head}"
+            )
+        return super().from_shape(name, d_model=d_model, n_head=n_head, **gate_init)
 
     def signal(self, x: Tensor, k: Tensor) -> Tensor:
         k = k.float()
@@ -475,6 +514,7 @@ def morlet_filter(omega: Tensor, sigma: Tensor, taps: int = MORLET_TAPS) -> tupl
     return env * (cos - kappa_re), env * (sin - kappa_im)
 
 
+@registered_as({kind: {"kind": kind} for kind in ("db2", "db4", "morlet-fixed", "morlet-param")})
 class WaveletEnergyGate(KeyGate):
     """Wavelet-energy gate (EGA-DB2, EGA-DB4, EGA-M-F, EGA-M-P).
 
@@ -499,8 +539,6 @@ class WaveletEnergyGate(KeyGate):
     small convolution over time of the (B, M, T) autocorrelations (O(T M^2)); the filter,
     learned or not, enters only through the M x M weights c.
     """
-
-    name = "wavelet"
 
     def __init__(self, d_model: int, n_head: int, *, kind: str, **gate_init: float) -> None:
         super().__init__(n_head, **gate_init)
@@ -575,6 +613,7 @@ def wavelet_direction(kind: str, d_model: int) -> Tensor:
     return u / u.norm()
 
 
+@registered_as({f"{kind}-dir": {"kind": kind} for kind in ("db2", "db4", "morlet")})
 class WaveletDirectionGate(KeyGate):
     """EGA with its learned direction w replaced by a fixed wavelet direction in embedding
     space (``db2-dir``, ``db4-dir``, ``morlet-dir``):
@@ -586,8 +625,6 @@ class WaveletDirectionGate(KeyGate):
     structured bases fix the *direction* of the energy, not a filter over time. The energy
     is shared by the heads (one u); 2 H parameters per layer. O(T d).
     """
-
-    name = "wavelet-dir"
 
     def __init__(self, d_model: int, n_head: int, *, kind: str, **gate_init: float) -> None:
         super().__init__(n_head, **gate_init)
@@ -616,56 +653,9 @@ class OutputGate(nn.Module):
         return torch.sigmoid(self.proj(x)).transpose(1, 2).unsqueeze(-1)  # (B, H, T, 1)
 
 
-GATES: dict[str, str] = {
-    "ega": "EnergyGate(projections=1): EGA-1, e_j = w.x_j + b",
-    "ega-2": "EnergyGate(projections=2): windows 1, 2",
-    "ega-4": "EnergyGate(projections=4): windows 1, 2, 4, 8",
-    "ega-2-pc": "QuadraticEnergyGate(directions=2): e_j = sum_k (w_k.x_j + b_k)^2",
-    "ega-4-pc": "QuadraticEnergyGate(directions=4)",
-    "ega-2-prod": "ProductEnergyGate(gates=2): g_j = prod_k sigmoid(alpha (z(w_k.x_j + b_k) - tau))",
-    "ega-4-prod": "ProductEnergyGate(gates=4)",
-    "ega-qnorm": "QueryNormalisedEnergyGate: EGA-1, each query z-normalises the energies of keys 0..i",
-    "db2": "WaveletEnergyGate(db2)",
-    "db4": "WaveletEnergyGate(db4)",
-    "morlet-fixed": "WaveletEnergyGate(morlet-fixed)",
-    "morlet-param": "WaveletEnergyGate(morlet-param)",
-    "db2-dir": "WaveletDirectionGate(db2): e_j = u.x_j, u the db2 wavelet tiled to width d",
-    "db4-dir": "WaveletDirectionGate(db4)",
-    "morlet-dir": "WaveletDirectionGate(morlet)",
-    "flux": "FluxGate: |e_j - e_{j-1}|",
-    "phase": "PhaseCoherenceGate",
-    "ega-leaky": "LeakyEnergyGate: EGA-1 z-normalised over the whole sequence (diagnostic: reads the future)",
-}
-
-
 def build_gate(
     name: str, *, d_model: int, n_head: int, tau_init: float = DEFAULT_TAU_INIT, alpha_init: float = DEFAULT_ALPHA_INIT
-) -> KeyGate | None:
-    """Instantiate the key gate ``name`` ("none" -> None)."""
+) -> KeyBias | None:
+    """Instantiate the key gate ``name`` of the registry ("none" -> None)."""
     init = {"tau_init": tau_init, "alpha_init": alpha_init}
-    if name == "none":
-        return None
-    if name in ("ega", "ega-2", "ega-4"):
-        return EnergyGate(d_model, n_head, projections={"ega": 1, "ega-2": 2, "ega-4": 4}[name], **init)
-    if name in ("ega-2-pc", "ega-4-pc"):
-        return QuadraticEnergyGate(d_model, n_head, directions={"ega-2-pc": 2, "ega-4-pc": 4}[name], **init)
-    if name in ("ega-2-prod", "ega-4-prod"):
-        return ProductEnergyGate(d_model, n_head, gates={"ega-2-prod": 2, "ega-4-prod": 4}[name], **init)
-    if name == "ega-qnorm":
-        return QueryNormalisedEnergyGate(d_model, n_head, **init)
-    if name in ("db2", "db4", "morlet-fixed", "morlet-param"):
-        return WaveletEnergyGate(d_model, n_head, kind=name, **init)
-    if name in ("db2-dir", "db4-dir", "morlet-dir"):
-        return WaveletDirectionGate(d_model, n_head, kind=name.removesuffix("-dir"), **init)
-    if name == "ega-leaky":
-        return LeakyEnergyGate(d_model, n_head, **init)
-    if name == "flux":
-        return FluxGate(d_model, n_head, **init)
-    if name == "phase":
-        if (d_model // n_head) % 2:
-            raise InputError(
-                "phase-coherence gate needs an even head dimension d_model / n_head (keys read as pairs), "
-                f"got {d_model // n_head}"
-            )
-        return PhaseCoherenceGate(n_head, **init)
-    raise InputError(f"unknown gate {name!r}; known gates: none, {', '.join(GATES)}")
+    return GATES.get(name).from_shape(name, d_model=d_model, n_head=n_head, **init)

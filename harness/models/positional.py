@@ -14,6 +14,10 @@ attention module serves them all:
 The attention folds the lag penalties into its fused kernel
 (:func:`harness.models.attention.lag_penalised_attention`): no T x T tensor.
 
+Each encoding registers its name by the decorator above its class (``@POSITIONS.register("rope")``,
+:mod:`harness.models.slots`) and builds itself from the model's shape (:meth:`PositionalEncoding.from_shape`):
+a new encoding is one class here and its test (docs/contracts.md, "Adding a positional encoding").
+
 Positions are ``b = 0, 1, ..., T-1`` within the window. Costs: O(T d) per forward for the
 additive encodings, RoPE, relative MOPE and ALiBi.
 """
@@ -29,6 +33,7 @@ from torch import Tensor, nn
 
 from harness.errors import InputError
 from harness.models.heads import select_heads
+from harness.models.slots import POSITIONS
 from harness.models.variants import MOPE_INITS
 
 
@@ -91,8 +96,9 @@ class PositionalEncoding(nn.Module):
       trial, perturbs token t and refuses a component through which an output before t moves.
     """
 
-    name: ClassVar[str] = "none"
     transforms_qk: ClassVar[bool] = False  # True when rotate() is not the identity
+    #: True when the variant option ``mope_init`` initialises this encoding (the Morlet ones).
+    takes_mope_init: ClassVar[bool] = False
     # True when embedding() has amplitude 1 by construction (cos/sin pairs, not a learned table):
     # the model then scales it to the token embeddings' initial scale (harness.models.transformer).
     unit_amplitude: ClassVar[bool] = False
@@ -103,6 +109,13 @@ class PositionalEncoding(nn.Module):
         self.d_model = d_model
         self.n_head = n_head
         self.block_size = block_size
+
+    @classmethod
+    def from_shape(cls, *, d_model: int, n_head: int, block_size: int, mope_init: str = "random") -> PositionalEncoding:
+        """The encoding for a model of this shape: how the zoo builds the component it registered
+        (:data:`harness.models.slots.POSITIONS`). Here: with the slot's keywords, as a subclass
+        without an ``__init__`` of its own takes them."""
+        return cls(d_model=d_model, n_head=n_head, block_size=block_size)
 
     def embedding(self, T: int, device: torch.device) -> Tensor | None:
         """Additive encoding ``(T, d)`` for positions 0..T-1, or None."""
@@ -151,12 +164,7 @@ class PositionalEncoding(nn.Module):
     pairwise: ClassVar[bool] = False
 
 
-class NoPositionalEncoding(PositionalEncoding):
-    """NoPE: no positional information beyond the causal mask (Kazemnejad et al. 2023)."""
-
-    name = "none"
-
-
+@POSITIONS.register("sinusoidal")
 class SinusoidalPositionalEncoding(PositionalEncoding):
     """Fixed sinusoidal encoding, the papers' baseline, added to the token embeddings.
 
@@ -167,7 +175,6 @@ class SinusoidalPositionalEncoding(PositionalEncoding):
     sigma -> infinity and these frequencies is exactly this encoding. No parameters.
     """
 
-    name = "sinusoidal"
     unit_amplitude = True
 
     def __init__(self, d_model: int) -> None:
@@ -175,12 +182,17 @@ class SinusoidalPositionalEncoding(PositionalEncoding):
         _check_even("sinusoidal", d_model, "width d_model")
         self.register_buffer("omega", sinusoidal_frequencies(d_model // 2), persistent=False)
 
+    @classmethod
+    def from_shape(cls, *, d_model: int, n_head: int, block_size: int, mope_init: str = "random") -> PositionalEncoding:
+        return cls(d_model)
+
     def embedding(self, T: int, device: torch.device) -> Tensor:
         b = torch.arange(T, device=device, dtype=torch.float32)
         phase = b[:, None] * self.omega[None, :]  # (T, d/2)
         return _interleave(torch.cos(phase), torch.sin(phase))  # (T, d)
 
 
+@POSITIONS.register("learned")
 class LearnedPositionalEncoding(PositionalEncoding):
     """Learned absolute position table P (block_size x d), PE(b) = P[b] (GPT-2, nanoGPT's ``wpe``).
 
@@ -189,17 +201,20 @@ class LearnedPositionalEncoding(PositionalEncoding):
     the same scale and learn at the same rate. block_size * d parameters.
     """
 
-    name = "learned"
-
     def __init__(self, d_model: int, block_size: int, *, init_std: float = 0.02) -> None:
         super().__init__()
         self.table = nn.Embedding(block_size, d_model)
         nn.init.normal_(self.table.weight, std=init_std)
 
+    @classmethod
+    def from_shape(cls, *, d_model: int, n_head: int, block_size: int, mope_init: str = "random") -> PositionalEncoding:
+        return cls(d_model, block_size)
+
     def embedding(self, T: int, device: torch.device) -> Tensor:
         return self.table.weight[:T]
 
 
+@POSITIONS.register("rope")
 class RotaryPositionalEncoding(PositionalEncoding):
     """RoPE (Su et al. 2021): rotate each pair (2i, 2i+1) of q and k by angle theta_i b.
 
@@ -209,13 +224,16 @@ class RotaryPositionalEncoding(PositionalEncoding):
     (same for k), so q'(i).k'(j) depends on i - j only. O(T hd) per layer, no parameters.
     """
 
-    name = "rope"
     transforms_qk = True
 
     def __init__(self, head_dim: int, base: float = 10000.0) -> None:
         super().__init__()
         _check_even("rotary", head_dim, "head dimension d_model / n_head")
         self.register_buffer("theta", sinusoidal_frequencies(head_dim // 2, base=base), persistent=False)
+
+    @classmethod
+    def from_shape(cls, *, d_model: int, n_head: int, block_size: int, mope_init: str = "random") -> PositionalEncoding:
+        return cls(d_model // n_head)
 
     def rotate(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         T = q.size(-2)
@@ -246,6 +264,7 @@ def alibi_slopes(n_head: int) -> Tensor:
     return torch.tensor(alibi_slope_values(n_head), dtype=torch.float32)
 
 
+@POSITIONS.register("alibi")
 class ALiBiPositionalEncoding(PositionalEncoding):
     """ALiBi (Press et al. 2022): a linear distance penalty added to the attention logits.
 
@@ -258,12 +277,14 @@ class ALiBiPositionalEncoding(PositionalEncoding):
     T x T tensor, no parameters.
     """
 
-    name = "alibi"
-
     def __init__(self, n_head: int) -> None:
         super().__init__()
         self._slope_values = tuple(alibi_slope_values(n_head))
         self.register_buffer("slopes", torch.tensor(self._slope_values, dtype=torch.float32), persistent=False)
+
+    @classmethod
+    def from_shape(cls, *, d_model: int, n_head: int, block_size: int, mope_init: str = "random") -> PositionalEncoding:
+        return cls(n_head)
 
     def lag_slope(self) -> Tensor:
         return self.slopes
@@ -296,6 +317,8 @@ class MorletScales(PositionalEncoding):
     :class:`MorletPositionalEncoding` describes. ``init="scales-frozen"`` is ``"scales"`` with
     omega and sigma frozen (``requires_grad=False``: not trained, not counted as parameters)."""
 
+    takes_mope_init = True
+
     def __init__(self, n_slots: int, init: str) -> None:
         super().__init__()
         if init not in MOPE_INITS:
@@ -323,6 +346,7 @@ class MorletScales(PositionalEncoding):
         return torch.exp(self.log_sigma)
 
 
+@POSITIONS.register("mope")
 class MorletPositionalEncoding(MorletScales):
     """MOPE: learned Morlet (Gaussian-windowed sinusoid) encoding, added to the token embeddings.
 
@@ -356,12 +380,15 @@ class MorletPositionalEncoding(MorletScales):
     amplitude 1 beside N(0, 0.02) tokens instead, it trains 0.46 nats worse at nanoGPT's CPU recipe.
     """
 
-    name = "mope"
     unit_amplitude = True
 
     def __init__(self, d_model: int, init: str = "random") -> None:
         _check_even("Morlet (MOPE)", d_model, "width d_model")
         super().__init__(d_model // 2, init)
+
+    @classmethod
+    def from_shape(cls, *, d_model: int, n_head: int, block_size: int, mope_init: str = "random") -> PositionalEncoding:
+        return cls(d_model, init=mope_init)
 
     def embedding(self, T: int, device: torch.device) -> Tensor:
         b = torch.arange(T, device=device, dtype=torch.float32)[:, None]  # (T, 1)
@@ -370,6 +397,7 @@ class MorletPositionalEncoding(MorletScales):
         return _interleave(torch.cos(phase) * envelope, torch.sin(phase) * envelope)  # (T, d)
 
 
+@POSITIONS.register("mope-rel")
 class MorletRelativePositionalEncoding(MorletScales):
     """Relative MOPE (``mope-rel``): the Morlet lag kernel of the papers, per head, on q.k.
 
@@ -407,12 +435,15 @@ class MorletRelativePositionalEncoding(MorletScales):
     (8 heads: two per scale).
     """
 
-    name = "mope-rel"
     transforms_qk = True
 
     def __init__(self, n_head: int, head_dim: int, init: str = "random") -> None:
         _check_even("relative Morlet (mope-rel)", head_dim, "head dimension d_model / n_head")
         super().__init__(n_head, init)
+
+    @classmethod
+    def from_shape(cls, *, d_model: int, n_head: int, block_size: int, mope_init: str = "random") -> PositionalEncoding:
+        return cls(n_head, d_model // n_head, init=mope_init)
 
     def rotate(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         return self.rotate_heads(q, k, list(range(self.omega.numel())))
@@ -431,6 +462,7 @@ class MorletRelativePositionalEncoding(MorletScales):
         return 0.25 * torch.exp(-2.0 * self.log_sigma.float())  # 1 / (4 sigma^2), (H,)
 
 
+@POSITIONS.register("mope-bias")
 class MorletBiasPositionalEncoding(MorletScales):
     """Additive Morlet bias (``mope-bias``): the papers' lag kernel added to the scores, per head.
 
@@ -447,12 +479,15 @@ class MorletBiasPositionalEncoding(MorletScales):
     (:func:`~harness.models.attention.pairwise_biased_attention`), never a T x T tensor.
     """
 
-    name = "mope-bias"
     pairwise = True
 
     def __init__(self, n_head: int, init: str = "random") -> None:
         super().__init__(n_head, init)
         self.amplitude = nn.Parameter(torch.ones(n_head))
+
+    @classmethod
+    def from_shape(cls, *, d_model: int, n_head: int, block_size: int, mope_init: str = "random") -> PositionalEncoding:
+        return cls(n_head, init=mope_init)
 
     def pair_bias(self, i: Tensor, j: Tensor) -> Tensor:
         lag = (i[:, None] - j[None, :]).float()  # (C, S): Delta = i - j
@@ -461,39 +496,13 @@ class MorletBiasPositionalEncoding(MorletScales):
         return self.amplitude.float()[:, None, None] * torch.exp(-gamma * lag * lag) * torch.cos(omega * lag)
 
 
-POSITION_ENCODINGS: dict[str, type[PositionalEncoding]] = {
-    cls.name: cls
-    for cls in (
-        SinusoidalPositionalEncoding,
-        LearnedPositionalEncoding,
-        RotaryPositionalEncoding,
-        ALiBiPositionalEncoding,
-        MorletPositionalEncoding,
-        MorletRelativePositionalEncoding,
-        MorletBiasPositionalEncoding,
-        NoPositionalEncoding,
-    )
-}
+@POSITIONS.register("none")
+class NoPositionalEncoding(PositionalEncoding):
+    """NoPE: no positional information beyond the causal mask (Kazemnejad et al. 2023)."""
 
 
 def build_position(
     name: str, *, d_model: int, n_head: int, block_size: int, mope_init: str = "random"
 ) -> PositionalEncoding:
-    """Instantiate the position component ``name`` for a model of this shape."""
-    if name == "sinusoidal":
-        return SinusoidalPositionalEncoding(d_model)
-    if name == "learned":
-        return LearnedPositionalEncoding(d_model, block_size)
-    if name == "rope":
-        return RotaryPositionalEncoding(d_model // n_head)
-    if name == "alibi":
-        return ALiBiPositionalEncoding(n_head)
-    if name == "mope":
-        return MorletPositionalEncoding(d_model, init=mope_init)
-    if name == "mope-rel":
-        return MorletRelativePositionalEncoding(n_head, d_model // n_head, init=mope_init)
-    if name == "mope-bias":
-        return MorletBiasPositionalEncoding(n_head, init=mope_init)
-    if name == "none":
-        return NoPositionalEncoding()
-    raise InputError(f"unknown position {name!r}; known positions: {', '.join(POSITION_ENCODINGS)}")
+    """Instantiate the position component ``name`` of the registry for a model of this shape."""
+    return POSITIONS.get(name).from_shape(d_model=d_model, n_head=n_head, block_size=block_size, mope_init=mope_init)

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from harness.errors import InputError
+from harness.models.slots import SCORINGS
 
 
 class Scoring(nn.Module):
@@ -40,8 +41,9 @@ class Scoring(nn.Module):
     attention then skips the call on some paths).
     """
 
-    name = ""
     transforms_keys = True
+    #: True when the variant option ``lags`` sets this rule's number of lags.
+    takes_lags = False
 
     def __init__(self, n_head: int | None = None, d_model: int | None = None) -> None:
         # Takes the slot's keywords (and keeps them), so that a subclass needs no __init__ of its own.
@@ -49,25 +51,32 @@ class Scoring(nn.Module):
         self.n_head = n_head
         self.d_model = d_model
 
+    @classmethod
+    def from_shape(cls, *, n_head: int, lags: int) -> Scoring:
+        """The rule for a model of ``n_head`` heads (the zoo's, registered in
+        :data:`harness.models.slots.SCORINGS`); ``lags`` for a rule that :attr:`takes_lags`."""
+        return cls(n_head=n_head)
+
     def forward(self, k: Tensor) -> Tensor:
         raise NotImplementedError(f"{type(self).__name__} must implement forward(k) -> k' (B, H, T, hd)")
 
 
+@SCORINGS.register("dot")
 class DotScoring(Scoring):
     """Plain dot-product scoring: keys unchanged."""
 
-    name = "dot"
     transforms_keys = False
 
     def forward(self, k: Tensor) -> Tensor:
         return k
 
 
+@SCORINGS.register("lagged")
 class LaggedScoring(Scoring):
     """Keys causally convolved over ``lags`` non-negative lags (see the module docstring)."""
 
-    name = "lagged"
     transforms_keys = True
+    takes_lags = True
 
     def __init__(self, n_head: int, lags: int = 4) -> None:
         super().__init__()
@@ -77,6 +86,10 @@ class LaggedScoring(Scoring):
         weight = torch.zeros(n_head, lags)
         weight[:, 0] = 1.0
         self.lag_weight = nn.Parameter(weight)  # (H, L)
+
+    @classmethod
+    def from_shape(cls, *, n_head: int, lags: int) -> Scoring:
+        return cls(n_head, lags)
 
     def forward(self, k: Tensor) -> Tensor:
         if torch.is_grad_enabled():  # keep only k for the backward pass, not the L shifted copies
@@ -94,9 +107,5 @@ class LaggedScoring(Scoring):
 
 
 def build_scoring(name: str, *, n_head: int, lags: int = 4) -> Scoring:
-    """Instantiate the scoring component ``name``."""
-    if name == "dot":
-        return DotScoring()
-    if name == "lagged":
-        return LaggedScoring(n_head, lags)
-    raise InputError(f"unknown scoring {name!r}; known scorings: dot, lagged")
+    """Instantiate the scoring component ``name`` of the registry."""
+    return SCORINGS.get(name).from_shape(n_head=n_head, lags=lags)

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.errors import InputError
+from harness.models.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -84,18 +85,23 @@ class ModelSize:
 #: Longest context of a custom shape (that of the presets a CPU or one GPU trains at long context).
 CUSTOM_MAX_CONTEXT_LENGTH = 8192
 
-#: The size presets, by name: ``nano`` for tests, ``paper`` (L6 H8 d256) and the larger ones of the
-#: scaling studies (``harness zoo`` prints their parameter counts).
-SIZES: dict[str, ModelSize] = {
-    size.name: size
-    for size in (
-        ModelSize("nano", n_layer=2, n_head=2, d_model=64, max_context_length=8192),
-        ModelSize("paper", n_layer=6, n_head=8, d_model=256, max_context_length=8192),
-        ModelSize("small", n_layer=8, n_head=8, d_model=512, max_context_length=8192),
-        ModelSize("medium", n_layer=12, n_head=12, d_model=768, max_context_length=4096),
-        ModelSize("large", n_layer=24, n_head=16, d_model=1024, max_context_length=4096),
-    )
-}
+#: The registry of size presets: ``nano`` for tests, ``paper`` (L6 H8 d256) and the larger ones of
+#: the scaling studies (``harness zoo`` prints their parameter counts).
+SIZE_REGISTRY: Registry[ModelSize] = Registry(
+    "model size",
+    plural="sizes",
+    hint=" (or a custom shape: n_layer, n_head and d_model, e.g. --n-layer 4 --n-head 4 --d-model 128)",
+)
+for _preset in (
+    ModelSize("nano", n_layer=2, n_head=2, d_model=64, max_context_length=8192),
+    ModelSize("paper", n_layer=6, n_head=8, d_model=256, max_context_length=8192),
+    ModelSize("small", n_layer=8, n_head=8, d_model=512, max_context_length=8192),
+    ModelSize("medium", n_layer=12, n_head=12, d_model=768, max_context_length=4096),
+    ModelSize("large", n_layer=24, n_head=16, d_model=1024, max_context_length=4096),
+):
+    SIZE_REGISTRY.add(_preset.name, _preset)
+#: The size presets by name (a read-only, live view of :data:`SIZE_REGISTRY`).
+SIZES = SIZE_REGISTRY.entries
 
 
 def get_size(size: str | ModelSize) -> ModelSize:
@@ -105,13 +111,7 @@ def get_size(size: str | ModelSize) -> ModelSize:
     """
     if isinstance(size, ModelSize):
         return size
-    try:
-        return SIZES[size]
-    except (KeyError, TypeError):
-        raise InputError(
-            f"unknown model size {size!r}; known sizes: {', '.join(SIZES)} "
-            "(or a custom shape: n_layer, n_head and d_model, e.g. --n-layer 4 --n-head 4 --d-model 128)"
-        ) from None
+    return SIZE_REGISTRY.get(size)
 
 
 def shape_name(n_layer: int, n_head: int, d_model: int) -> str:

@@ -96,7 +96,7 @@ def build_slot_gate(
 ) -> KeyBias | None:
     """The gate of ``variant`` (None for ``none``); ``gate_init``: the ``tau_init`` / ``alpha_init``
     a config sets (the zoo's gates take their defaults for the others; a user's gate must take them)."""
-    if variant.gate in GATES or variant.gate == "none":
+    if variant.gate in GATES:  # the zoo's, "none" included
         init = {"tau_init": DEFAULT_TAU_INIT, "alpha_init": DEFAULT_ALPHA_INIT, **gate_init}
         return build_gate(variant.gate, d_model=d, n_head=H, **init)
     offered = {"d_model": d, "n_head": H}

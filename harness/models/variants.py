@@ -20,7 +20,9 @@ A :class:`Variant` names one component per slot:
 
 or, in any slot, a user's component: ``package.module:Class`` or a name an installed package
 registers (:mod:`harness.models.components`), checked here as a name only (the class is
-loaded where the model is built);
+loaded where the model is built). The zoo's names are those its components register
+(:mod:`harness.models.slots`: one registry per slot, filled by the component modules, so
+that :func:`make_variant` checks a name against them and a new component needs no line here);
 
 plus ``options``: ``mope_init`` (``"random"``, ``"scales"`` or ``"scales-frozen"``, the
 Morlet positions only), ``lags`` (number of lags of ``lagged`` scoring, default 4) and ``output_gate``
@@ -38,52 +40,30 @@ labels its rows "leaks future tokens".
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Literal, get_args
 
 from harness.errors import InputError
-from harness.models.component_names import is_user_component
+from harness.models.component_names import is_import_path, is_user_component
+from harness.models.registry import Registry
+from harness.models.slots import GATES, POSITIONS, SCORINGS, SLOT_REGISTRIES
 
 #: The three slots of the attention a variant fills.
 Slot = Literal["position", "gate", "scoring"]
 SLOTS: tuple[str, ...] = get_args(Slot)
 
-#: The components of each slot (one Literal each: a config names them as plain strings).
-PositionName = Literal["sinusoidal", "learned", "rope", "alibi", "mope", "mope-rel", "mope-bias", "none"]
-GateName = Literal[
-    "none",
-    "ega",
-    "ega-2",
-    "ega-4",
-    "ega-2-pc",
-    "ega-4-pc",
-    "ega-2-prod",
-    "ega-4-prod",
-    "ega-qnorm",
-    "db2",
-    "db4",
-    "morlet-fixed",
-    "morlet-param",
-    "db2-dir",
-    "db4-dir",
-    "morlet-dir",
-    "flux",
-    "phase",
-    "ega-leaky",
-]
-ScoringName = Literal["dot", "lagged"]
-#: The positional encodings a variant may name (its ``position`` slot).
-POSITIONS: tuple[str, ...] = get_args(PositionName)
-#: The key gates a variant may name (its ``gate`` slot; ``None``: no gate).
-GATES: tuple[str, ...] = get_args(GateName)
-#: The scoring rules a variant may name (its ``scoring`` slot).
-SCORINGS: tuple[str, ...] = get_args(ScoringName)
+# POSITIONS, GATES and SCORINGS (imported above) are the slots' registries: the names a variant
+# may give each slot, as its components register them; a config names them as plain strings.
 #: Gates that read future tokens, with how: a variant using one is a diagnostic, not a model.
 LEAKY_GATES: dict[str, str] = {"ega-leaky": "z-normalises the energy over the whole sequence, future tokens included"}
 #: The label of a diagnostic's rows in ``harness zoo`` and in the study report.
 DIAGNOSTIC_LABEL = "leaks future tokens"
-#: Positions whose parameters ``mope_init`` initialises (the absolute and the relative Morlet encodings).
-MOPE_POSITIONS: tuple[str, ...] = ("mope", "mope-rel", "mope-bias")
+#: Positions whose parameters ``mope_init`` initialises (the Morlet encodings: ``takes_mope_init``).
+MOPE_POSITIONS = POSITIONS.where(attrgetter("takes_mope_init"))
+#: Scorings whose number of lags the option ``lags`` sets (``takes_lags``).
+LAGGED_SCORINGS = SCORINGS.where(attrgetter("takes_lags"))
 #: ``scales-frozen``: the linguistic scales, never trained.
 MOPE_INITS: tuple[str, ...] = ("random", "scales", "scales-frozen")
 OPTIONS: tuple[str, ...] = ("mope_init", "lags", "output_gate")
@@ -102,9 +82,9 @@ class Variant:
     """
 
     name: str
-    position: str  # a PositionName, or a user component (harness.models.components)
-    gate: str = "none"  # a GateName, or a user component
-    scoring: str = "dot"  # a ScoringName, or a user component
+    position: str  # a name of POSITIONS, or a user component (harness.models.components)
+    gate: str = "none"  # a name of GATES, or a user component
+    scoring: str = "dot"  # a name of SCORINGS, or a user component
     options: dict[str, Any] = field(default_factory=dict)
 
     def __hash__(self) -> int:
@@ -128,9 +108,15 @@ class Variant:
 
     @property
     def user_components(self) -> dict[str, str]:
-        """The slots a user's component fills: slot -> its name (an import path or a registered name)."""
-        zoo = {"position": POSITIONS, "gate": GATES, "scoring": SCORINGS}
-        return {slot: getattr(self, slot) for slot, names in zoo.items() if getattr(self, slot) not in names}
+        """The slots a user's component fills: slot -> its name (an import path or a registered name).
+        An import path is told apart without loading the zoo (torch); an entry-point name is a
+        user's unless the zoo has a component of that name."""
+        slots = {slot: getattr(self, slot) for slot in SLOTS}
+        return {
+            slot: name
+            for slot, name in slots.items()
+            if is_import_path(name) or (is_user_component(name) and name not in SLOT_REGISTRIES[slot])
+        }
 
     @property
     def leaks_future(self) -> bool:
@@ -145,7 +131,7 @@ class Variant:
     def describe(self) -> str:
         """Short human description of the slots, e.g. ``mope + ega + lagged(4)``."""
         parts = [f"pos={self.position}", f"gate={self.gate}", f"scoring={self.scoring}"]
-        if self.scoring == "lagged":
+        if self.scoring in LAGGED_SCORINGS:
             parts[-1] += f"({self.lags})"
         parts += [f"{key}={value}" for key, value in sorted(self.options.items()) if key != "lags"]
         return " ".join(parts)
@@ -161,7 +147,7 @@ class Variant:
         }
 
 
-def _check_choice(kind: str, value: Any, choices: tuple[str, ...], variant_name: str, *, user: bool = False) -> None:
+def _check_choice(kind: str, value: Any, choices: Iterable[str], variant_name: str, *, user: bool = False) -> None:
     """``value`` is one of ``choices`` (or, with ``user``, a user component's name)."""
     if value in choices or (user and is_user_component(value)):
         return
@@ -172,9 +158,9 @@ def _check_choice(kind: str, value: Any, choices: tuple[str, ...], variant_name:
 def make_variant(
     name: str,
     *,
-    position: PositionName | str,
-    gate: GateName | str = "none",
-    scoring: ScoringName | str = "dot",
+    position: str,
+    gate: str = "none",
+    scoring: str = "dot",
     **options: Any,
 ) -> Variant:
     """Validate and build a :class:`Variant` (a named combination of components).
@@ -184,11 +170,11 @@ def make_variant(
     name : str
         The variant's name, as a spec or ``harness train --variant`` will call it.
     position : str
-        The positional encoding, one of :data:`POSITIONS`.
+        The positional encoding, a name of :data:`POSITIONS` (or a user component).
     gate : str
-        The key gate, one of :data:`GATES` (``"none"``: no gate).
+        The key gate, a name of :data:`GATES` (``"none"``: no gate).
     scoring : str
-        ``"dot"``, or ``"lagged"`` (keys causally convolved over ``lags`` lags).
+        A name of :data:`SCORINGS`: ``"dot"``, or ``"lagged"`` (keys causally convolved over ``lags`` lags).
     **options
         ``mope_init`` (a Morlet position's initialisation, one of :data:`MOPE_INITS`),
         ``lags`` (a positive integer, with ``scoring="lagged"``), ``output_gate`` (bool).
@@ -227,65 +213,77 @@ def make_variant(
         elif key == "lags":
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"variant {name!r}: option lags must be a positive integer, got {value!r}")
-            if scoring in SCORINGS and scoring != "lagged":
+            if scoring in SCORINGS and scoring not in LAGGED_SCORINGS:
                 raise InputError(
-                    f"variant {name!r}: option lags needs scoring='lagged' (or a user scoring), got scoring={scoring!r}"
+                    f"variant {name!r}: option lags needs scoring={' or '.join(map(repr, LAGGED_SCORINGS))} "
+                    f"(or a user scoring), got scoring={scoring!r}"
                 )
         elif key == "output_gate" and not isinstance(value, bool):
             raise InputError(f"variant {name!r}: option output_gate must be true or false, got {value!r}")
     return Variant(name=name, position=position, gate=gate, scoring=scoring, options=dict(options))
 
 
-#: The registry, by name: the two papers' models, their ablations and reference baselines
+#: The registry of variants: the two papers' models, their ablations and reference baselines
 #: (``harness zoo`` lists them; :func:`make_variant` builds one of your own).
-VARIANTS: dict[str, Variant] = {
-    v.name: v
-    for v in (
-        # reference baselines (no gate)
-        make_variant("baseline", position="sinusoidal"),
-        make_variant("learned-pe", position="learned"),
-        make_variant("rope", position="rope"),
-        make_variant("alibi", position="alibi"),
-        make_variant("nope", position="none"),
-        # Energy-Gated Attention and its energy ablations (sinusoidal positions)
-        make_variant("ega", position="sinusoidal", gate="ega"),
-        make_variant("ega-2", position="sinusoidal", gate="ega-2"),
-        make_variant("ega-4", position="sinusoidal", gate="ega-4"),
-        make_variant("ega-db2", position="sinusoidal", gate="db2"),
-        make_variant("ega-db4", position="sinusoidal", gate="db4"),
-        make_variant("ega-morlet-fixed", position="sinusoidal", gate="morlet-fixed"),
-        make_variant("ega-morlet-param", position="sinusoidal", gate="morlet-param"),
-        # EGA on learned positions: the EGA paper's learned-position reading, against learned-pe
-        # (within a contrast only the gate differs)
-        make_variant("ega-learned", position="learned", gate="ega"),
-        # Morlet positional encoding and EGA + MOPE with its ablations
-        make_variant("mope", position="mope"),
-        make_variant("ega-mope", position="mope", gate="ega"),
-        make_variant("ega-mope-lagged", position="mope", gate="ega", scoring="lagged"),
-        make_variant("ega-mope-scale-init", position="mope", gate="ega", mope_init="scales"),
-        make_variant("flux-mope", position="mope", gate="flux"),
-        make_variant("phase-mope", position="mope", gate="phase"),
-        # prior-art comparator: head-wise sigmoid gate on the attention output
-        make_variant("gated-output", position="sinusoidal", output_gate=True),
-        # readings B of the papers' vague points (READINGS below)
-        make_variant("mope-rel", position="mope-rel"),
-        make_variant("ega-mope-rel", position="mope-rel", gate="ega"),
-        make_variant("ega-mope-rel-scale-init", position="mope-rel", gate="ega", mope_init="scales"),
-        make_variant("ega-db2-dir", position="sinusoidal", gate="db2-dir"),
-        make_variant("ega-db4-dir", position="sinusoidal", gate="db4-dir"),
-        make_variant("ega-morlet-dir", position="sinusoidal", gate="morlet-dir"),
-        make_variant("ega-2-pc", position="sinusoidal", gate="ega-2-pc"),
-        make_variant("ega-4-pc", position="sinusoidal", gate="ega-4-pc"),
-        make_variant("ega-2-prod", position="sinusoidal", gate="ega-2-prod"),
-        make_variant("ega-4-prod", position="sinusoidal", gate="ega-4-prod"),
-        make_variant("ega-qnorm", position="sinusoidal", gate="ega-qnorm"),
-        make_variant("ega-mope-scale-frozen", position="mope", gate="ega", mope_init="scales-frozen"),
-        make_variant("mope-bias", position="mope-bias"),
-        make_variant("ega-mope-bias", position="mope-bias", gate="ega"),
-        # diagnostic, not a model: EGA z-normalised over the whole sequence (reads future tokens)
-        make_variant("ega-leaky", position="sinusoidal", gate="ega-leaky"),
-    )
-}
+VARIANT_REGISTRY: Registry[Variant] = Registry(
+    "variant", hint=" (or name a combination with make_variant(name, position=..., gate=..., scoring=...))"
+)
+
+
+def _zoo_variant(name: str, *, position: str, gate: str = "none", scoring: str = "dot", **options: Any) -> None:
+    """Register a variant of the zoo's own table, as :func:`make_variant` builds it. Its names are
+    checked by the tests (``tests/models/test_models_registry.py``) rather than here, where asking
+    the slots' registries would load their modules (torch) with this light one."""
+    VARIANT_REGISTRY.add(name, Variant(name=name, position=position, gate=gate, scoring=scoring, options=options))
+
+
+# reference baselines (no gate)
+_zoo_variant("baseline", position="sinusoidal")
+_zoo_variant("learned-pe", position="learned")
+_zoo_variant("rope", position="rope")
+_zoo_variant("alibi", position="alibi")
+_zoo_variant("nope", position="none")
+# Energy-Gated Attention and its energy ablations (sinusoidal positions)
+_zoo_variant("ega", position="sinusoidal", gate="ega")
+_zoo_variant("ega-2", position="sinusoidal", gate="ega-2")
+_zoo_variant("ega-4", position="sinusoidal", gate="ega-4")
+_zoo_variant("ega-db2", position="sinusoidal", gate="db2")
+_zoo_variant("ega-db4", position="sinusoidal", gate="db4")
+_zoo_variant("ega-morlet-fixed", position="sinusoidal", gate="morlet-fixed")
+_zoo_variant("ega-morlet-param", position="sinusoidal", gate="morlet-param")
+# EGA on learned positions: the EGA paper's learned-position reading, against learned-pe
+# (within a contrast only the gate differs)
+_zoo_variant("ega-learned", position="learned", gate="ega")
+# Morlet positional encoding and EGA + MOPE with its ablations
+_zoo_variant("mope", position="mope")
+_zoo_variant("ega-mope", position="mope", gate="ega")
+_zoo_variant("ega-mope-lagged", position="mope", gate="ega", scoring="lagged")
+_zoo_variant("ega-mope-scale-init", position="mope", gate="ega", mope_init="scales")
+_zoo_variant("flux-mope", position="mope", gate="flux")
+_zoo_variant("phase-mope", position="mope", gate="phase")
+# prior-art comparator: head-wise sigmoid gate on the attention output
+_zoo_variant("gated-output", position="sinusoidal", output_gate=True)
+# readings B of the papers' vague points (READINGS below)
+_zoo_variant("mope-rel", position="mope-rel")
+_zoo_variant("ega-mope-rel", position="mope-rel", gate="ega")
+_zoo_variant("ega-mope-rel-scale-init", position="mope-rel", gate="ega", mope_init="scales")
+_zoo_variant("ega-db2-dir", position="sinusoidal", gate="db2-dir")
+_zoo_variant("ega-db4-dir", position="sinusoidal", gate="db4-dir")
+_zoo_variant("ega-morlet-dir", position="sinusoidal", gate="morlet-dir")
+_zoo_variant("ega-2-pc", position="sinusoidal", gate="ega-2-pc")
+_zoo_variant("ega-4-pc", position="sinusoidal", gate="ega-4-pc")
+_zoo_variant("ega-2-prod", position="sinusoidal", gate="ega-2-prod")
+_zoo_variant("ega-4-prod", position="sinusoidal", gate="ega-4-prod")
+_zoo_variant("ega-qnorm", position="sinusoidal", gate="ega-qnorm")
+_zoo_variant("ega-mope-scale-frozen", position="mope", gate="ega", mope_init="scales-frozen")
+_zoo_variant("mope-bias", position="mope-bias")
+_zoo_variant("ega-mope-bias", position="mope-bias", gate="ega")
+# diagnostic, not a model: EGA z-normalised over the whole sequence (reads future tokens)
+_zoo_variant("ega-leaky", position="sinusoidal", gate="ega-leaky")
+
+
+#: The variants by name (a read-only, live view of :data:`VARIANT_REGISTRY`).
+VARIANTS = VARIANT_REGISTRY.entries
 
 
 @dataclass(frozen=True)
@@ -394,10 +392,4 @@ def get_variant(variant: str | Variant) -> Variant:
     """
     if isinstance(variant, Variant):
         return variant
-    try:
-        return VARIANTS[variant]
-    except (KeyError, TypeError):
-        raise InputError(
-            f"unknown variant {variant!r}; known variants: {', '.join(VARIANTS)} "
-            "(or name a combination with make_variant(name, position=..., gate=..., scoring=...))"
-        ) from None
+    return VARIANT_REGISTRY.get(variant)

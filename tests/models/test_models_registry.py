@@ -9,10 +9,22 @@ import torch
 
 from harness.errors import InputError
 from harness.models import SIZES, VARIANTS, ModelSize, build_model, get_size, get_variant, make_variant
-from harness.models.gates import GATES as GATE_FAMILIES
-from harness.models.positional import POSITION_ENCODINGS
-from harness.models.sizes import CUSTOM_MAX_CONTEXT_LENGTH, custom_size, resolve_size
-from harness.models.variants import GATES, POSITIONS, READINGS, SCORINGS, is_diagnostic
+from harness.models.gates import EnergyGate, KeyBias, WaveletDirectionGate, build_gate
+from harness.models.positional import PositionalEncoding, RotaryPositionalEncoding
+from harness.models.registry import Registry
+from harness.models.scoring import LaggedScoring, Scoring
+from harness.models.sizes import CUSTOM_MAX_CONTEXT_LENGTH, SIZE_REGISTRY, custom_size, resolve_size
+from harness.models.variants import (
+    GATES,
+    LAGGED_SCORINGS,
+    LEAKY_GATES,
+    MOPE_POSITIONS,
+    POSITIONS,
+    READINGS,
+    SCORINGS,
+    VARIANT_REGISTRY,
+    is_diagnostic,
+)
 
 REGISTRY_NAMES = [
     "baseline",
@@ -147,10 +159,64 @@ def test_readings_parameter_overheads_at_paper_size():
             assert overhead < (0.0105 if name in ("ega-4-pc", "ega-4-prod") else 0.01), (name, overhead)
 
 
-def test_component_name_lists_match_the_component_modules():
-    assert set(POSITIONS) == set(POSITION_ENCODINGS)
-    assert set(GATES) == {"none", *GATE_FAMILIES}
-    assert set(SCORINGS) == {"dot", "lagged"}
+def test_the_slots_registries_hold_the_zoos_components_in_their_modules_order():
+    assert POSITIONS.names() == ("sinusoidal", "learned", "rope", "alibi", "mope", "mope-rel", "mope-bias", "none")
+    assert GATES.names()[:4] == ("none", "ega", "ega-2", "ega-4") and len(GATES) == 19
+    assert SCORINGS.names() == ("dot", "lagged")
+    assert POSITIONS.get("rope") is RotaryPositionalEncoding and SCORINGS.get("lagged") is LaggedScoring
+    assert GATES.get("ega-4") is EnergyGate and GATES.get("morlet-dir") is WaveletDirectionGate
+    assert all(issubclass(cls, PositionalEncoding) for _, cls in POSITIONS.items())
+    assert all(issubclass(cls, KeyBias) for _, cls in GATES.items())
+    assert all(issubclass(cls, Scoring) for _, cls in SCORINGS.items())
+    # the lists that ask the components, and the data that names them
+    assert list(MOPE_POSITIONS) == ["mope", "mope-rel", "mope-bias"] and list(LAGGED_SCORINGS) == ["lagged"]
+    assert set(LEAKY_GATES) <= set(GATES)
+    assert (
+        build_gate("ega-4", d_model=16, n_head=2).projections == 4 and build_gate("none", d_model=16, n_head=2) is None
+    )
+
+
+def test_every_zoo_variant_is_what_make_variant_builds():
+    """The zoo's table is registered without asking the slots' registries (that would load torch
+    with the light variants module): here every entry is checked as make_variant checks it."""
+    for name, v in VARIANTS.items():
+        assert make_variant(name, position=v.position, gate=v.gate, scoring=v.scoring, **v.options) == v
+        assert v.user_components == {}
+
+
+def test_a_registry_registers_by_decorator_refuses_a_duplicate_and_lists_its_names():
+    shapes: Registry[type] = Registry("shape", hint=" (or draw one)")
+
+    @shapes.register("square")
+    class Square:
+        pass
+
+    assert shapes.add("circle", int) is int and shapes.names() == ("square", "circle")
+    assert shapes.get("square") is Square and "square" in shapes and "cube" not in shapes and 3 not in shapes
+    assert list(shapes) == ["square", "circle"] and len(shapes) == 2 and dict(shapes.entries) == dict(shapes.items())
+    assert list(shapes.where(lambda cls: cls is int)) == ["circle"] and "square" not in shapes.where(lambda c: c is int)
+    with pytest.raises(InputError, match=r"^unknown shape 'cube'; known shapes: square, circle \(or draw one\)$"):
+        shapes.get("cube")
+    with pytest.raises(InputError, match="shape 'square' is registered already .*Square.*choose another name"):
+        shapes.add("square", float)
+    with pytest.raises(InputError, match="a shape needs a non-empty name"):
+        shapes.add("", float)
+    assert shapes.remove("circle") is int and shapes.names() == ("square",)
+    assert SIZE_REGISTRY.get("nano") is SIZES["nano"] and VARIANT_REGISTRY.get("ega") is VARIANTS["ega"]
+    with pytest.raises(TypeError):
+        VARIANTS["mine"] = VARIANTS["ega"]  # the mappings are read-only views: register instead
+
+
+def test_a_slots_registry_loads_its_components_module_on_the_first_question():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from harness.models.slots import POSITIONS; "
+        "assert 'torch' not in sys.modules and 'not loaded yet' in repr(POSITIONS); "
+        "assert 'rope' in POSITIONS and 'torch' in sys.modules and 'harness.models.positional' in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_variants_are_hashable_picklable_and_serialisable():
