@@ -1,7 +1,7 @@
 """A :class:`~harness.report.document.Document` as one self-contained HTML page.
 
 Tables are rendered by great-tables (``great_tables.GT``) from their polars frames: number
-formats follow :mod:`harness.report.cells`'s rules, units go into the column labels, each
+formats follow :mod:`harness.report.text_cells`'s rules, units go into the column labels, each
 ``X_low``/``X_high`` pair becomes one ``[low, high]`` column, a loss column may get its
 value in bits beside it, rows may be grouped, and the verdict column is coloured by the
 row's *kind* (:data:`~harness.analysis.results_types.VerdictKind`, a property the
@@ -31,8 +31,8 @@ from great_tables import GT, from_column, loc, style
 from great_tables import html as gt_html
 
 from harness.analysis.results_types import NOT_DISTINGUISHABLE, NOT_TESTABLE, SETTLED, VERDICT_KINDS, format_pvalue
-from harness.report.cells import MISSING, MISSING_INTERVAL, group_labels, with_bits
 from harness.report.document import LABELS, Document, Figure, Note, Paragraph, Section, Table
+from harness.report.text_cells import MISSING, MISSING_INTERVAL, group_labels, with_bits
 
 #: Background and text colour of a verdict cell, by the verdict's kind.
 KIND_COLOURS: dict[str, tuple[str, str]] = {

@@ -2,7 +2,7 @@
 run description.
 
 Paragraphs are written as they are (their light markdown is markdown); tables as pipe
-tables with the cells of :func:`harness.report.cells.text_table`, markdown's special
+tables with the cells of :func:`harness.report.text_cells.text_table`, markdown's special
 characters escaped; a verdict's kind in markdown's only means: **bold** settled, plain not
 distinguishable, _italic_ not testable (a key under the first table with kinds); a row in
 bold has its label in bold; figures as images of the sibling file ``<name>.png``; notes
@@ -19,8 +19,8 @@ import re
 from collections.abc import Sequence
 
 from harness.analysis.results_types import NOT_DISTINGUISHABLE, NOT_TESTABLE, SETTLED, VERDICT_KINDS
-from harness.report.cells import text_table
 from harness.report.document import Document, Figure, Note, Paragraph, Section, Table
+from harness.report.text_cells import text_table
 
 _EMPHASIS = {SETTLED: "**{}**", NOT_TESTABLE: "_{}_"}
 

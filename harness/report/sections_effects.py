@@ -2,7 +2,7 @@
 effects and the interaction, the primary hypothesis marked), the sequential design, the
 effects per cell with the forest and interaction plots, the multi-bootstrap over seeds and
 evaluation windows, and the trends with size and context. Each returns its
-:class:`~harness.report.parts.SectionOutput` (its sections of the document, its tables,
+:class:`~harness.report.sections.SectionOutput` (its sections of the document, its tables,
 figures, headline metrics and verdicts), with what a later section reads of it beside
 (:class:`Contrasts`, the effects table); the sequential design returns how it re-reads the
 primary verdict (:class:`SequentialReading`) for :func:`~harness.report.study.build_report` to
@@ -43,8 +43,8 @@ from harness.analysis.trends import effect_trend
 from harness.errors import InputError
 from harness.models.variants import DIAGNOSTIC_LABEL, is_diagnostic
 from harness.report.document import Block, Figure, Note, Paragraph
-from harness.report.parts import ReportLayout, SectionDraft, SectionOutput, effect_style, frame_table, seeds_text
 from harness.report.plots import MAX_FOREST_ROWS, cell_label, forest_plot, interaction_plot, trend_plot
+from harness.report.sections import ReportLayout, SectionDraft, SectionOutput, effect_style, frame_table, seeds_text
 from harness.report.verdict import Verdict, VerdictKind, loss_unit, verdict_of
 
 

@@ -1,7 +1,7 @@
 """The study report's sections on the mechanisms' readings: tau's stability (mean, new
 runs, heterogeneity across groups), the open fraction of the gates against the Gaussian
 tail, and the MOPE widths' scales. Each returns its
-:class:`~harness.report.parts.SectionOutput` (its section of the document, its tables, figures,
+:class:`~harness.report.sections.SectionOutput` (its section of the document, its tables, figures,
 headline metrics and verdicts)."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from harness.analysis.tau_types import OpenFractionResult, TauStabilityResult
 from harness.errors import InputError
 from harness.models.variants import GATES
 from harness.report.document import Block, Figure, Paragraph
-from harness.report.parts import SectionDraft, SectionOutput, frame_table, section_rng
 from harness.report.plots import mope_plot, open_fraction_plot, tau_plot
+from harness.report.sections import SectionDraft, SectionOutput, frame_table, section_rng
 from harness.report.verdict import Verdict, finite
 
 

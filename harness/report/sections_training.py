@@ -20,8 +20,8 @@ from harness.analysis.over_training import (
 from harness.analysis.results import cell_label
 from harness.analysis.results_types import AnalysisSettings
 from harness.report.document import Block, Figure, Paragraph
-from harness.report.parts import SectionDraft, SectionOutput, frame_table
 from harness.report.plots_training import Curve, Panel, Reference, axis_label, over_training_plot
+from harness.report.sections import SectionDraft, SectionOutput, frame_table
 
 
 def _panels(frame: pl.DataFrame, cells: list[str], line: str, label) -> list[Panel]:

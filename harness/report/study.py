@@ -4,7 +4,7 @@ MLflow parent run.
 
 :func:`build_report` computes every section the table allows (a section whose columns
 or variants are missing is skipped with a note); each section returns its output
-(:class:`~harness.report.parts.SectionOutput`) and draws from a random generator of its own,
+(:class:`~harness.report.sections.SectionOutput`) and draws from a random generator of its own,
 and what one section changes of another's (the sequential design re-reads the primary verdict
 the contrasts made) is applied here, in the open. It then builds the document and writes,
 all at once at the end:
@@ -52,7 +52,7 @@ from harness.report.document import Document, Note
 from harness.report.effect_metrics import effect_metrics
 from harness.report.html import render_html
 from harness.report.markdown import render_markdown, table_markdown
-from harness.report.parts import ReportLayout, SectionOutput, joined, section_rng, seeds_text
+from harness.report.sections import ReportLayout, SectionOutput, joined, section_rng, seeds_text
 from harness.report.sections_effects import (
     SequentialReading,
     cells_section,
@@ -142,7 +142,7 @@ def build_report(
     settings : AnalysisSettings
         Factorial variant names, primary hypothesis, smallest effect of interest, tau
         reference and margin, confidence, resampling seed (each section draws from its own
-        generator, seeded from it and the section's name: :func:`~harness.report.parts.section_rng`).
+        generator, seeded from it and the section's name: :func:`~harness.report.sections.section_rng`).
     out_dir : path
         Created if needed; the report's files are (over)written there.
     window_losses : polars.DataFrame, optional

@@ -1,7 +1,7 @@
 """A :class:`~harness.report.document.Document` as plain text for the terminal, fitting a
 width (100 columns by default).
 
-A table is a fixed-width table of :func:`harness.report.cells.text_table`'s cells (numbers
+A table is a fixed-width table of :func:`harness.report.text_cells.text_table`'s cells (numbers
 right-aligned). When a row does not fit the width, its verdict and its other long text
 cells go under it, indented and wrapped; a verdict is followed by its kind in brackets
 (``[settled]``), the only means plain text has (``colour=True`` also colours it with ANSI
@@ -15,8 +15,8 @@ import textwrap
 from collections.abc import Sequence
 
 from harness.analysis.results_types import NOT_TESTABLE, SETTLED
-from harness.report.cells import TextTable, text_table
 from harness.report.document import Document, Figure, Note, Paragraph, Section, Table
+from harness.report.text_cells import TextTable, text_table
 
 #: Width of the terminal output, in characters.
 WIDTH = 100

@@ -16,7 +16,7 @@ from harness.analysis.multibootstrap import multi_bootstrap
 from harness.analysis.results_types import AnalysisSettings
 from harness.analysis.sequential import SequentialSummary
 from harness.report import build_report
-from harness.report.parts import SectionDraft, joined, section_rng
+from harness.report.sections import SectionDraft, joined, section_rng
 
 SETTINGS = AnalysisSettings(n_resamples=199)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.studies.spec.parts import PrimaryContrast
+from harness.studies.spec.blocks import PrimaryContrast
 
 #: A :class:`~harness.studies.spec.study_spec.StudySpec` whose fields have validated (typed
 #: loosely: that module imports this one).

@@ -58,7 +58,7 @@ from harness.datasets.cards import REGISTRY
 from harness.errors import InputError
 from harness.models.sizes import CUSTOM_MAX_CONTEXT_LENGTH, SIZES, custom_size, shape_name
 from harness.models.variants import DIAGNOSTIC_LABEL, VARIANTS, get_variant, is_diagnostic, make_variant
-from harness.studies.spec.parts import (
+from harness.studies.spec.blocks import (
     DEFAULT_FACTORIAL,
     GRID_FIELDS,
     NAME_PATTERN,

@@ -43,8 +43,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from harness.studies.spec.blocks import PrecisionRule
 from harness.studies.spec.grid import Trial
-from harness.studies.spec.parts import PrecisionRule
 from harness.studies.spec.study_spec import StudySpec
 from harness.studies.storage import read_text, storage_filesystem, write_bytes
 
