@@ -73,7 +73,8 @@ def _assert_recorded(uri: str, study_dir: Path, *, parent_run_id: str | None = N
         row = by_trial[child.data.tags["harness.trial_id"]]
         assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
         assert child.info.status == "FINISHED" and child.data.tags["status"] == "finished"
-        assert child.data.metrics["final/val_loss"] == pytest.approx(row["val_loss"], rel=1e-12)
+        final = child.data.metrics["final_val_loss"]  # final/val_loss, as MLflow stores it (mlflow_metric_key)
+        assert final == pytest.approx(row["val_loss"], rel=1e-12)
         assert child.data.params["max_steps"] == "10" and child.data.tags["seed"] == str(row["seed"])
         steps = sorted(m.step for m in client.get_metric_history(child.info.run_id, "val/loss"))
         assert steps == [5, 10]  # every evaluation once: no gap, no duplicate

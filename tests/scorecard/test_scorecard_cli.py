@@ -32,7 +32,10 @@ def tiny_study(tmp_path_factory: pytest.TempPathFactory, shared_data_dir: Path, 
     from harness.studies.runner import run_study
 
     root = tmp_path_factory.mktemp("scorecard-study")
-    spec = harness_support.write_spec(root / "tiny.yaml", variants=FACTORIAL, name="tiny-scorecard")
+    # The final evaluation reads the curves' windows (by default it reads the whole split), so the
+    # training rows' last step is the cells' reading.
+    train = {**harness_support.TINY["train"], "final_eval_windows": harness_support.TINY["train"]["eval_windows"]}
+    spec = harness_support.write_spec(root / "tiny.yaml", variants=FACTORIAL, name="tiny-scorecard", train=train)
     uri = f"sqlite:///{root / 'mlflow.db'}"
     outcome = run_study(
         spec, tracking_uri=uri, storage_path=str(root / "results"), stream=io.StringIO(), live=False, report=False

@@ -479,7 +479,7 @@ def test_run_by_address_ships_the_users_modules_to_every_node(
     a variant whose gate lies beside the spec and whose position comes from a package on the
     driver's PYTHONPATH only, registered by its entry point (not installed on the nodes). Both
     travel as the job's py_modules: every node resolves both from the shipped copy before the first
-    trial, and the variant's two trials train on both nodes, importing the shipped copies."""
+    trial, and the variant's two trials train, importing the shipped copies."""
     marks, elsewhere = tmp_path / "marks", tmp_path / "elsewhere"
     marks.mkdir()
     elsewhere.mkdir()
@@ -505,8 +505,10 @@ def test_run_by_address_ships_the_users_modules_to_every_node(
         assert {node for node in nodes if any(node in line for line in checked)} == nodes, out.stdout[-3000:]
         assert all("py_modules_files" in line for line in checked), checked
     for kind in ("gate", "position"):
+        # Where the two trials train is Ray's choice (run one after the other, both may land on
+        # one node); every node resolving both modules is the check lines' assertion above.
         built = _marks(marks, kind)
-        assert set(built) == nodes, built  # trained on both nodes
+        assert built and set(built) <= nodes, built  # trained, on the cluster's nodes
         assert all("py_modules_files" in path for paths in built.values() for path in paths), built
     _, children = _study_runs(f"sqlite:///{tmp_path / 'mlflow.db'}", "shipped")
     assert len(children) == 2 and all(child.data.tags["status"] == "finished" for child in children)

@@ -17,10 +17,12 @@ import io
 import re
 from pathlib import Path
 
+import polars as pl
 import pytest
 import yaml
 from harness_support import TINY, MlflowServer
 
+from harness.report.effect_metrics import effect_claim
 from harness.studies.runner import run_study
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -50,6 +52,11 @@ def _open(page, url: str, text: str) -> None:
     page.wait_for_timeout(1500)  # the layout settles (the description box measures its content)
 
 
+def _names(claim: str) -> tuple[str, str, str]:
+    """The parent run's metrics of one effect: its estimate and its band's ends."""
+    return (f"effect/{claim}", f"effect/{claim}/lo", f"effect/{claim}/hi")
+
+
 def _chart_groups(page) -> list[str]:
     """The chart groups of a run's "Model metrics" tab, in the order shown (``val (2)``: ``val``)."""
     lines = [line.strip() for line in page.inner_text("body").splitlines()]
@@ -75,9 +82,19 @@ def test_a_new_study_reads_at_first_sight_in_mlflow(tmp_path: Path, shared_data_
         parent_id = outcome.parent_run_id
         steps = sorted(set(outcome.curves.get_column("step").to_list()))
         assert len(steps) >= 2, steps
+        # The band is logged where the analysis has one: lagged scoring starts as dot and 10 steps
+        # move the loss by about 1e-8, so its gain can be 0.0 in every seed (float32 curves) and
+        # then has no t-interval; the estimate is logged at every step.
+        effects = pl.read_parquet(outcome.report.table_paths["effects_over_training"])  # what was logged from
+        banded_steps = {}
         for claim in EFFECTS:
-            for name in (f"effect/{claim}", f"effect/{claim}/lo", f"effect/{claim}/hi"):
-                assert sorted(m.step for m in client.get_metric_history(parent_id, name)) == steps, name
+            history = {n: sorted(m.step for m in client.get_metric_history(parent_id, n)) for n in _names(claim)}
+            assert history[f"effect/{claim}"] == steps, claim
+            rows = effects.filter(pl.col("effect").map_elements(effect_claim, return_dtype=pl.String) == claim)
+            banded = sorted(rows.filter(pl.col("ci_low").is_finite() & pl.col("ci_high").is_finite())["step"])
+            assert history[f"effect/{claim}/lo"] == history[f"effect/{claim}/hi"] == banded, (claim, history)
+            banded_steps[claim] = banded
+        assert banded_steps["mope-gain"] == steps  # a real effect has its band at every step
         child = client.search_runs(
             [outcome.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'", max_results=1
         )[0]
