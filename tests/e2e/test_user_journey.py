@@ -31,6 +31,8 @@ import pytest
 from harness_support import REPO, cli_env, free_port, stop_session, warning_lines
 from mlflow import MlflowClient
 
+from harness.report.study import short_verdict
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -197,24 +199,23 @@ def _unfold_description(page) -> None:
 
 def _parent_run_page(page, run_url: str, run_name: str, verdicts: pl.DataFrame, tmp_path: Path) -> Path:
     """The URL the study printed opens the parent run; its Overview tab shows the verdict
-    table in the run's description: one row per verdict, the primary marked, the reading
-    line, the link to the report."""
+    table in the run's description (issue 41: the table alone, the first header linking the
+    full report): one row per verdict, the primary marked, each verdict's claim in one line."""
     page.goto(run_url)
     page.get_by_text(run_name, exact=True).first.wait_for(timeout=60_000)
     _close_assistant(page)
-    page.get_by_text("Verdicts: smoke", exact=False).first.wait_for(timeout=60_000)
+    page.get_by_text("full report", exact=False).first.wait_for(timeout=60_000)
     _unfold_description(page)
-    table = page.locator("table").filter(has_text="p (test)")
+    table = page.locator("table").filter(has_text="full report")
     table.wait_for(timeout=30_000)
     head = [t.strip() for t in table.locator("th").all_inner_texts()]
-    assert head == ["effect", "estimate", "95% CI", "p (test)", "Holm p", "seeds", "verdict"], head
+    assert head == ["effect (full report)", "estimate, 2 seeds", "95% CI", "verdict"], head
     rows = table.locator("tbody tr")
     assert rows.count() == verdicts.height
     for i, row in enumerate(verdicts.iter_rows(named=True)):
         cells = [t.strip() for t in rows.nth(i).locator("td").all_inner_texts()]
         effect = f"{row['effect']} *" if row["role"] == "primary" else row["effect"]
-        assert cells[0] == effect and cells[-1] == row["verdict"] and cells[5] == str(row["n_seeds"]), cells
-    assert page.get_by_text("How to read it:", exact=False).count() == 1
+        assert cells[0] == effect and cells[-1] == short_verdict(row["verdict"]), cells
     table.scroll_into_view_if_needed()
     page.wait_for_timeout(500)
     shot = tmp_path / "mlflow-ui-parent-description.png"
@@ -225,7 +226,7 @@ def _parent_run_page(page, run_url: str, run_name: str, verdicts: pl.DataFrame, 
 def _report_from_the_description(page, superadditivity: str, tmp_path: Path) -> Path:
     """The description's link opens report/report.html in the run's Artifacts tab (a new
     tab), where MLflow previews it in a sandboxed iframe: the great-tables verdict table."""
-    link = page.get_by_role("link", name="report/report.html")
+    link = page.get_by_role("link", name="full report")
     assert "/artifacts/report/report.html" in (link.get_attribute("href") or "")
     with page.context.expect_page(timeout=30_000) as opened:
         link.click()
