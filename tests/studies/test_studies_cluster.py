@@ -487,7 +487,7 @@ def test_run_by_address_ships_the_users_modules_to_every_node(
     gates = write_module(tmp_path / "study", "marked_gates", source)
     _, _, position = development_package(tmp_path / "devpkgs", source, "MarkedPosition")
     variants = [{"name": "mine", "position": position, "gate": f"{gates}:MarkedGate"}]
-    spec = _spec(tmp_path / "study", tiny, name="shipped", variants=variants, retries=0, storage_shared=True)
+    spec = _spec(tmp_path / "study", tiny, name="shipped", variants=variants, seeds=2, retries=0, storage_shared=True)
     c = LocalCluster(cluster_env())
     try:
         c.start_head(num_cpus=1)
