@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
 from harness.models.sizes import ModelSize, custom_size, get_size
-from harness.models.variants import MOPE_POSITIONS, VARIANTS, Variant, get_variant, make_variant
+from harness.models.variants import LAGGED_SCORINGS, MOPE_POSITIONS, VARIANTS, Variant, get_variant, make_variant
 from harness.training.config_checks import check_consistent, normalise_input
 
 
@@ -226,6 +226,6 @@ class TrainConfig(BaseModel):
             "scoring": variant.scoring,
             "output_gate": variant.output_gate,
             **({"mope_init": variant.mope_init} if variant.position in MOPE_POSITIONS else {}),
-            **({"lags": variant.lags} if variant.scoring == "lagged" else {}),
+            **({"lags": variant.lags} if variant.scoring in LAGGED_SCORINGS else {}),
             "attention_dropout": self.dropout if self.attention_dropout is None else self.attention_dropout,
         }
