@@ -162,12 +162,14 @@ def test_main_job_sample_is_what_the_code_prints(doc: str) -> None:
     from harness.report.verdict import verdict_reading
     from harness.studies.dry_run import describe_grid, describe_resources
     from harness.studies.spec.grid import expand_grid
+    from harness.studies.spec.sequential_design import SequentialDesign
     from harness.studies.spec.study_spec import load_spec
 
     text = (REPO / doc).read_text()
     sample = _samples(REPO / doc)
     spec = load_spec(REPO / "studies" / "smoke.yaml")
-    first = f"Study smoke: {describe_grid(spec, expand_grid(spec))}, {describe_resources(spec)}, local Ray ("
+    grid = describe_grid(spec, expand_grid(spec), SequentialDesign.from_spec(spec))
+    first = f"Study smoke: {grid}, {describe_resources(spec)}, local Ray ("
     assert sample.startswith(first), sample[:200]
     if "How to read it:" in sample:
         reading = " ".join(sample.split("How to read it:", 1)[1].split("Study smoke finished", 1)[0].split())
@@ -186,6 +188,7 @@ def test_quoted_dry_runs_are_what_the_dry_run_prints_now() -> None:
     GPU bill. (The lines quoted do not depend on the machine's CPU count: GPU studies.)"""
     from harness.studies.dry_run import dry_run_text
     from harness.studies.spec.grid import expand_grid
+    from harness.studies.spec.sequential_design import SequentialDesign
     from harness.studies.spec.study_spec import load_spec
 
     blocks = re.findall(r"```text\n(.*?)```", (REPO / "docs" / "scorecard.md").read_text(), re.S)
@@ -196,7 +199,10 @@ def test_quoted_dry_runs_are_what_the_dry_run_prints_now() -> None:
         printed = set()
         for name in studies:
             spec = load_spec(REPO / "studies" / f"{name}.yaml")
-            text = dry_run_text(spec, expand_grid(spec), storage="results", tracking_uri="mlflow.db", address=None)
+            design = SequentialDesign.from_spec(spec)
+            text = dry_run_text(
+                spec, expand_grid(spec), design=design, storage="results", tracking_uri="mlflow.db", address=None
+            )
             printed |= {line.strip() for line in text.splitlines()}
         for line in filter(None, (x.strip() for x in block.splitlines())):
             assert line in printed, f"docs/scorecard.md quotes a dry-run line the code no longer prints: {line}"

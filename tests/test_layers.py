@@ -203,10 +203,11 @@ def test_no_import_runs_up_a_layer() -> None:
 STUDY_PHASES = [
     ["harness.studies.spec", "harness.studies.signals"],
     ["harness.studies.cluster"],
-    ["harness.studies.storage", "harness.studies.plan"],
+    ["harness.studies.storage"],
+    ["harness.studies.plan"],
     ["harness.studies.tune"],
     ["harness.studies.record"],
-    ["harness.studies.launch", "harness.studies.dry_run"],
+    ["harness.studies.launch", "harness.studies.dry_run", "harness.studies.collect", "harness.studies.finish"],
     ["harness.studies.runner", "harness.studies.submit"],
     ["harness.studies.replay"],
     ["harness.studies.device"],

@@ -12,9 +12,12 @@ The folders are the phases of a study:
 and the modules beside them put the phases together:
 
 - :mod:`~harness.studies.runner`   ``run_study`` (``harness run``): check -> plan -> launch -> collect -> package
-- :mod:`~harness.studies.plan`     what the phases hand each other (the plan, the run's layout, the outcomes)
+- :mod:`~harness.studies.plan`     what the phases hand each other (the plan, made once: the sequential design,
+  the trials' configs; the run's layout, the outcomes)
 - :mod:`~harness.studies.dry_run`  the grid, the resources and the cost estimate in words (``--dry-run``)
 - :mod:`~harness.studies.launch`   the trainable, the driver's callbacks and Tune's experiment, new or restored
+- :mod:`~harness.studies.collect`  the trials' outcomes collected: the results, curves and per-window tables
+- :mod:`~harness.studies.finish`   the analysis's report and the closing lines
 - :mod:`~harness.studies.submit`   ``submit_study`` (``harness submit``: a study as a Ray job)
 - :mod:`~harness.studies.replay`   a study's MLflow record rebuilt from its storage (``harness report --from``)
 - :mod:`~harness.studies.storage`  where a study lives and what it keeps there
@@ -35,11 +38,13 @@ __getattr__, __dir__, __all__ = lazy_exports(
     {
         "spec.study_spec": ["StudySpec", "load_spec", "parse_spec"],
         "spec.grid": ["Trial", "expand_grid", "trial_id"],
-        "runner": ["run_study", "StudyOutcome"],
+        "runner": ["run_study"],
+        "plan": ["StudyOutcome"],
     },
 )
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from harness.studies.runner import StudyOutcome, run_study
+    from harness.studies.plan import StudyOutcome
+    from harness.studies.runner import run_study
     from harness.studies.spec.grid import Trial, expand_grid, trial_id
     from harness.studies.spec.study_spec import StudySpec, load_spec, parse_spec

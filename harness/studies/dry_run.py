@@ -1,24 +1,28 @@
-"""What a study would do, in words: its grid, the resources of each trial, and the dry
-run's text (``harness run --dry-run``: the grid, the resources and a cost estimate).
+"""What a study would do, in words: its grid, the resources of each trial, the line a study
+starts with, and the dry run's text (``harness run --dry-run``: the grid, the resources and a
+cost estimate).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from harness.studies.spec.cost import CostEstimate, estimate
 from harness.studies.spec.grid import Trial
+from harness.studies.spec.sequential_design import SequentialDesign
 from harness.studies.spec.study_spec import StudySpec
-from harness.studies.tune.sequential import (
-    SequentialDesign,
-    describe_seeds,
-    trial_range,
-)
+from harness.studies.tune.sequential import describe_seeds, trial_range
+
+if TYPE_CHECKING:  # the plan and Ray's connection are the runner's: a dry run needs neither
+    from harness.studies.cluster.connect import RayConnection
+    from harness.studies.plan import StudyPlan
 
 
-def describe_grid(spec: StudySpec, trials: Sequence[Trial]) -> str:
-    """``4 variants x 2 seeds x nano x tinyshakespeare x T=128``."""
+def describe_grid(spec: StudySpec, trials: Sequence[Trial], design: SequentialDesign | None) -> str:
+    """``4 variants x 2 seeds x nano x tinyshakespeare x T=128`` (``design``: the spec's
+    sequential design, :attr:`harness.studies.plan.StudyPlan.sequential`)."""
     parts = [
         f"{len(spec.variants)} variants" if len(spec.variants) > 1 else spec.variant_names[0],
         describe_seeds(spec),
@@ -28,7 +32,7 @@ def describe_grid(spec: StudySpec, trials: Sequence[Trial]) -> str:
     ]
     if spec.tau_inits:
         parts.append("tau0=" + "/".join(f"{t:g}" for t in spec.tau_inits))
-    fewest, most = trial_range(spec, trials)
+    fewest, most = trial_range(design, trials)
     count = f"{len(most)} trials" if len(fewest) == len(most) else f"{len(fewest)} to {len(most)} trials"
     return f"{count} ({' x '.join(parts)})"
 
@@ -41,11 +45,27 @@ def describe_resources(spec: StudySpec) -> str:
     return text + " each"
 
 
+def start_line(plan: StudyPlan, ray_conn: RayConnection, *, resuming: bool) -> str:
+    """``Study tiny: 2 trials (...), 1 CPU each, local Ray (2 CPUs)``."""
+    spec = plan.spec
+    return (
+        f"Study {spec.name}: {describe_grid(spec, plan.trials, plan.sequential)}, {describe_resources(spec)}, "
+        f"{ray_conn.description} ({ray_conn.cpus:g} CPUs{f', {ray_conn.gpus:g} GPUs' if ray_conn.gpus else ''})"
+        + (" - resuming" if resuming else "")
+    )
+
+
 def dry_run_text(
-    spec: StudySpec, trials: Sequence[Trial], *, storage: str, tracking_uri: str, address: str | None
+    spec: StudySpec,
+    trials: Sequence[Trial],
+    *,
+    design: SequentialDesign | None,
+    storage: str,
+    tracking_uri: str,
+    address: str | None,
 ) -> str:
     train = trials[0].config if trials else None
-    lines = [f"Study {spec.name}: {describe_grid(spec, trials)}, {describe_resources(spec)}"]
+    lines = [f"Study {spec.name}: {describe_grid(spec, trials, design)}, {describe_resources(spec)}"]
     if train is not None:
         lines.append(
             f"training: {train.max_steps} steps x batch "
@@ -67,7 +87,6 @@ def dry_run_text(
             f"analysis: 2x2 factorial base={factorial.base} a={factorial.a} b={factorial.b} ab={factorial.ab}; "
             f"tau reference {spec.analysis.tau.reference:g} +- {spec.analysis.tau.margin:g}"
         )
-    design = SequentialDesign.from_spec(spec)
     if design is not None:
         lines.append(f"sequential: {design.rule_text()}")
     lines.append("")
@@ -88,7 +107,7 @@ def dry_run_text(
         lines.append(f"total: {len(trials)} trials")
         lines.extend(cost(trials).lines())
     else:
-        least, most = (cost(some) for some in trial_range(spec, trials))
+        least, most = (cost(some) for some in trial_range(design, trials))
         lines.append(
             f"total: {least.trials} trials at least (the first {design.min_seeds} seeds, if the rule holds at "
             f"once), {most.trials} at most ({design.max_seeds} seeds)"

@@ -39,13 +39,18 @@ def _trial_name(trial: Any) -> str:
 
 
 def make_trainable(plan: StudyPlan) -> Any:
-    """The Tune trainable: :func:`run_trial` with every trial's config, the trials' extra
-    Lightning callbacks (``plan.trial_callbacks``) and the trial's resources."""
+    """The Tune trainable: :func:`run_trial` with every trial's config and how many trials share
+    each one's compiled graph (both made once by the plan), the trials' extra Lightning callbacks
+    (``plan.trial_callbacks``) and the trial's resources."""
     from ray import tune  # see the note on imports at the top of this module
 
-    configs = {t.trial_id: t.config.model_dump() for t in plan.trials}
     return tune.with_resources(
-        tune.with_parameters(run_trial, trials=configs, trial_callbacks=plan.trial_callbacks),
+        tune.with_parameters(
+            run_trial,
+            trials=plan.trial_configs,
+            compile_sharing=plan.compile_sharing,
+            trial_callbacks=plan.trial_callbacks,
+        ),
         {"cpu": plan.spec.resources.cpus, "gpu": plan.spec.resources.gpus},
     )
 
@@ -157,7 +162,7 @@ def launch_tune(
 
     tolerate_repeated_actor_failure()  # one worker death is one failure (harness.studies.tune.state)
     trainable = make_trainable(plan)
-    shown = scheduled_trials(plan.spec, plan.trials, layout.study_dir)  # a sequential study: its batches so far
+    shown = scheduled_trials(plan.sequential, plan.trials, layout.study_dir)  # a sequential study: its batches so far
     progress = StudyProgress(
         [t.trial_id for t in shown],
         max_steps={t.trial_id: t.config.max_steps for t in plan.trials},
@@ -172,13 +177,13 @@ def launch_tune(
     ]
     if previous is not None:
         tuner, already, known = restore_tuner(layout, trainable, tune_callbacks, say)
-        searcher = searcher_for(plan.spec, plan.trials, layout.study_dir, known=known, announce=progress.note)
+        searcher = searcher_for(plan, layout.study_dir, known=known, announce=progress.note)
         if searcher is not None:
             # Tune restores the searcher it pickled at the start and then its saved state;
             # today's (with the terminal and the trials Tune holds) takes that state instead.
             tuner._local_tuner._tune_config.search_alg = searcher
     else:
-        searcher = searcher_for(plan.spec, plan.trials, layout.study_dir, announce=progress.note)
+        searcher = searcher_for(plan, layout.study_dir, announce=progress.note)
         tuner, already = new_tuner(plan, layout, trainable, tune_callbacks, searcher), {}
     return tuner, progress, already
 

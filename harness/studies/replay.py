@@ -38,8 +38,8 @@ from harness.errors import InputError
 from harness.mlflow_client import check_tracking_uri, harness_git_commit, redact_uri
 from harness.results_schema import CURVES_FILE
 from harness.studies.cluster.destinations import is_uri
+from harness.studies.record.study_start import parent_params
 from harness.studies.record.trial_records import complete_child_run
-from harness.studies.runner import parent_params
 from harness.studies.spec.grid import Trial, expand_grid
 from harness.studies.spec.study_spec import StudySpec, parse_spec
 from harness.studies.storage import (

@@ -32,25 +32,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import os
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TextIO
-from urllib.parse import urlparse
-
-import polars as pl
-import pyarrow.fs
+from typing import TYPE_CHECKING, Any, TextIO
 
 from harness.datasets import load
 from harness.errors import InputError
-from harness.mlflow_client import check_tracking_uri, harness_git_commit, redact_uri, resolve_tracking_uri
-from harness.results_schema import CURVES_FILE, RUN_TAG_OF_TRIAL_STATUS
+from harness.mlflow_client import check_tracking_uri, resolve_tracking_uri
 from harness.studies.cluster.connect import (
     RayConnection,
     check_cluster,
@@ -61,41 +54,33 @@ from harness.studies.cluster.connect import (
 )
 from harness.studies.cluster.corpora import check_corpora_on_nodes, trial_data_dir
 from harness.studies.cluster.destinations import (
-    RAY_JOB_TAG,
     absolute_tracking_uri,
-    is_uri,
     job_driver,
     refuse_ephemeral_destinations,
 )
 from harness.studies.cluster.modules import check_components_on_nodes, cluster_runtime_env
-from harness.studies.dry_run import describe_grid, describe_resources, dry_run_text
+from harness.studies.collect import collect_outcomes, sequential_outcome
+from harness.studies.dry_run import dry_run_text, start_line
+from harness.studies.finish import analyse, tell_where
 from harness.studies.launch import fit_with_progress, launch_tune, open_recorder
-from harness.studies.plan import CollectedOutcomes, StudyLayout, StudyPlan, TrialCallbacks
-from harness.studies.record.trial_records import complete_child_run
+from harness.studies.plan import (
+    CollectedOutcomes,
+    StudyLayout,
+    StudyOutcome,
+    StudyPlan,
+    TrialCallbacks,
+    study_layout,
+)
+from harness.studies.record.study_end import complete_child_runs, record_outcome
+from harness.studies.record.study_start import design_changes, start_parent_run, study_design, write_study_files
 from harness.studies.spec.components import check_user_components
-from harness.studies.spec.grid import Trial, expand_grid
+from harness.studies.spec.grid import expand_grid
+from harness.studies.spec.sequential_design import SequentialDesign
 from harness.studies.spec.study_spec import StudySpec, load_spec, read_spec_text, spec_folder
-from harness.studies.storage import (
-    STUDY_FILE,
-    check_storage,
-    latest_study_dir,
-    parquet_bytes,
-    storage_filesystem,
-    trial_dir,
-    write_bytes,
-)
-from harness.studies.tune.curves_table import study_curves
-from harness.studies.tune.results_table import results_table, trial_status
-from harness.studies.tune.sequential import (
-    DECISIONS_FILE,
-    DecisionLog,
-    SequentialDesign,
-    design_changed,
-    summary_from_log,
-    trials_scheduled,
-)
+from harness.studies.storage import check_storage, latest_study_dir
+from harness.studies.tune.sequential import design_changed
 
-if TYPE_CHECKING:  # the lazy imports below, for the annotations
+if TYPE_CHECKING:  # imported by the phase that records (harness.studies.launch), for the annotations
     from harness.studies.record.recorder import StudyRecorder
 
 # Imports that stay inside the phases that use them, for a measured start-up cost: Ray
@@ -104,30 +89,6 @@ if TYPE_CHECKING:  # the lazy imports below, for the annotations
 # 1.5-3 s). A bad spec, a bad destination and ``--dry-run`` answer without paying for them
 # (``harness run studies/smoke.yaml --dry-run``: 2.6 s, against 7.3 s with the recorder
 # imported first; medians of 5 on the shared 2-CPU machine).
-
-#: How a study run ended: every trial ended (finished), it stopped early (interrupted:
-#: ``--resume`` continues it), or nothing was started (dry_run).
-StudyStatus = Literal["finished", "interrupted", "dry_run"]
-
-
-@dataclass(frozen=True)
-class StudyOutcome:
-    """What ``run_study`` did (``status``: :data:`StudyStatus`)."""
-
-    study: str
-    status: StudyStatus
-    trials: int
-    study_dir: str | None = None
-    tracking_uri: str | None = None
-    experiment_id: str | None = None
-    parent_run_id: str | None = None
-    counts: dict[str, int] | None = None
-    results: Any = None  # polars.DataFrame (one row per trial)
-    curves: Any = None  # polars.DataFrame (one row per trial and evaluation)
-    report: Any = None  # harness.report.Report, when the analysis ran
-    ui_url: str | None = None
-    wall_time_s: float = 0.0
-
 
 # -- checks before the study starts --------------------------------------------------------
 
@@ -142,111 +103,19 @@ def prepare_corpora(plan: StudyPlan) -> None:
         load(name, data_dir=plan.data_dir)
 
 
-# -- per-window losses and MOPE scales of the finished trials ------------------------------
-
-
-def _window_losses(trials: Sequence[Trial], checkpoints: dict[str, Any]) -> Any:
-    """Per-window losses of every finished trial with its factors (for the multi-bootstrap)."""
-    frames = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for trial in trials:
-            ckpt = checkpoints.get(trial.trial_id)
-            if ckpt is None:
-                continue
-            try:
-                local = Path(ckpt.to_directory(str(Path(tmp) / trial.trial_id)))
-            except Exception:  # noqa: BLE001
-                continue
-            path = local / "window_losses.parquet"
-            if not path.is_file():
-                continue
-            c = trial.config
-            frames.append(
-                pl.read_parquet(path).with_columns(
-                    pl.lit(trial.trial_id).alias("trial_id"),
-                    pl.lit(c.variant).alias("variant"),
-                    pl.lit(c.seed, dtype=pl.Int64).alias("seed"),
-                    pl.lit(c.dataset).alias("dataset"),
-                    pl.lit(c.size).alias("size"),
-                    pl.lit(c.context_length, dtype=pl.Int64).alias("context_length"),
-                    pl.lit(c.tau_init, dtype=pl.Float64).alias("tau_init"),
-                )
-            )
-    return pl.concat(frames, how="diagonal_relaxed") if frames else None
-
-
-def _mope_sigmas(trials: Sequence[Trial], outcomes: dict[str, tuple[dict[str, Any] | None, Any]]) -> Any:
-    rows = []
-    for trial in trials:
-        metrics = (outcomes.get(trial.trial_id) or (None, None))[0] or {}
-        if metrics.get("status") != "finished":
-            continue
-        for key, value in metrics.items():
-            if key.startswith("mope/sigma") and isinstance(value, (int, float)):
-                c = trial.config
-                rows.append(
-                    {
-                        "variant": c.variant,
-                        "seed": c.seed,
-                        "dataset": c.dataset,
-                        "size": c.size,
-                        "context_length": c.context_length,
-                        "key": key,
-                        "sigma": float(value),
-                    }
-                )
-    return pl.DataFrame(rows) if rows else None
-
-
-# -- the study ------------------------------------------------------------------------------------
-
-
-def parent_params(spec: StudySpec, trials: Sequence[Trial]) -> dict[str, Any]:
-    """Params of the study's parent run: the spec's hash, the grid and its factors."""
-    return {
-        "spec_sha256": spec.sha256(),
-        "grid_size": len(trials),
-        "datasets": ",".join(spec.datasets),
-        "sizes": ",".join(spec.size_names),
-        "context_lengths": ",".join(map(str, spec.context_lengths)),
-        "variants": ",".join(spec.variant_names),
-        "seeds": ",".join(map(str, spec.grid_seeds())),
-        "tau_inits": ",".join(f"{t:g}" for t in spec.tau_inits) if spec.tau_inits else "None",
-        "tokens_per_batch": spec.tokens_per_batch,
-        "cpus_per_trial": spec.resources.cpus,
-        "gpus_per_trial": spec.resources.gpus,
-        **{f"train.{k}": v for k, v in spec.train_overrides().items()},
-    }
-
-
-def study_design(trials: Sequence[Trial]) -> dict[str, dict[str, Any]]:
-    """What must not change between a study and its resume: each trial's resume contract
-    (:meth:`~harness.training.config.TrainConfig.resume_contract`), as JSON keeps it in
-    ``harness_study.json``."""
-    return json.loads(json.dumps({t.trial_id: t.config.resume_contract() for t in trials}))
-
-
-def design_changes(stored: dict[str, dict[str, Any]], current: dict[str, dict[str, Any]]) -> list[str]:
-    """How ``current`` (the spec's :func:`study_design`) differs from the design a study was
-    started with: trials added or removed, and contract fields whose value changed. A field
-    the stored design lacks, or holds beyond today's contract (a study started by another
-    version of the harness), is not compared."""
-    changes = [f"trial {tid} {'added' if tid in current else 'removed'}" for tid in sorted(set(stored) ^ set(current))]
-    for tid in sorted(set(stored) & set(current)):
-        was, now = stored[tid], current[tid]
-        changes += [
-            f"{tid}: {key} {was[key]!r} -> {value!r}" for key, value in now.items() if key in was and was[key] != value
-        ]
-    return changes
-
-
 # -- the phases of a study ---------------------------------------------------------------------
 #
-# run_study reads as its phases: resolve and validate (resolve_study) -> check before anything
-# starts (check_before_start, find_resumable) -> connect Ray (ray_session, check_cluster) -> plan
-# where the run lives (study_layout) -> open the record (start_parent_run) -> launch Tune
-# (launch_tune, write_study_files, fit_with_progress) -> collect the outcomes (collect_outcomes)
-# -> analyse (_analyse) -> record (record_outcome) -> tell the user (tell_where).
+# run_study reads as its phases, each in the module named beside it:
+#   resolve and validate         resolve_study (here: the plan, with what is derived from the spec once)
+#   check before anything starts check_before_start, find_resumable (here)
+#   connect Ray                  connect_ray (here)
+#   plan where the run lives     study_layout (harness.studies.plan)
+#   open the record              start_parent_run, write_study_files (harness.studies.record.study_start)
+#   launch Tune                  launch_tune, fit_with_progress (harness.studies.launch)
+#   collect the outcomes         sequential_outcome, collect_outcomes (harness.studies.collect)
+#   analyse                      analyse (harness.studies.finish)
+#   end the record               complete_child_runs, record_outcome (harness.studies.record.study_end)
+#   tell the user                tell_where (harness.studies.finish)
 
 
 def resolve_study(
@@ -261,7 +130,8 @@ def resolve_study(
     environment > default). Every local path is made absolute here, against the user's working
     directory (the spec's folder, where a user's component may lie, too), and each trial's
     config carries the data folder: a trial runs in a working directory of Tune's, on a node
-    that does not inherit this environment."""
+    that does not inherit this environment. The sequential design is derived here, once, and
+    handed on in the plan."""
     spec_text, component_dir = None, None
     if not isinstance(spec, StudySpec):
         spec_text = read_spec_text(spec) if Path(spec).is_file() else None
@@ -281,6 +151,7 @@ def resolve_study(
         tracking_uri=absolute_tracking_uri(given_uri),
         storage=resolve_storage(storage_path, spec),
         address=resolve_address(address),
+        sequential=SequentialDesign.from_spec(spec),
         data_dir=data_dir,
         tracking_uri_as_given=given_uri,
         component_dir=component_dir,
@@ -295,7 +166,7 @@ def connect_ray(plan: StudyPlan, say: Callable[[str], None]) -> Iterator[RayConn
     already), the user's modules travel as the job-level runtime_env
     (:mod:`harness.studies.cluster.modules`)."""
     with tempfile.TemporaryDirectory(prefix="harness-py-modules-") as staging:
-        ships = plan.address is not None and job_driver() is None and _names_user_components(plan)
+        ships = plan.address is not None and job_driver() is None and plan.names_user_components
         runtime_env = cluster_runtime_env(plan.spec, plan.component_dir, Path(staging)) if ships else None
         with ray_session(plan.address, runtime_env) as ray_conn:
             check_cluster(plan.spec, ray_conn, plan.storage)
@@ -332,7 +203,7 @@ def find_resumable(plan: StudyPlan) -> tuple[str, dict[str, Any]]:
         )
     stored = previous[1].get("design")
     changes = design_changes(stored, study_design(plan.trials)) if stored is not None else []
-    if design_changed(spec, previous[1]):
+    if design_changed(plan.sequential, previous[1]):
         changes.append("the sequential design (seeds: min, max, batch; stop_when)")
     if changes:
         shown = "; ".join(changes[:5]) + (f"; ... ({len(changes)} changes)" if len(changes) > 5 else "")
@@ -341,237 +212,6 @@ def find_resumable(plan: StudyPlan) -> tuple[str, dict[str, Any]]:
             f"started ({shown}; resuming would mix two designs); run it as a new study without --resume"
         )
     return previous
-
-
-def study_layout(plan: StudyPlan, previous: tuple[str, dict[str, Any]] | None) -> StudyLayout:
-    """Plan where this run lives: the resumed run's folder, or a fresh
-    ``<storage>/<name>/<YYYYmmdd-HHMMSS>``."""
-    storage, name = plan.storage, plan.spec.name
-    if previous is not None:
-        study_dir = previous[0]
-        run_name = study_dir.rsplit("/", 1)[1]
-    else:
-        run_name = _fresh_run_name(storage, name)
-        study_dir = f"{storage}/{name}/{run_name}"
-    fs, root = storage_filesystem(storage)
-    return StudyLayout(
-        run_name=run_name,
-        study_run=f"{name}/{run_name}",
-        study_dir=study_dir,
-        study_root=f"{root.rstrip('/')}/{name}/{run_name}",
-        fs=fs,
-        local_dir=None if is_uri(storage) else Path(study_dir),
-    )
-
-
-def start_line(plan: StudyPlan, ray_conn: RayConnection, *, resuming: bool) -> str:
-    """``Study tiny: 2 trials (...), 1 CPU each, local Ray (2 CPUs)``."""
-    spec = plan.spec
-    return (
-        f"Study {spec.name}: {describe_grid(spec, plan.trials)}, {describe_resources(spec)}, "
-        f"{ray_conn.description} ({ray_conn.cpus:g} CPUs{f', {ray_conn.gpus:g} GPUs' if ray_conn.gpus else ''})"
-        + (" - resuming" if resuming else "")
-    )
-
-
-def start_parent_run(
-    recorder: StudyRecorder,
-    plan: StudyPlan,
-    layout: StudyLayout,
-    ray_conn: RayConnection,
-    previous: tuple[str, dict[str, Any]] | None,
-) -> str:
-    """Open the record: the study's parent run in MLflow (created, or continued on resume).
-    Returns the git commit the study is recorded with (a resumed study keeps its own)."""
-    git_commit = (previous[1].get("git_commit") if previous else None) or harness_git_commit()
-    recorder.start_parent(
-        study=plan.spec.name,
-        study_run=layout.study_run,
-        spec_text=plan.spec_text,
-        spec_sha256=plan.spec.sha256(),
-        params=parent_params(plan.spec, plan.trials),
-        tags={
-            "harness.git_commit": git_commit,
-            "harness.study_dir": layout.study_dir,
-            "ray": ray_conn.description,
-            **({"harness.component_dir": plan.component_dir} if _names_user_components(plan) else {}),
-        },
-        previous_run_id=(previous[1].get("parent_run_id") if previous else None),
-        datasets=plan.spec.datasets,
-        data_dir=plan.data_dir,
-    )
-    job = job_driver()
-    if job is not None and job.job_id:  # the run `harness submit` looks for when the job ends
-        recorder.parent.set_tags({RAY_JOB_TAG: job.job_id})
-    return git_commit
-
-
-def write_study_files(
-    plan: StudyPlan,
-    layout: StudyLayout,
-    recorder: StudyRecorder,
-    previous: tuple[str, dict[str, Any]] | None,
-    git_commit: str,
-) -> None:
-    """``harness_study.json`` (what a resume and ``harness report --from`` need) and the
-    ``spec.yaml`` the study runs, in the study's folder."""
-    spec = plan.spec
-    meta = {
-        "study": spec.name,
-        "study_run": layout.study_run,
-        "spec_sha256": spec.sha256(),
-        "tracking_uri": redact_uri(plan.tracking_uri),
-        "experiment_id": recorder.store.experiment_id,
-        "parent_run_id": recorder.parent.run_id,
-        "trial_ids": [t.trial_id for t in plan.trials],
-        "sequential": (design.record() if (design := SequentialDesign.from_spec(spec)) else None),
-        "design": study_design(plan.trials),
-        "created": (previous[1].get("created") if previous else time.strftime("%Y-%m-%dT%H:%M:%S%z")),
-        "git_commit": git_commit,
-    }
-    write_bytes(layout.fs, f"{layout.study_root}/{STUDY_FILE}", json.dumps(meta, indent=1).encode())
-    write_bytes(layout.fs, f"{layout.study_root}/spec.yaml", plan.spec_text.encode())
-
-
-def collect_outcomes(plan: StudyPlan, layout: StudyLayout, grid: Any) -> CollectedOutcomes:
-    """Collect the outcomes: Tune's results -> the results table (``results.parquet``), every
-    evaluation of every trial (``curves.parquet``, from each trial's reports on storage:
-    :func:`~harness.studies.tune.curves_table.study_curves`) and the per-window losses of the
-    finished trials (``window_losses.parquet``), all in the study's folder."""
-    outcomes: dict[str, tuple[dict[str, Any] | None, Any]] = {}
-    checkpoints: dict[str, Any] = {}
-    for result in grid:
-        if not result.config:  # never started (the study was stopped first): its row says incomplete
-            continue
-        tid = str(result.config["trial"])
-        outcomes[tid] = (dict(result.metrics or {}), result.error)
-        if trial_status(result.metrics, result.error) == "finished":
-            checkpoints[tid] = result.checkpoint
-    table = results_table(plan.spec.name, plan.trials, outcomes)
-    counts = {s: int((table.get_column("status") == s).sum()) for s in ("finished", "diverged", "failed", "incomplete")}
-    status = "interrupted" if counts["incomplete"] else "finished"
-
-    write_bytes(layout.fs, f"{layout.study_root}/results.parquet", parquet_bytes(table))
-    curves = study_curves(layout.fs, layout.study_root, table, plan.trials)
-    write_bytes(layout.fs, f"{layout.study_root}/{CURVES_FILE}", parquet_bytes(curves))
-    windows = _window_losses(plan.trials, checkpoints)
-    if windows is not None:
-        write_bytes(layout.fs, f"{layout.study_root}/window_losses.parquet", parquet_bytes(windows))
-    return CollectedOutcomes(
-        table=table,
-        counts=counts,
-        status=status,
-        windows=windows,
-        sigmas=_mope_sigmas(plan.trials, outcomes),
-        curves=curves,
-    )
-
-
-def complete_child_runs(
-    recorder: StudyRecorder, plan: StudyPlan, layout: StudyLayout, collected: CollectedOutcomes
-) -> None:
-    """A resumed study: every child run brought in line with what storage holds
-    (:func:`~harness.studies.record.trial_records.complete_child_run`) before the record ends.
-    Reports made while the tracking store was down under a driver that then died lie below
-    the steps this driver logged, and a trial that ended under that driver has no end in
-    MLflow; the study's storage has both, so the record is completed here, not left to a
-    ``harness report --from`` that nothing would ask for."""
-    if not recorder.store.active or recorder.parent.run_id is None:
-        return  # the closing lines ask for `harness report --from` (tell_where)
-    rows = {row["trial_id"]: row for row in collected.table.iter_rows(named=True)}
-    for trial in plan.trials:
-        complete_child_run(
-            recorder,
-            study=plan.spec.name,
-            trial=trial,
-            row=rows.get(trial.trial_id),
-            fs=layout.fs,
-            trial_dir=trial_dir(layout.study_root, trial.trial_id),
-        )
-
-
-def record_outcome(
-    recorder: StudyRecorder, collected: CollectedOutcomes, *, sequential: Any = None, layout: StudyLayout | None = None
-) -> None:
-    """Record: the end of the MLflow record. Child runs of trials that were still running
-    stay resumable (KILLED, not RUNNING); the parent gets the table, the counts and its end;
-    a sequential study also its decision log, ``sequential/n_seeds``, ``sequential/stopped_by``
-    (:data:`harness.analysis.sequential.STOPPED_BY_CODES`) and why it stopped as a tag."""
-    table, counts = collected.table, collected.counts
-    if collected.status == "interrupted":
-        for tid in table.filter(table.get_column("status") == "incomplete").get_column("trial_id"):
-            recorder.children.end(tid, RUN_TAG_OF_TRIAL_STATUS["incomplete"])
-    metrics = {
-        "trials/finished": counts["finished"],
-        "trials/diverged": counts["diverged"],
-        "trials/failed": counts["failed"],
-        "trials/incomplete": counts["incomplete"],
-    }
-    files = []
-    if sequential is not None:
-        metrics.update(
-            {"sequential/n_seeds": sequential.seeds_scheduled, "sequential/stopped_by": sequential.stopped_by_code}
-        )
-        recorder.parent.set_tags({"sequential.rule": sequential.rule, "sequential.stopped_by": sequential.stop_text})
-        log = layout.local_dir / DECISIONS_FILE if layout is not None and layout.local_dir is not None else None
-        files = [log] if log is not None and log.is_file() else []
-    recorder.parent.end(collected.status, results=table, metrics=metrics, files=files)
-
-
-def sequential_outcome(plan: StudyPlan, layout: StudyLayout) -> tuple[StudyPlan, Any]:
-    """After Tune: a sequential study's plan narrowed to the trials its batches scheduled
-    (its results table holds those), and the summary of its decisions for the report and
-    the record; a fixed grid is returned as it is, with no summary."""
-    design = SequentialDesign.from_spec(plan.spec)
-    if design is None:
-        return plan, None
-    decisions = DecisionLog(layout.study_dir).decisions()  # read once: the trials and the summary agree
-    narrowed = dataclasses.replace(plan, trials=trials_scheduled(design, decisions, plan.trials))
-    return narrowed, summary_from_log(design, decisions)
-
-
-def tell_where(
-    plan: StudyPlan,
-    layout: StudyLayout,
-    collected: CollectedOutcomes,
-    recorder: StudyRecorder,
-    *,
-    wall: float,
-    storage_flag: str | None,
-    tracking_flag: str | None,
-    say: Any,
-) -> str | None:
-    """Tell the user: the closing lines (counts, the results, how to resume, where MLflow shows
-    the study). Returns the UI link (None when MLflow did not record the study)."""
-    spec, uri, study_dir = plan.spec, plan.tracking_uri, layout.study_dir
-    summary = ", ".join(f"{n} {s}" for s, n in collected.counts.items() if n)
-    say(f"Study {spec.name} {collected.status} in {wall:.0f} s: {summary}")
-    say(f"Results: {study_dir}/results.parquet")
-    if collected.status == "interrupted":
-        say(
-            f"Resume it with: harness run {_spec_hint(spec)} --resume"
-            + (f" --storage-path {plan.storage}" if storage_flag else "")
-        )
-    ui_url = recorder.ui_url()
-    if recorder.store.broken is not None:
-        # The one warning came when the store failed; here is what to do about it.
-        ui_url = None
-        say(
-            f"MLflow: not recorded completely (the tracking store {redact_uri(uri)} failed). Everything is kept in "
-            f"{study_dir}; once the store is back, record it there with:\n"
-            f"  harness report {spec.name} --from {study_dir} --tracking-uri {redact_uri(uri)}"
-        )
-    elif recorder.parent.run_id is not None:
-        say(f'MLflow: parent run {recorder.parent.run_id} in experiment "{spec.experiment_name()}" ({redact_uri(uri)})')
-        default_store = tracking_flag is None and spec.tracking.uri is None and "MLFLOW_TRACKING_URI" not in os.environ
-        ui_cmd = "harness ui" if default_store else f"harness ui --tracking-uri {redact_uri(uri)}"
-        # The link never holds credentials (StudyRecorder.ui_url drops them).
-        say(
-            f"View it: {ui_cmd}  ->  {ui_url}"
-            if urlparse(uri).scheme not in ("http", "https")
-            else f"View it: {ui_url}"
-        )
-    return ui_url
 
 
 def run_study(
@@ -657,11 +297,29 @@ def _say(out: TextIO, text: str = "") -> None:
 def _dry_run(plan: StudyPlan, say: Callable[[str], None]) -> StudyOutcome:
     """What ``--dry-run`` prints (the grid, resources, cost) and returns: nothing started."""
     spec = plan.spec
-    say(dry_run_text(spec, plan.trials, storage=plan.storage, tracking_uri=plan.tracking_uri, address=plan.address))
+    say(
+        dry_run_text(
+            spec,
+            plan.trials,
+            design=plan.sequential,
+            storage=plan.storage,
+            tracking_uri=plan.tracking_uri,
+            address=plan.address,
+        )
+    )
     return StudyOutcome(study=spec.name, status="dry_run", trials=len(plan.trials), tracking_uri=plan.tracking_uri)
 
 
-def _outcome(plan: StudyPlan, layout, recorder, collected, rep, *, ui_url: str | None, wall: float) -> StudyOutcome:
+def _outcome(
+    plan: StudyPlan,
+    layout: StudyLayout,
+    recorder: StudyRecorder,
+    collected: CollectedOutcomes,
+    rep: Any,
+    *,
+    ui_url: str | None,
+    wall: float,
+) -> StudyOutcome:
     """The finished (or failed) study as :func:`run_study` returns it."""
     return StudyOutcome(
         study=plan.spec.name,
@@ -681,8 +339,17 @@ def _outcome(plan: StudyPlan, layout, recorder, collected, rep, *, ui_url: str |
 
 
 def _run_collect_report(
-    plan: StudyPlan, layout, recorder, previous, git_commit, *, callbacks, report: bool, out, live
-) -> tuple[StudyPlan, Any, Any]:
+    plan: StudyPlan,
+    layout: StudyLayout,
+    recorder: StudyRecorder,
+    previous: tuple[str, dict[str, Any]] | None,
+    git_commit: str,
+    *,
+    callbacks: Sequence[Any],
+    report: bool,
+    out: TextIO,
+    live: bool | None,
+) -> tuple[StudyPlan, CollectedOutcomes, Any]:
     """The study's run once its parent run is open: launch Tune, write the study's files, fit,
     read the sequential design's outcome, collect every trial, complete the children a resume
     continued, analyse (``report``) and record the outcome on the parent. Returns the plan (the
@@ -699,7 +366,7 @@ def _run_collect_report(
         complete_child_runs(recorder, plan, layout, collected)
     rep = None
     if report and collected.status == "finished" and collected.counts["finished"] > 0:
-        rep = _analyse(
+        rep = analyse(
             plan.spec,
             collected.table,
             collected.windows,
@@ -712,78 +379,3 @@ def _run_collect_report(
         )
     record_outcome(recorder, collected, sequential=sequential, layout=layout)
     return plan, collected, rep
-
-
-def _names_user_components(plan: StudyPlan) -> bool:
-    return plan.component_dir is not None and any(t.config.component_dir for t in plan.trials)
-
-
-def _fresh_run_name(storage: str, name: str) -> str:
-    """``YYYYmmdd-HHMMSS`` (``-2``, ``-3`` ... if that directory exists already)."""
-    fs, root = storage_filesystem(storage)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    candidate, n = stamp, 1
-    while fs.get_file_info(f"{root.rstrip('/')}/{name}/{candidate}").type != pyarrow.fs.FileType.NotFound:
-        n += 1
-        candidate = f"{stamp}-{n}"
-    return candidate
-
-
-def _spec_hint(spec: StudySpec) -> str:
-    return f"studies/{spec.name}.yaml" if Path(f"studies/{spec.name}.yaml").is_file() else "SPEC"
-
-
-def _analyse(
-    spec: StudySpec,
-    table: Any,
-    windows: Any,
-    sigmas: Any,
-    local_dir: Path | None,
-    recorder: StudyRecorder,
-    say: Any,
-    *,
-    sequential: Any = None,
-    curves: Any = None,
-) -> Any:
-    """The analysis issue's report, logged to the parent run (a failure is a warning: the
-    study's results are safe; `harness report` can redo it)."""
-    try:
-        from harness.analysis import AnalysisSettings, corpus_info_for
-        from harness.report import build_report, log_report
-    except ImportError:
-        return None
-    try:
-        settings = AnalysisSettings.from_mapping(spec.analysis_settings())
-        out_dir = (local_dir / "report") if local_dir is not None else Path(tempfile.mkdtemp(prefix="harness-report-"))
-        try:
-            corpus_info = corpus_info_for(list(spec.datasets))
-        except Exception:  # noqa: BLE001 - corpus numbers are optional context
-            corpus_info = None
-        if windows is not None and "split" in windows.columns:
-            windows = windows.filter(windows.get_column("split") == "val")
-        rep = build_report(
-            table,
-            settings=settings,
-            out_dir=out_dir,
-            window_losses=windows,
-            mope_sigmas=sigmas,
-            corpus_info=corpus_info,
-            title=spec.name,
-            sequential=sequential,
-            curves=curves,
-        )
-    except Exception as exc:  # noqa: BLE001
-        say(
-            f"warning: the analysis failed ({type(exc).__name__}: {exc}); the results are safe; retry with "
-            f"`harness report {spec.name}`"
-        )
-        return None
-    say(rep.verdict_table)
-    for note in getattr(rep, "notes", ()):
-        say(f"note: {note}")
-    if recorder.store.active and recorder.parent.run_id is not None:
-        try:
-            log_report(rep, run_id=recorder.parent.run_id, tracking_uri=recorder.store.tracking_uri)
-        except Exception as exc:  # noqa: BLE001
-            recorder.store.fail("logging the report", exc)
-    return rep

@@ -48,13 +48,14 @@ pays the cold compile. A marker per graph (:func:`graph_key`) records that it wa
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 import json
 import math
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,11 +166,9 @@ def graph_key(config: TrainConfig, *, device: str) -> str:
     schedule do not change it: the runs of a study that differ only there share a graph."""
     import torch
 
-    from harness.training.module import resolve_variant
-
     if "models" not in _DIGEST:
         _DIGEST["models"] = _source_digest()
-    variant = resolve_variant(config)
+    variant = config.variant_spec()  # as harness.training.module.resolve_variant, without Lightning
     size = config.model_size()
     parts = {
         "torch": torch.__version__,
@@ -187,10 +186,13 @@ def graph_key(config: TrainConfig, *, device: str) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def runs_sharing_graph(config: TrainConfig, configs: Iterable[TrainConfig]) -> int:
-    """How many of ``configs`` (a study's trials) compile the graph of ``config``."""
-    key = graph_key(config, device="any")
-    return sum(graph_key(other, device="any") == key for other in configs)
+def graph_sharing(configs: Mapping[str, TrainConfig]) -> dict[str, int]:
+    """Each of ``configs`` (a study's trials by id) -> how many of them compile its graph
+    (the same :func:`graph_key` on any device): the study's plan makes it once for all its
+    trials (:attr:`harness.studies.plan.StudyPlan.compile_sharing`)."""
+    keys = {tid: graph_key(config, device="any") for tid, config in configs.items()}
+    counts = collections.Counter(keys.values())
+    return {tid: counts[key] for tid, key in keys.items()}
 
 
 def is_warm(key: str, directory: Path | None = None) -> bool:

@@ -15,7 +15,8 @@ import torch
 import yaml
 
 from harness.errors import InputError
-from harness.studies.runner import design_changes, find_resumable, resolve_study, study_design
+from harness.studies.record.study_start import design_changes, study_design
+from harness.studies.runner import find_resumable, resolve_study
 from harness.studies.spec.grid import expand_grid
 from harness.studies.spec.study_spec import parse_spec
 from harness.training.config import MAY_CHANGE_ON_RESUME, TrainConfig

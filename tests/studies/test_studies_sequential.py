@@ -57,16 +57,16 @@ def test_a_sequential_spec_and_its_design(tiny: dict) -> None:
 
 
 def test_a_resume_refuses_a_changed_sequential_design(tiny: dict) -> None:
-    def spec(**seq):
-        return parse_spec(yaml.safe_dump(_spec(tiny, **seq)))
+    def design(**seq):
+        return SequentialDesign.from_spec(parse_spec(yaml.safe_dump(_spec(tiny, **seq))))
 
-    started = spec(seeds={"min": 3, "max": 8, "batch": 2}, stop_when={"precision": 0.01})
-    stored = {"sequential": SequentialDesign.from_spec(started).record()}
+    started = design(seeds={"min": 3, "max": 8, "batch": 2}, stop_when={"precision": 0.01})
+    stored = {"sequential": started.record()}
     assert not design_changed(started, stored)
-    assert design_changed(spec(seeds={"min": 3, "max": 10, "batch": 2}, stop_when={"precision": 0.01}), stored)
-    assert design_changed(spec(seeds={"min": 3, "max": 8, "batch": 2}, stop_when={"precision": 0.02}), stored)
-    assert design_changed(spec(seeds=8), stored)
-    assert not design_changed(spec(seeds=8), {})  # a study from before sequential studies
+    assert design_changed(design(seeds={"min": 3, "max": 10, "batch": 2}, stop_when={"precision": 0.01}), stored)
+    assert design_changed(design(seeds={"min": 3, "max": 8, "batch": 2}, stop_when={"precision": 0.02}), stored)
+    assert design_changed(design(seeds=8), stored)
+    assert not design_changed(design(seeds=8), {})  # a study from before sequential studies
 
 
 @pytest.mark.parametrize(

@@ -143,7 +143,7 @@ def test_graph_key_ignores_seed_and_schedule_not_shape() -> None:
     assert tc.graph_key(TrainConfig(**{**SMOKE, "batch_size": 8}), device="cpu") != key
     assert tc.graph_key(TrainConfig(**{**SMOKE, "variant": "baseline"}), device="cpu") != key
     configs = [TrainConfig(**SMOKE, seed=s) for s in range(3)] + [TrainConfig(**{**SMOKE, "variant": "mope"})]
-    assert tc.runs_sharing_graph(configs[0], configs) == 3
+    assert tc.graph_sharing(dict(zip("abcd", configs, strict=True))) == {"a": 3, "b": 3, "c": 3, "d": 1}
 
 
 def test_step_breakdown_puts_each_op_in_its_category() -> None:

@@ -6,4 +6,6 @@
 - :mod:`~harness.studies.record.child_runs` the child runs' lifecycle, one ``TrialRecord`` per trial
 - :mod:`~harness.studies.record.tune_callback` ``MlflowStudyCallback``: Tune's trial events -> the recorder
 - :mod:`~harness.studies.record.trial_records` a trial's child run completed from the study's storage
+- :mod:`~harness.studies.record.study_start` the start of a study's record: its parent run, ``harness_study.json``
+- :mod:`~harness.studies.record.study_end` the end of a study's record: the children completed, the parent ended
 """

@@ -6,7 +6,7 @@ tracking server. :func:`complete_child_run` brings a trial's child run in line w
 the reports MLflow lacks (a gap left by an outage under a driver that died, or the whole
 curve), the end-of-run summary, the final tables, the status and the run's end. Two callers:
 ``harness report --from`` (:func:`harness.studies.replay.record_study`), and a resumed study
-before it ends its record (:func:`harness.studies.runner.run_study`), so that a study resumed
+before it ends its record (:func:`harness.studies.record.study_end.complete_child_runs`), so that a study resumed
 after an outage and a killed driver ends with the record of an unfaulted one.
 """
 

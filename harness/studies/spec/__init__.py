@@ -4,4 +4,5 @@
 - :mod:`~harness.studies.spec.blocks` the models of the spec's nested blocks and the ``train:`` overrides
 - :mod:`~harness.studies.spec.grid` ``expand_grid``: one ``Trial`` (a ``TrainConfig``) per combination
 - :mod:`~harness.studies.spec.cost` the dry run's cost estimate
+- :mod:`~harness.studies.spec.sequential_design` ``SequentialDesign``: a sequential study's seeds and stopping rule
 """

@@ -21,8 +21,8 @@ from harness.analysis.contrasts import primary_effect
 from harness.analysis.results_types import AnalysisSettings
 from harness.analysis.sequential import ConfidenceSequenceResult, confidence_sequence
 from harness.errors import InputError
+from harness.studies.plan import StudyPlan
 from harness.studies.spec.grid import Trial
-from harness.studies.spec.study_spec import StudySpec
 from harness.studies.tune.results_table import result_row
 from harness.studies.tune.sequential import Decision, DecisionLog, SequentialDesign, decide, scheduled_batches
 
@@ -211,19 +211,24 @@ class SeedBatchSearcher(Searcher):
 
 # ----------------------------------------------------------------------------- the runner's hooks
 def searcher_for(
-    spec: StudySpec,
-    trials: Sequence[Trial],
+    plan: StudyPlan,
     study_dir: str,
     *,
     known: Iterable[str] = (),
     announce: Callable[[str], None] | None = None,
 ) -> SeedBatchSearcher | None:
-    """The study's searcher; None for a fixed grid (Tune's grid search runs it)."""
-    design = SequentialDesign.from_spec(spec)
-    if design is None:
+    """The study's searcher, for the plan's sequential design; None for a fixed grid (Tune's grid
+    search runs it)."""
+    if plan.sequential is None:
         return None
     return SeedBatchSearcher(
-        design, spec.analysis_settings(), trials, study_dir, known=known, announce=announce, study=spec.name
+        plan.sequential,
+        plan.spec.analysis_settings(),
+        plan.trials,
+        study_dir,
+        known=known,
+        announce=announce,
+        study=plan.spec.name,
     )
 
 

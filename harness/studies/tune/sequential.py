@@ -28,8 +28,9 @@ decisions instead of recomputing them (a trial finished again after a resume can
 change a decision already taken), and the results table and the report are built from
 the seeds it scheduled.
 
-This module holds the design, the decisions and their log, and the runner's cheap views
-(a dry run imports neither Ray nor scipy); the searcher is in
+This module holds the decisions and their log, and the runner's cheap views (a dry run
+imports neither Ray nor scipy); the design, derived from the spec once per study, is in
+:mod:`harness.studies.spec.sequential_design`, the searcher in
 :mod:`harness.studies.tune.seed_search`.
 """
 
@@ -43,8 +44,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harness.studies.spec.blocks import PrecisionRule
 from harness.studies.spec.grid import Trial
+from harness.studies.spec.sequential_design import SequentialDesign
 from harness.studies.spec.study_spec import StudySpec
 from harness.studies.storage import read_text, storage_filesystem, write_bytes
 
@@ -56,84 +57,6 @@ if TYPE_CHECKING:  # the analysis (scipy) loads with the searcher, not with a dr
 #: and uploads that folder back with each snapshot, which would overwrite the log with the
 #: copy it had at the resume (checked on Ray 2.60, ``sync_down_experiment_state``).
 DECISIONS_FILE = "sequential_decisions.jsonl"
-
-
-# ----------------------------------------------------------------------------- the design
-@dataclass(frozen=True)
-class SequentialDesign:
-    """Sequential seeds and their stopping rule, as the spec states them."""
-
-    min_seeds: int
-    max_seeds: int
-    batch: int
-    rule: str  # "precision" | "settled"
-    precision: float | None
-    smallest_effect: float | None
-    confidence: float
-
-    @classmethod
-    def from_spec(cls, spec: StudySpec) -> SequentialDesign | None:
-        """The spec's design; None for a study with a fixed list of seeds."""
-        schedule = spec.seed_schedule
-        if schedule is None or spec.stop_when is None:
-            return None
-        rule = spec.stop_when
-        return cls(
-            min_seeds=schedule.min,
-            max_seeds=schedule.max,
-            batch=schedule.batch,
-            rule="precision" if isinstance(rule, PrecisionRule) else "settled",
-            precision=rule.precision if isinstance(rule, PrecisionRule) else None,
-            smallest_effect=spec.analysis.smallest_effect,
-            confidence=spec.analysis.confidence,
-        )
-
-    @property
-    def tightest_at(self) -> float:
-        """Where the confidence sequence is made narrowest: ``sqrt(min * max)`` seeds."""
-        return math.sqrt(self.min_seeds * self.max_seeds)
-
-    def batch_seeds(self, index: int) -> list[int]:
-        """The seeds of batch ``index``: 0..min-1 first, then ``batch`` at a time up to max."""
-        if index == 0:
-            return list(range(self.min_seeds))
-        start = self.min_seeds + (index - 1) * self.batch
-        return list(range(start, min(start + self.batch, self.max_seeds)))
-
-    @property
-    def n_batches(self) -> int:
-        """Batches up to ``max`` seeds."""
-        return 1 + math.ceil((self.max_seeds - self.min_seeds) / self.batch)
-
-    def scheduled_seeds(self, n_batches: int) -> list[int]:
-        return [s for i in range(n_batches) for s in self.batch_seeds(i)]
-
-    def rule_text(self) -> str:
-        """``stop when the 95 % anytime-valid half-width of the primary effect is <= 0.01``."""
-        level = f"{self.confidence:.0%} anytime-valid interval"
-        if self.rule == "precision":
-            what = f"its half-width is at most {self.precision:g}"
-        else:
-            what = f"it excludes 0 or lies within +-{self.smallest_effect:g}"
-        return (
-            f"seeds {self.min_seeds} to {self.max_seeds} in batches of {self.batch}; stop when the primary effect's "
-            f"{level} is settled: {what}"
-        )
-
-    def met(self, cs: ConfidenceSequenceResult) -> str | None:
-        """Which rule the interval meets: ``precision`` or ``settled`` (None: not met)."""
-        if cs.low is None or cs.high is None or not cs.bounded:
-            return None
-        if self.rule == "precision":
-            return "precision" if cs.half_width <= self.precision else None
-        margin = float(self.smallest_effect or 0.0)
-        if cs.low > 0.0 or cs.high < 0.0 or (-margin <= cs.low and cs.high <= margin):
-            return "settled"
-        return None
-
-    def record(self) -> dict[str, Any]:
-        """What a resume must find unchanged (stored in ``harness_study.json``)."""
-        return dataclasses.asdict(self)
 
 
 # ----------------------------------------------------------------------------- decisions
@@ -257,10 +180,9 @@ def trials_scheduled(design: SequentialDesign, decisions: Sequence[Decision], tr
     return [t for t in trials if t.config.seed in seeds]
 
 
-def scheduled_trials(spec: StudySpec, trials: Sequence[Trial], study_dir: str) -> list[Trial]:
-    """The trials a sequential study scheduled (per its decision log): its results table
-    holds these; a fixed grid: all of them."""
-    design = SequentialDesign.from_spec(spec)
+def scheduled_trials(design: SequentialDesign | None, trials: Sequence[Trial], study_dir: str) -> list[Trial]:
+    """The trials a sequential study (``design``) scheduled (per its decision log): its results
+    table holds these; a fixed grid (no design): all of them."""
     if design is None:
         return list(trials)
     return trials_scheduled(design, DecisionLog(study_dir).decisions(), trials)
@@ -282,9 +204,8 @@ def summary_from_log(design: SequentialDesign, decisions: Sequence[Decision]) ->
     )
 
 
-def design_changed(spec: StudySpec, stored: Mapping[str, Any]) -> bool:
+def design_changed(design: SequentialDesign | None, stored: Mapping[str, Any]) -> bool:
     """True when a resume would change the stored sequential design (rule, min, max, batch)."""
-    design = SequentialDesign.from_spec(spec)
     return (design.record() if design else None) != stored.get("sequential")
 
 
@@ -297,9 +218,8 @@ def describe_seeds(spec: StudySpec) -> str:
     return f"{len(seeds)} seeds" if len(seeds) > 1 else f"seed {seeds[0]}"
 
 
-def trial_range(spec: StudySpec, trials: Sequence[Trial]) -> tuple[list[Trial], list[Trial]]:
+def trial_range(design: SequentialDesign | None, trials: Sequence[Trial]) -> tuple[list[Trial], list[Trial]]:
     """The trials of the least and of the most a study may run (the same for a fixed grid)."""
-    design = SequentialDesign.from_spec(spec)
     if design is None:
         return list(trials), list(trials)
     first = set(design.batch_seeds(0))

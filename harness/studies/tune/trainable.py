@@ -174,10 +174,16 @@ def _write_final(directory: Path, result: Any, module: Any) -> None:
 
 
 def run_trial(
-    config: dict[str, Any], *, trials: dict[str, dict[str, Any]], trial_callbacks: TrialCallbacks | None = None
+    config: dict[str, Any],
+    *,
+    trials: dict[str, dict[str, Any]],
+    compile_sharing: Mapping[str, int],
+    trial_callbacks: TrialCallbacks | None = None,
 ) -> None:
     """Tune function trainable (wrap with ``tune.with_parameters(run_trial, trials=...,
-    trial_callbacks=...)``).
+    compile_sharing=..., trial_callbacks=...)``: the study's plan made them once,
+    :attr:`~harness.studies.plan.StudyPlan.trial_configs` and
+    :attr:`~harness.studies.plan.StudyPlan.compile_sharing`).
 
     Its callbacks: the report to Tune, and those ``trial_callbacks`` gives this trial
     (:data:`~harness.studies.plan.TrialCallbacks`; none in a real study)."""
@@ -185,7 +191,6 @@ def run_trial(
     import torch
 
     from harness.models.numerics import flush_denormals
-    from harness.training.compile import runs_sharing_graph
     from harness.training.run import train  # torch and Lightning: see the note on imports
 
     trial_id = str(config["trial"])
@@ -213,15 +218,13 @@ def run_trial(
                 resume_from = checkpoint_dir / LAST_CHECKPOINT
         ensure_corpus(cfg.dataset, cfg.data_dir)
         reporter = _report_callback(checkpoint_dir)
-        # The study's trials with this trial's graph share one cold compile (compile: auto).
-        sharing = runs_sharing_graph(cfg, (TrainConfig(**t) for t in trials.values()))
         result = train(
             cfg,
             callbacks=[reporter, *(trial_callbacks(trial_id, trials) if trial_callbacks is not None else ())],
             mlflow_logging=False,
             resume_from=resume_from,
             progress_bar=False,
-            compile_sharing=sharing,
+            compile_sharing=compile_sharing[trial_id],  # the trials with its graph share one cold compile
         )
         final_dir = work / "final"
         _write_final(final_dir, result, reporter.module)
