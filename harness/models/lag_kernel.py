@@ -84,7 +84,7 @@ class _Group:
         B, h, T, hd = q.shape
         self.hd, self.plan = hd, plan
         if self.rotation is not None:
-            q, k = _rotated(q, *self.rotation), _rotated(k, *self.rotation)
+            q, k = rotate_pairs_complex(q, *self.rotation), rotate_pairs_complex(k, *self.rotation)
         self.q2, self.k2, self.v2 = (q.new_empty(B, h, T, plan.width) for _ in range(3))
         for buffer, t in ((self.q2, q), (self.k2, k), (self.v2, v)):
             buffer[..., :hd] = t
@@ -298,18 +298,18 @@ def _to_batch(value: Tensor, like: Tensor) -> Tensor:
 
 def _rotate_back(group: _Group, dq: Tensor | None, dk: Tensor | None, dcos: Tensor | None, dsin: Tensor | None) -> None:
     """Rotate q's and k's gradients, accumulated in the rotated frame, back in place, and add cos's
-    and sin's (:func:`_rotated_back`)."""
+    and sin's (:func:`rotate_pairs_back_complex`)."""
     for d_rot, x in ((dq, group.q), (dk, group.k)):
         if d_rot is None:
             continue
-        dx, d_cos, d_sin = _rotated_back(d_rot, x, *group.rotation)
+        dx, d_cos, d_sin = rotate_pairs_back_complex(d_rot, x, *group.rotation)
         d_rot.copy_(dx)
         if dcos is not None:
             dcos += d_cos.sum_to_size(dcos.shape)
             dsin += d_sin.sum_to_size(dsin.shape)
 
 
-def _rotated(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+def rotate_pairs_complex(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """:func:`~harness.models.positional.rotate_pairs` (the same numbers, bit for bit) as one complex
     product, (x_2p + i x_2p+1)(cos + i sin): x (B, h, T, hd) fp32, cos and sin broadcasting against
     (B, h, T, hd / 2). On CPU the complex kernel is about 13 times faster than the strided even and
@@ -318,7 +318,7 @@ def _rotated(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return torch.view_as_real(pairs * torch.complex(cos, sin)).flatten(-2)  # (B, h, T, hd)
 
 
-def _rotated_back(grad: Tensor, x: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def rotate_pairs_back_complex(grad: Tensor, x: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """:func:`~harness.models.positional.rotate_pairs_backward` as complex products: x's gradient is
     the output's rotated back, g conj(cos + i sin); cos's and sin's per pair are the real and
     imaginary parts of g conj(x) (g, x: the pairs as complex numbers) -> (B, h, T, hd), and two

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.models.lag_kernel import _rotated, _rotated_back
+from harness.models.lag_kernel import rotate_pairs_back_complex, rotate_pairs_complex
 from harness.models.positional import rotate_pairs, rotate_pairs_backward
 
 
@@ -18,6 +18,8 @@ def test_complex_rotation_equals_rotate_pairs_bit_for_bit(angle_shape: tuple[int
     angle = 40 * torch.randn(angle_shape)
     cos, sin = angle.cos(), angle.sin()
     grad = torch.randn(3, 2, 96, 16)
-    assert torch.equal(_rotated(x, cos, sin), rotate_pairs(x, cos, sin))
-    for ours, general in zip(_rotated_back(grad, x, cos, sin), rotate_pairs_backward(grad, x, cos, sin), strict=True):
+    assert torch.equal(rotate_pairs_complex(x, cos, sin), rotate_pairs(x, cos, sin))
+    for ours, general in zip(
+        rotate_pairs_back_complex(grad, x, cos, sin), rotate_pairs_backward(grad, x, cos, sin), strict=True
+    ):
         assert torch.equal(ours, general)
