@@ -233,7 +233,7 @@ def _group_backward(
                 :3
             ]  # the whole chunk's output and log-sum-exp: each block's exact share of the gradients
             folded.add(rows, keys, (d_q, d_k, d_v), j[keys], plan)
-    folded.finish((dq, dk, dv, dbias), group.hd, plan)
+    folded.finish(group.hd, plan)
     group.q2 = group.k2 = group.v2 = None  # the buffers are done with: free them before rotating back
     if rotated:
         _rotate_back(group, dq, dk, dcos, dsin)
@@ -254,8 +254,8 @@ class _FoldedGrads:
     def __init__(
         self, like: Tensor, wanted: tuple[Tensor | None, ...], per_head: tuple[Tensor | None, Tensor | None]
     ) -> None:
-        dq, dk, dv, dbias = wanted
-        self.dq = dq
+        self.dq, self.dk, self.dv, self.dbias = wanted
+        dk, dv, dbias = self.dk, self.dv, self.dbias
         needs = (dk is not None or dbias is not None, dv is not None)
         self.dk2, self.dv2 = (torch.zeros_like(like) if need else None for need in needs)
         self.dgamma, self.dslope = per_head
@@ -280,15 +280,14 @@ class _FoldedGrads:
         if self.dslope is not None:
             self.dslope += _to_batch((d_bias @ j) / (FOLD_CONSTANT * plan.scale), self.dslope)
 
-    def finish(self, wanted: tuple[Tensor | None, ...], hd: int, plan: LagPlan) -> None:
+    def finish(self, hd: int, plan: LagPlan) -> None:
         """Add the accumulated gradients, cut to the head dimension, into k's and v's, and the bias
         column's into key_bias's."""
-        _, dk, dv, dbias = wanted
-        for grad, buffer in ((dk, self.dk2), (dv, self.dv2)):
+        for grad, buffer in ((self.dk, self.dk2), (self.dv, self.dv2)):
             if grad is not None:
                 grad += buffer[..., :hd]
-        if dbias is not None:
-            dbias += self.dk2[..., hd] / (FOLD_CONSTANT * plan.scale)
+        if self.dbias is not None:
+            self.dbias += self.dk2[..., hd] / (FOLD_CONSTANT * plan.scale)
 
 
 def _to_batch(value: Tensor, like: Tensor) -> Tensor:
