@@ -10,7 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from harness.datasets.data_dir import resolve_data_dir_env
+# The fast suite's workers share the machine's cores: each torch (and each harness process a test
+# starts, through OMP_NUM_THREADS) gets its share of them. Two workers each spinning two OpenMP
+# threads on two cores made a 0.8 s training loop take 26 s (tests/models, 2026-12-06).
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
+
+import torch  # noqa: E402 - after OMP_NUM_THREADS, which OpenMP reads once
+
+from harness.datasets.data_dir import resolve_data_dir_env  # noqa: E402
+
+torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", torch.get_num_threads())))
 
 _REPO = Path(__file__).resolve().parents[1]
 _SHARED_DATA = _REPO.parent / "shared" / "data"

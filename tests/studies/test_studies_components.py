@@ -151,7 +151,14 @@ def fox_study(tmp_path_factory: pytest.TempPathFactory, shared_data_dir: Path, l
         name="fox-test",
         seeds=2,
         context_lengths=[32],
-        train={"max_steps": 6, "batch_size": 4, "eval_every": 3, "eval_windows": 4, "eval_batch_size": 4},
+        train={
+            "max_steps": 6,
+            "batch_size": 4,
+            "eval_every": 3,
+            "eval_windows": 4,
+            "final_eval_windows": 4,
+            "eval_batch_size": 4,
+        },
     )
     spec.pop("analysis", None)
     (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))

@@ -14,7 +14,9 @@ from harness.training.config import TrainConfig
 
 @pytest.fixture
 def tiny_config(tmp_path: Path, shared_data_dir: Path) -> Callable[..., TrainConfig]:
-    """``tiny_config(**overrides)``: a nano run of a few steps, one thread, checkpoints in tmp_path."""
+    """``tiny_config(**overrides)``: a nano run of a few steps, one thread, checkpoints in tmp_path;
+    the final evaluation on 8 windows per split (the default, the whole validation split, costs
+    about 7 s per run; a test about it asks ``final_eval_windows=None``)."""
 
     def make(**overrides: Any) -> TrainConfig:
         fields: dict[str, Any] = dict(
@@ -26,6 +28,7 @@ def tiny_config(tmp_path: Path, shared_data_dir: Path) -> Callable[..., TrainCon
             max_steps=12,
             eval_every=4,
             eval_windows=8,
+            final_eval_windows=8,
             eval_batch_size=8,
             warmup_steps=2,
             seed=3,

@@ -104,7 +104,7 @@ def test_evaluation_matches_a_direct_computation(tiny_config) -> None:
 
     dataset = "synthetic-salience:n_chars=30000"
     result = train(
-        tiny_config(dataset=dataset, max_steps=6, eval_every=3, eval_windows=5),
+        tiny_config(dataset=dataset, max_steps=6, eval_every=3, eval_windows=5, final_eval_windows=None),
         mlflow_logging=False,
         progress_bar=False,
     )
