@@ -34,6 +34,7 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
+from harness.analysis.multiplicity import holm_adjusted
 from harness.analysis.paired_tests import Alternative, BCa, Shapiro, SignFlip, TTest
 from harness.analysis.results import (
     cell_columns,
@@ -550,11 +551,10 @@ def _effect_rows(
 def _holm(
     table: pl.DataFrame, is_primary: np.ndarray, holm_family: str, confidence: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Holm-adjusted p-values and rejections (``statsmodels``' ``multipletests``) of the secondary
-    rows with a p-value, one family for the table or one per effect; the primary rows are read
-    at the unadjusted level (their adjusted p stays NaN)."""
-    from statsmodels.stats.multitest import multipletests
-
+    """Holm-adjusted p-values and rejections (:func:`~harness.analysis.multiplicity.holm_adjusted`,
+    ``statsmodels``' ``multipletests(method="holm")``'s numbers) of the secondary rows with a
+    p-value, one family for the table or one per effect; the primary rows are read at the
+    unadjusted level (their adjusted p stays NaN)."""
     pvals = table.get_column("pvalue").cast(pl.Float64).to_numpy()
     adjusted = np.full(len(pvals), np.nan)
     reject = np.zeros(len(pvals), dtype=bool)
@@ -566,8 +566,8 @@ def _holm(
     for fam in np.unique(families):
         idx = np.flatnonzero((families == fam) & np.isfinite(pvals) & ~is_primary)
         if len(idx):
-            rej, adj, _, _ = multipletests(pvals[idx], alpha=1.0 - confidence, method="holm")
-            adjusted[idx], reject[idx] = adj, rej
+            adj = holm_adjusted(pvals[idx])
+            adjusted[idx], reject[idx] = adj, adj <= 1.0 - confidence  # Holm's step-down rejections
     reject[is_primary] = np.nan_to_num(pvals[is_primary], nan=1.0) < 1.0 - confidence  # unadjusted
     return adjusted, reject
 

@@ -27,6 +27,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
+from harness.analysis.multiplicity import holm_adjusted
 from harness.analysis.paired_tests import TOST, TTest
 from harness.analysis.results import (
     at_reference_tau_init,
@@ -283,14 +284,13 @@ def _independent_groups(base: dict[str, Any], samples: list[np.ndarray], design:
 
 def _holm(results: list[HeterogeneityResult]) -> list[HeterogeneityResult]:
     """Holm's adjustment across the factors tested, of the difference p-values and of
-    the per-level equivalence p-values (``statsmodels`` ``multipletests``)."""
-    from statsmodels.stats.multitest import multipletests
+    the per-level equivalence p-values (:func:`~harness.analysis.multiplicity.holm_adjusted`)."""
 
     adjusted: dict[str, dict[int, float]] = {"pvalue_holm": {}, "equivalence_pvalue_holm": {}}
     for name, attr in (("pvalue_holm", "pvalue"), ("equivalence_pvalue_holm", "equivalence_pvalue")):
         idx = [i for i, r in enumerate(results) if getattr(r, attr) is not None]
         if idx:
-            adj = multipletests([getattr(results[i], attr) for i in idx], method="holm")[1]
+            adj = holm_adjusted(np.array([getattr(results[i], attr) for i in idx], dtype=float))
             adjusted[name] = dict(zip(idx, map(float, adj), strict=True))
     return [
         dataclasses.replace(

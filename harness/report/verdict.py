@@ -17,8 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import polars as pl
 
+from harness.analysis.multiplicity import holm_adjusted
 from harness.analysis.results_types import (
     NOT_DISTINGUISHABLE,
     NOT_TESTABLE,
@@ -112,17 +114,17 @@ class Verdict:
 
 def headline_family(verdicts: Sequence[Verdict], *, alpha: float = 0.05) -> list[Verdict]:
     """The primary row first, then the secondary rows with Holm-adjusted p-values across
-    them (``statsmodels.stats.multitest.multipletests``); a secondary claim whose
+    them (:func:`~harness.analysis.multiplicity.holm_adjusted`); a secondary claim whose
     adjusted p is not below ``alpha`` loses its claim words (:func:`not_after_holm`:
     "not significant after Holm (p=...): estimate ... [...] before adjustment") and is no
     longer settled (kind "not distinguishable")."""
-    from statsmodels.stats.multitest import multipletests
-
     primary = [v for v in verdicts if v.role == "primary"]
     secondary = [v for v in verdicts if v.role != "primary"]
     idx = [i for i, v in enumerate(secondary) if finite(v.pvalue)]
     adjusted = (
-        dict(zip(idx, multipletests([secondary[i].pvalue for i in idx], method="holm")[1], strict=True)) if idx else {}
+        dict(zip(idx, holm_adjusted(np.array([secondary[i].pvalue for i in idx], dtype=float)), strict=True))
+        if idx
+        else {}
     )
     out = []
     for i, v in enumerate(secondary):

@@ -10,11 +10,13 @@ against the row's null, made valid for strongly skewed seeds too):
 
 1. each claim with a tested row is a family; its p as a whole is Simes' combination of its
    rows' p-values, ``min_i k p_(i) / i`` (the smallest Benjamini-Hochberg-adjusted p within it);
-2. the families' p-values are adjusted across the card with Benjamini-Hochberg (:func:`bh_adjusted`,
+2. the families' p-values are adjusted across the card with Benjamini-Hochberg
+   (:func:`~harness.analysis.multiplicity.bh_adjusted`,
    as ``statsmodels``' ``multipletests(method="fdr_bh")``); a claim whose adjusted p is below
    alpha is *selected*: R of the card's F claims;
 3. within a selected claim, its rows' p-values are adjusted with Holm's step-down method
-   (:func:`holm_adjusted`) and held to ``alpha R / F`` (Benjamini & Bogomolov 2014, "Selective
+   (:func:`~harness.analysis.multiplicity.holm_adjusted`) and held to ``alpha R / F``
+   (Benjamini & Bogomolov 2014, "Selective
    inference on multiple families of hypotheses").
 
 A signed verdict that fails a step loses its kind: it becomes ``inconclusive`` with words that
@@ -38,6 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.analysis.multiplicity import bh_adjusted, holm_adjusted
 from harness.analysis.results_types import NOT_DISTINGUISHABLE
 from harness.analysis.verdict_words import format_interval, format_pvalue, not_after_holm
 from harness.scorecard.calibration import FamilyWiseRate, family_wise_rate, skew_robust_pvalue
@@ -50,33 +53,6 @@ PROCEDURE = (
     "card's claims, a selected claim's rows held to alpha x selected / claims (Benjamini & Bogomolov 2014), on "
     "skew-robust p-values"
 )
-
-
-def holm_adjusted(pvalues: np.ndarray) -> np.ndarray:
-    """Holm's adjusted p-values along the last axis (a batch of families at once):
-    ``p_(i) -> max_{j <= i} min(1, (k - j + 1) p_(j))`` in ascending order of p."""
-    p = np.asarray(pvalues, dtype=float)
-    k = p.shape[-1]
-    order = np.argsort(p, axis=-1, kind="stable")
-    ranked = np.take_along_axis(p, order, axis=-1) * (k - np.arange(k))
-    adjusted = np.minimum(np.maximum.accumulate(ranked, axis=-1), 1.0)
-    out = np.empty_like(adjusted)
-    np.put_along_axis(out, order, adjusted, axis=-1)
-    return out
-
-
-def bh_adjusted(pvalues: np.ndarray) -> np.ndarray:
-    """Benjamini-Hochberg's adjusted p-values along the last axis (a batch at once):
-    ``p_(i) -> min_{j >= i} min(1, k p_(j) / j)`` in ascending order of p. Their minimum is
-    Simes' combined p of the batch's hypotheses."""
-    p = np.asarray(pvalues, dtype=float)
-    k = p.shape[-1]
-    order = np.argsort(p, axis=-1, kind="stable")
-    ranked = np.take_along_axis(p, order, axis=-1) * k / np.arange(1, k + 1)
-    adjusted = np.minimum(np.flip(np.minimum.accumulate(np.flip(ranked, -1), axis=-1), -1), 1.0)
-    out = np.empty_like(adjusted)
-    np.put_along_axis(out, order, adjusted, axis=-1)
-    return out
 
 
 def robust_pvalue(row: ScorecardRow) -> float | None:
@@ -250,11 +226,9 @@ __all__ = [
     "CardProcedure",
     "adjust_card",
     "adjust_training_rows",
-    "bh_adjusted",
     "card_families",
     "card_family_wise",
     "card_procedure",
-    "holm_adjusted",
     "measurement_key",
     "robust_pvalue",
 ]

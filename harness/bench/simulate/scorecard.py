@@ -37,11 +37,12 @@ from typing import Any
 
 import numpy as np
 
+from harness.analysis.multiplicity import bh_adjusted, holm_adjusted
 from harness.analysis.paired_tests import t_interval
 from harness.analysis.shape import shape_check_fires
 from harness.analysis.tau import prediction_interval
 from harness.scorecard.calibration import skew_robust_critical, skew_robust_pvalue
-from harness.scorecard.family import PROCEDURE, bh_adjusted, holm_adjusted
+from harness.scorecard.family import PROCEDURE
 from harness.scorecard.verdicts import CLAIM_KINDS, effect_kinds, level_kinds, trend_kinds
 
 CONFIDENCE = 0.95
