@@ -36,7 +36,7 @@ def test_a_flaky_server_gets_the_same_treatment_from_train_and_from_a_study(
         train = run_harness(
             "train",
             *("--variant", "ega", "--context-length", "32", "--batch-size", "4", "--max-steps", "4"),
-            *("--eval-every", "2", "--eval-windows", "4", "--experiment", "single"),
+            *("--eval-every", "2", "--eval-windows", "4", "--final-eval-windows", "4", "--experiment", "single"),
             *("--tracking-uri", proxy.uri, "--checkpoint-dir", str(tmp_path / "ckpt")),
             cwd=tmp_path,
         )

@@ -155,6 +155,8 @@ def test_no_secret_reaches_mlflow(tmp_path: Path, shared_data_dir: Path, mlflow_
         "2",
         "--eval-windows",
         "4",
+        "--final-eval-windows",
+        "4",
         "--tracking-uri",
         uri,
         "--experiment",

@@ -37,7 +37,8 @@ def test_config_shape_fields() -> None:
 
 def test_train_cli_custom_shape(tmp_path: Path, sqlite_tracking_uri: str, shared_data_dir: Path) -> None:
     args = ["--variant", "ega", "--context-length", "16", "--batch-size", "4", "--max-steps", "4"]
-    args += ["--eval-every", "2", "--eval-windows", "4", "--num-threads", "1", "--checkpoint-dir", str(tmp_path / "c")]
+    args += ["--eval-every", "2", "--eval-windows", "4", "--final-eval-windows", "4", "--num-threads", "1"]
+    args += ["--checkpoint-dir", str(tmp_path / "c")]
     with pytest.raises(SystemExit) as exit_info:
         main(["train", *args, "--n-layer", "3", "--d-model", "32", "--tracking-uri", sqlite_tracking_uri])
     assert exit_info.value.code == 0
