@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -142,6 +143,7 @@ def test_zoo_check_passes_a_gate_from_the_working_directory_and_refuses_a_leaky_
     assert out.returncode == 2 and "no module named 'no_such_module_here' on the Python path or in" in out.stderr
 
 
+@pytest.mark.slow  # four zoo-check subprocesses probing at 128 tokens (19-23 s beside the other worker)
 def test_zoo_check_probes_at_the_length_a_spec_beside_it_trains_and_refuses_hidden_leaks(tmp_path):
     """Done when (issue 43): a gate that leaks only beyond T = 96, one that leaks only in training,
     and a gate whose bias has no head axis are refused by `harness zoo check` with exit 2; with a

@@ -36,6 +36,9 @@ def _runs(uri: str) -> list:
     return [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
 
 
+# The documented command whole: a subprocess, 20 steps and the whole-split final evaluation
+# (14 s alone, 50 s beside the other worker).
+@pytest.mark.slow
 def test_acceptance_command(tmp_path: Path, sqlite_tracking_uri: str, shared_data_dir: Path) -> None:
     out = subprocess.run(
         # --data-dir relative to the folder the command starts in: recorded as the folder it names

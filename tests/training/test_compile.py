@@ -175,6 +175,7 @@ def test_one_graph_per_family_no_recompile(family: str) -> None:
     assert check.graphs == 1
 
 
+@pytest.mark.slow  # Inductor compiles through the shared cache (26-32 s beside the other worker)
 def test_train_compiles_in_the_shared_cache(
     tiny_config: Callable[..., TrainConfig], compile_cache: Path, tmp_path: Path
 ) -> None:
