@@ -31,7 +31,8 @@ from harness.training import callbacks as cb
 from harness.training import tracking
 from harness.training.config import TrainConfig
 from harness.training.module import learning_rate, optimizer_groups, reseed_dropout
-from harness.training.run import available_cpus, train
+from harness.training.plan import available_cpus
+from harness.training.run import train
 
 _REPO = Path(__file__).resolve().parents[2]
 

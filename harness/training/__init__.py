@@ -2,6 +2,8 @@
 
 - :func:`train` (``harness.training.run``): one run from a :class:`TrainConfig` to a
   :class:`TrainResult` (MLflow run, checkpoints, final evaluation on fixed windows).
+- :func:`prepare_run` (``plan``): every check a run makes before Lightning loads (config,
+  checkpoint, variant, device, corpus), as the :class:`RunPlan` that :func:`train` follows.
 - :class:`CharLMModule` (``module``), :class:`CharDataModule` (``data``), callbacks
   (``callbacks``), MLflow bookkeeping (``tracking``), the CLI (``cli``).
 - :class:`DevicePlan` (``device_plan``): how a run computes on its device (precision, the
@@ -22,7 +24,8 @@ __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
         "config": ["TrainConfig"],
-        "run": ["train", "TrainResult", "config_from_checkpoint", "load_checkpoint_meta"],
+        "run": ["train", "TrainResult"],
+        "plan": ["config_from_checkpoint", "load_checkpoint_meta", "prepare_run", "RunPlan"],
         "module": ["CharLMModule", "learning_rate"],
         "data": ["CharDataModule"],
         "device_plan": ["DevicePlan", "choose_device_plan"],
@@ -34,4 +37,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from harness.training.data import CharDataModule
     from harness.training.device_plan import DevicePlan, choose_device_plan
     from harness.training.module import CharLMModule, learning_rate
-    from harness.training.run import TrainResult, config_from_checkpoint, load_checkpoint_meta, train
+    from harness.training.plan import RunPlan, config_from_checkpoint, load_checkpoint_meta, prepare_run
+    from harness.training.run import TrainResult, train

@@ -19,10 +19,10 @@ import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.trainer.states import TrainerFn
 
+from harness.training.plan import LAST_CHECKPOINT
 from harness.training.tracking import TrackedRun
 
 #: Name of the single rolling checkpoint file of a run (replaced atomically).
-LAST_CHECKPOINT = "last.ckpt"
 
 
 class TrainingDiverged(RuntimeError):

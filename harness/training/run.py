@@ -40,16 +40,12 @@ import numpy as np
 import torch
 from lightning.pytorch import Trainer
 from lightning.pytorch.callbacks import TQDMProgressBar
-from pydantic import ValidationError
 
-from harness import datasets
-from harness.errors import InputError
-from harness.mlflow_client import harness_git_commit, redact_uri
+from harness.mlflow_client import harness_git_commit
 from harness.models.numerics import flush_denormals
 from harness.models.variants import DIAGNOSTIC_LABEL
 from harness.results_schema import RESULT_COLUMNS, head_taus, shape_columns
 from harness.training.callbacks import (
-    LAST_CHECKPOINT,
     BatchLossMonitor,
     EvaluationLog,
     GateGradientNorms,
@@ -58,20 +54,16 @@ from harness.training.callbacks import (
     TokenThroughput,
     TrainingDiverged,
 )
-from harness.training.compile import (
-    CompileDecision,
-    CompiledForward,
-    begin_compiled_run,
-    compile_decision,
-    graph_key,
-    is_warm,
-    shared_cache,
-)
+from harness.training.compile import CompiledForward, begin_compiled_run, shared_cache
 from harness.training.config import TrainConfig
 from harness.training.data import CharDataModule
 from harness.training.description import trial_description
-from harness.training.device_plan import DevicePlan, choose_device_plan
-from harness.training.module import CharLMModule, build_char_model, resolve_variant
+from harness.training.module import CharLMModule, build_char_model
+from harness.training.plan import (
+    RunPlan,
+    as_train_config,
+    prepare_run,
+)
 from harness.training.tracking import TrackedRun, TrackingTarget, prepare_tracking
 
 
@@ -123,153 +115,7 @@ class TrainResult:
     vocab_size: int | None = None
 
 
-@dataclass(frozen=True)
-class _Plan:
-    """Everything checked before any work starts."""
-
-    config: TrainConfig
-    variant: Any
-    corpus: Any
-    device: DevicePlan
-    compile: CompileDecision
-    compile_key: str | None
-    resume_path: Path | None
-    resume_meta: dict[str, Any] | None
-    start_step: int
-
-
-def as_train_config(config: TrainConfig | Mapping[str, Any]) -> TrainConfig:
-    """A :class:`TrainConfig` from a config or a mapping (pydantic errors -> :class:`InputError`)."""
-    if isinstance(config, TrainConfig):
-        return config
-    try:
-        return TrainConfig.model_validate(dict(config))
-    except ValidationError as exc:
-        raise InputError(f"invalid training config: {exc}") from None
-
-
-def load_checkpoint_meta(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any], int]:
-    """Open a harness checkpoint safely (``weights_only=True``): its path (a directory
-    means its ``last.ckpt``), its ``harness`` entry and its global step.
-
-    Raises :class:`InputError` for a missing, corrupt or foreign file.
-    """
-    ckpt_path = Path(path)
-    if ckpt_path.is_dir():
-        ckpt_path = ckpt_path / LAST_CHECKPOINT
-    if not ckpt_path.is_file():
-        raise InputError(
-            f"checkpoint {str(ckpt_path)!r} does not exist; pass a .ckpt file or a run's checkpoint folder"
-        )
-    try:
-        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - unpickling errors have many types
-        raise InputError(f"checkpoint {str(ckpt_path)!r} cannot be read (corrupt or not a checkpoint): {exc}") from None
-    meta = checkpoint.get("harness") if isinstance(checkpoint, dict) else None
-    if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict) or "state_dict" not in checkpoint:
-        raise InputError(f"checkpoint {str(ckpt_path)!r} was not written by harness.training (no 'harness' entry)")
-    return ckpt_path, meta, int(checkpoint.get("global_step", 0))
-
-
-def config_from_checkpoint(path: str | os.PathLike[str], **overrides: Any) -> TrainConfig:
-    """The config stored in a checkpoint, with ``overrides`` (``None`` values ignored)."""
-    ckpt_path, meta, _ = load_checkpoint_meta(path)
-    return config_from_meta(ckpt_path, meta, **overrides)
-
-
-def config_from_meta(ckpt_path: Path, meta: dict[str, Any], **overrides: Any) -> TrainConfig:
-    """:func:`config_from_checkpoint` for a checkpoint already opened by :func:`load_checkpoint_meta`
-    (its path and ``harness`` entry)."""
-    merged = {**meta["config"], **{k: v for k, v in overrides.items() if v is not None}}
-    saved_uri = merged.get("tracking_uri")
-    if saved_uri and ":***@" in saved_uri:
-        # Checkpoints store the tracking URI without its password: take it back from the
-        # environment when that names the same server, else ask for it.
-        env_uri = os.environ.get("MLFLOW_TRACKING_URI", "")
-        if env_uri and redact_uri(env_uri) == saved_uri:
-            merged["tracking_uri"] = env_uri
-        else:
-            raise InputError(
-                f"checkpoint {str(ckpt_path)!r} was logged to {saved_uri}, whose password checkpoints do not keep; "
-                "pass --tracking-uri with the password (or set MLFLOW_TRACKING_URI)"
-            )
-    return as_train_config(merged)
-
-
-def available_cpus() -> int:
-    """CPUs this process may run on (its affinity mask: what Ray or a container gave it)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on macOS
-        return os.cpu_count() or 1
-
-
-def prepare_run(
-    config: TrainConfig, resume_from: str | os.PathLike[str] | None, *, progress: bool = True, compile_sharing: int = 1
-) -> _Plan:
-    """Everything a run needs before its first step, checked and built once (the model, the data,
-    the device plan, the trainer's pieces), shared by :func:`train` and the seed-batched path."""
-    size = config.model_size()
-    if config.context_length > size.max_context_length:
-        raise InputError(
-            f"context length {config.context_length} exceeds size {size.tag!r}'s maximum of "
-            f"{size.max_context_length}; use a shorter --context-length or a larger --size"
-        )
-    variant = resolve_variant(config)
-    if variant.diagnostic:
-        # Allowed (it measures what a leak would fake), but never silently: a loss it reaches
-        # is not a model's loss. A study runs it only with allow_diagnostics: true.
-        warnings.warn(
-            f"variant {variant.name!r} is a diagnostic, not a model ({DIAGNOSTIC_LABEL}): its "
-            "losses show what the leak fakes and must not be compared as a model's",
-            DiagnosticVariantWarning,
-            stacklevel=3,
-        )
-    if config.tau_init is not None and not variant.has_key_gate:
-        raise InputError(f"tau_init is set but variant {variant.name!r} has no key gate; drop --tau-init")
-
-    datasets.get_card(config.dataset)  # InputError listing the known datasets
-
-    cuda = torch.cuda.is_available()
-    device = choose_device_plan(
-        config, cuda_available=cuda, bf16_supported=cuda and torch.cuda.is_bf16_supported(), cpus=available_cpus()
-    )
-    use_gpu = device.accelerator == "gpu"
-
-    resume_path, resume_meta, start_step = None, None, 0
-    if resume_from is not None:
-        resume_path, resume_meta, start_step = load_checkpoint_meta(resume_from)
-        mismatched = config.resume_mismatches(as_train_config(resume_meta["config"]))
-        if mismatched:
-            detail = ", ".join(mismatched)
-            raise InputError(
-                f"checkpoint {str(resume_path)!r} belongs to another run ({detail}); resume with its settings"
-            )
-
-    corpus = datasets.load(config.dataset, data_dir=config.data_dir, progress=progress)
-    key = graph_key(config, device="cuda" if use_gpu else "cpu") if config.compile is not False else None
-    decision = compile_decision(
-        config,
-        use_gpu=use_gpu,
-        threads=device.threads,
-        warm=key is not None and is_warm(key),
-        sharing=compile_sharing,
-        start_step=start_step,
-    )
-    return _Plan(
-        config=config,
-        variant=variant,
-        corpus=corpus,
-        device=device,
-        compile=decision,
-        compile_key=key,
-        resume_path=resume_path,
-        resume_meta=resume_meta,
-        start_step=start_step,
-    )
-
-
-def run_datamodule(config: TrainConfig, plan: _Plan, *, start_step: int = 0) -> CharDataModule:
+def run_datamodule(config: TrainConfig, plan: RunPlan, *, start_step: int = 0) -> CharDataModule:
     """The run's data: batch k a function of ``(config.seed, k)`` from ``start_step`` on, and the
     evaluation windows the config asks for (the same for every seed and variant)."""
     return CharDataModule(
@@ -286,7 +132,7 @@ def run_datamodule(config: TrainConfig, plan: _Plan, *, start_step: int = 0) -> 
 
 
 @contextlib.contextmanager
-def run_runtime(plan: _Plan, progress_bar: bool) -> Iterator[None]:
+def run_runtime(plan: RunPlan, progress_bar: bool) -> Iterator[None]:
     """Threads, matmul precision, RNG, compiler state and log levels for the run; restored afterwards."""
     saved_threads = torch.get_num_threads()
     saved_precision = torch.get_float32_matmul_precision()
@@ -342,10 +188,6 @@ def run_tags(config: TrainConfig, variant: Any) -> dict[str, str]:
         "seed": str(config.seed),
         "harness.git_commit": harness_git_commit(),
     } | ({"harness.diagnostic": DIAGNOSTIC_LABEL} if variant.diagnostic else {})
-
-
-class DiagnosticVariantWarning(UserWarning):
-    """A run trains a diagnostic variant (one that leaks future tokens), not a model."""
 
 
 class StepProgressBar(TQDMProgressBar):
@@ -449,6 +291,7 @@ def train(
     resume_from: str | os.PathLike[str] | None = None,
     progress_bar: bool = True,
     compile_sharing: int = 1,
+    plan: RunPlan | None = None,
 ) -> TrainResult:
     """Train one model as ``config`` says and evaluate it on the fixed windows.
 
@@ -470,6 +313,9 @@ def train(
         Runs (this one included) that compile the same graph on this node, e.g. the seeds of
         a variant in a study: ``compile: auto`` weighs one cold compile against their steps
         together (:func:`harness.training.compile.compile_decision`).
+    plan
+        What :func:`harness.training.plan.prepare_run` made of this config and ``resume_from``
+        already (``harness train`` checks its input before Lightning loads); default: made here.
 
     Returns
     -------
@@ -485,7 +331,10 @@ def train(
     """
     started = time.perf_counter()
     config = as_train_config(config)
-    plan = prepare_run(config, resume_from, progress=progress_bar, compile_sharing=compile_sharing)
+    if plan is None:
+        plan = prepare_run(config, resume_from, progress=progress_bar, compile_sharing=compile_sharing)
+    elif plan.config != config:
+        raise ValueError("train(plan=...) was prepared for another config; pass the config it was made from")
 
     with run_runtime(plan, progress_bar):
         torch.manual_seed(config.seed)  # initialisation = f(seed)
@@ -517,7 +366,7 @@ def train(
 
 
 def _train_in_run(
-    plan: _Plan,
+    plan: RunPlan,
     model: torch.nn.Module,
     datamodule: CharDataModule,
     run: TrackedRun | None,
@@ -555,7 +404,7 @@ def _train_in_run(
     return result, loop
 
 
-def _open_run(target: TrackingTarget | None, plan: _Plan) -> TrackedRun | None:
+def _open_run(target: TrackingTarget | None, plan: RunPlan) -> TrackedRun | None:
     """The MLflow run of this training: the checkpoint's run when resuming (if the store
     still holds it), else a new one with the config as params and the run's tags."""
     if target is None:
@@ -585,7 +434,7 @@ class _Loop:
 
 
 def _build_loop(
-    plan: _Plan, module: CharLMModule, run: TrackedRun | None, *, callbacks: Sequence[Any], progress_bar: bool
+    plan: RunPlan, module: CharLMModule, run: TrackedRun | None, *, callbacks: Sequence[Any], progress_bar: bool
 ) -> _Loop:
     """The trainer: precision and device of the plan, evaluation every ``eval_every`` steps,
     the harness callbacks (throughput, divergence guard, MLflow metrics, rolling checkpoint,
@@ -630,7 +479,7 @@ def _build_loop(
     return _Loop(trainer=trainer, throughput=throughput, checkpointer=checkpointer, evaluations=evaluations)
 
 
-def _fit(loop: _Loop, module: CharLMModule, datamodule: CharDataModule, plan: _Plan) -> TrainingDiverged | None:
+def _fit(loop: _Loop, module: CharLMModule, datamodule: CharDataModule, plan: RunPlan) -> TrainingDiverged | None:
     """Train to ``max_steps`` (from the checkpoint when resuming) and make sure the last
     evaluation is the final one; the divergence that stopped the run, if any."""
     diverged: TrainingDiverged | None = None

@@ -63,15 +63,8 @@ from harness.training.module import (
     optimizer_groups,
     reseed_dropout,
 )
-from harness.training.run import (
-    TrainResult,
-    as_train_config,
-    prepare_run,
-    run_datamodule,
-    run_runtime,
-    train,
-    train_result,
-)
+from harness.training.plan import as_train_config, prepare_run
+from harness.training.run import TrainResult, run_datamodule, run_runtime, train, train_result
 
 __all__ = ["UNSTACKABLE", "SeedBatch", "train_seed_batch"]
 

@@ -47,7 +47,7 @@ def test_checkpoint_holding_a_pickled_object_is_refused(tmp_path: Path, shared_d
 
     from harness.errors import InputError
     from harness.training import train
-    from harness.training.run import config_from_checkpoint, load_checkpoint_meta
+    from harness.training.plan import config_from_checkpoint, load_checkpoint_meta
 
     marker = tmp_path / "code-ran"
     evil = _malicious_checkpoint(tmp_path / "ckpt" / "last.ckpt", marker)

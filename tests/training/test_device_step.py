@@ -10,7 +10,7 @@ import torch
 
 from harness.bench.host_syncs import HostReadRefused, HostReads
 from harness.training.device_step import record_divergence
-from harness.training.run import prepare_run
+from harness.training.plan import prepare_run
 from harness.training.seed_batch import SeedBatch
 
 #: One layer of nano's width and heads: the components of ega-mope (the gate's fold, MOPE), the smallest graph.

@@ -75,7 +75,7 @@ def test_bad_shape_exits_2_before_any_run(args, message, sqlite_tracking_uri, ca
 
 
 def test_shape_flags_on_resume_change_the_checkpoints_shape(tiny_config, tmp_path: Path, capsys, monkeypatch) -> None:
-    import harness.training.run as run
+    import harness.training.plan as run
     from harness.training import train
 
     config = tiny_config(max_steps=2, eval_every=2)

@@ -223,7 +223,7 @@ def test_checkpoint_is_weights_only_and_guarded(tiny_config, tmp_path) -> None:
 
 
 def test_checkpoint_keeps_no_tracking_password(tiny_config, monkeypatch) -> None:
-    from harness.training.run import config_from_checkpoint
+    from harness.training.plan import config_from_checkpoint
 
     uri = "http://harness:pw-SECRET-51c2@127.0.0.1:5999"
     config = tiny_config(max_steps=2, eval_every=2, tracking_uri=uri)
@@ -313,7 +313,7 @@ def test_a_diagnostic_variant_trains_with_a_warning_and_a_tag(tiny_config, sqlit
     never silently: a warning on the console and a tag on its MLflow run."""
     from mlflow import MlflowClient
 
-    from harness.training.run import DiagnosticVariantWarning
+    from harness.training.plan import DiagnosticVariantWarning
 
     config = tiny_config(variant="ega-leaky", max_steps=2, eval_every=2, tracking_uri=sqlite_tracking_uri)
     with pytest.warns(DiagnosticVariantWarning, match="'ega-leaky' is a diagnostic, not a model"):

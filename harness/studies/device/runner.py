@@ -45,7 +45,7 @@ from harness.studies.device.tables import write_study_tables
 from harness.studies.spec.grid import Trial, expand_grid
 from harness.studies.spec.study_spec import load_spec, read_spec_text, spec_folder
 from harness.studies.tune.trainable import final_report
-from harness.training.run import available_cpus
+from harness.training.plan import available_cpus
 
 #: The runner's own record in the output folder (module docstring).
 DEVICE_FILE = "device_study.json"

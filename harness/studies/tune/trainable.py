@@ -247,7 +247,7 @@ def _checkpoint(directory: Path) -> Any:
 
 
 def _checkpoint_step(path: Path) -> int:
-    from harness.training.run import load_checkpoint_meta  # torch and Lightning: see the note on imports
+    from harness.training.plan import load_checkpoint_meta  # torch: see the note on imports
 
     try:
         return int(load_checkpoint_meta(path)[2])
