@@ -50,6 +50,11 @@ def run(
 ) -> None:
     """Run a study: every trial of the spec's grid on Ray Tune, recorded in MLflow (a parent
     run, one child run per trial), then the results table and the report."""
+    if not dry_run:  # a wrong cluster address answers before torch, Ray and MLflow load (5 s)
+        from harness.studies.cluster.connect import check_address, resolve_address
+
+        if resolved := resolve_address(address):
+            check_address(resolved)
     from harness.studies.runner import run_study
 
     try:

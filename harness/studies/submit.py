@@ -39,7 +39,7 @@ from urllib.parse import urlparse
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 from harness.errors import InputError
-from harness.mlflow_client import TrackingClient, check_tracking_uri, redact_uri, resolve_tracking_uri
+from harness.mlflow_client import TrackingClient, check_tracking_uri, redact_uri, resolve_tracking_uri, run_ui_url
 from harness.studies.cluster.connect import resolve_storage, shared_storage_declared
 from harness.studies.cluster.destinations import (
     RAY_JOB_TAG,
@@ -51,7 +51,6 @@ from harness.studies.cluster.destinations import (
 )
 from harness.studies.cluster.modules import local_packages, spec_modules, stage_py_modules
 from harness.studies.cluster.ray_auth import enable_token_auth_if_available
-from harness.studies.record.recorder import run_ui_url
 from harness.studies.spec.study_spec import StudySpec, load_spec, spec_folder
 from harness.studies.storage import check_storage
 

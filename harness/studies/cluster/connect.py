@@ -70,6 +70,32 @@ def _tcp_reachable(address: str, timeout: float = 3.0) -> str | None:
         return exc.strerror or str(exc)
 
 
+def check_address(address: str) -> None:
+    """The checks a cluster address gets before Ray is imported (``harness run`` makes them first,
+    so a wrong address answers in a second): a dashboard URL or a Ray Client address is refused
+    with what to do instead, a ``host:port`` that accepts no connection with how to check it."""
+    scheme = urlparse(address).scheme
+    if scheme in ("http", "https"):
+        raise InputError(
+            f"Ray address {address!r} is a dashboard (job submission) address. `harness run` needs the "
+            "cluster's GCS address (head:6379) or 'auto' on a cluster node; to run from your machine, submit the "
+            "study as a job instead: ray job submit --address "
+            f"{address} --working-dir . -- harness run SPEC"
+        )
+    if scheme == "ray":
+        raise InputError(
+            f"Ray Client addresses ({address}) are not supported: Tune's driver and MLflow logging must run on "
+            "the cluster. Submit the study as a job: ray job submit --address http://HEAD:8265 --working-dir . "
+            "-- harness run SPEC"
+        )
+    problem = _tcp_reachable(address)
+    if problem is not None:
+        raise InputError(
+            f"cannot reach the Ray cluster at {address} ({problem}). Is it running (`ray status --address "
+            f"{address}`)? Without --address and RAY_ADDRESS the study runs on an embedded local Ray."
+        )
+
+
 def quiet_tune() -> None:
     """Tune's own console output is replaced by the study's progress table (the user's
     settings win)."""
@@ -91,27 +117,8 @@ def ray_session(address: str | None, runtime_env: dict | None = None) -> Iterato
     if ray.is_initialized():
         description = "the running Ray session"
     elif address:
-        scheme = urlparse(address).scheme
-        if scheme in ("http", "https"):
-            raise InputError(
-                f"Ray address {address!r} is a dashboard (job submission) address. `harness run` needs the "
-                "cluster's GCS address (head:6379) or 'auto' on a cluster node; to run from your machine, submit the "
-                "study as a job instead: ray job submit --address "
-                f"{address} --working-dir . -- harness run SPEC"
-            )
-        if scheme == "ray":
-            raise InputError(
-                f"Ray Client addresses ({address}) are not supported: Tune's driver and MLflow logging must run on "
-                "the cluster. Submit the study as a job: ray job submit --address http://HEAD:8265 --working-dir . "
-                "-- harness run SPEC"
-            )
         enable_token_auth_if_available()
-        problem = _tcp_reachable(address)
-        if problem is not None:
-            raise InputError(
-                f"cannot reach the Ray cluster at {address} ({problem}). Is it running (`ray status --address "
-                f"{address}`)? Without --address and RAY_ADDRESS the study runs on an embedded local Ray."
-            )
+        check_address(address)
         try:
             ray.init(address=address, runtime_env=runtime_env, log_to_driver=False, logging_level=logging.WARNING)
         except Exception as exc:  # noqa: BLE001 - ConnectionError, AuthenticationError, ...

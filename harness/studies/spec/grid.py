@@ -24,9 +24,11 @@ folder, where the trial looks for the module after the Python path.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harness.models.component_names import is_import_path, registered_components
 from harness.models.variants import GATES, POSITIONS, SCORINGS, VARIANTS
 from harness.studies.spec.study_spec import StudySpec
 from harness.training.config import TrainConfig
@@ -89,9 +91,17 @@ def resolve_components(spec: StudySpec) -> dict[str, tuple[str, str, str]]:
     return out
 
 
-def names_user_component(components: tuple[str, str, str]) -> bool:
-    """Whether (position, gate, scoring) names a component the zoo does not have."""
-    return any(name not in zoo for name, zoo in zip(components, (POSITIONS, GATES, SCORINGS), strict=True))
+def names_user_component(components: tuple[str, str, str], registered: Mapping[str, str] | None = None) -> bool:
+    """Whether (position, gate, scoring) names a component the zoo does not have: an import path
+    ``package.module:Class``, or a name only an installed package registers (``registered``:
+    :func:`~harness.models.component_names.registered_components`, read here when not given).
+    The zoo's own names win, and are read (loading torch) only for a registered name, so that a
+    spec's bad destination or address is refused before torch loads."""
+    registered = registered_components() if registered is None else registered
+    return any(
+        is_import_path(name) or (name in registered and name not in zoo)
+        for name, zoo in zip(components, (POSITIONS, GATES, SCORINGS), strict=True)
+    )
 
 
 def expand_grid(
@@ -121,6 +131,11 @@ def expand_grid(
         complete before the next starts.
     """
     components = components if components is not None else resolve_components(spec)
+    # the variants whose trials look for a user's module in the spec's folder
+    from_user: set[str] = set()
+    if component_dir is not None:
+        registered = registered_components()
+        from_user = {v for v, slots in components.items() if names_user_component(slots, registered)}
     inline = {v.name: v for v in spec.variants if not isinstance(v, str)}
     shared: dict[str, Any] = spec.train_overrides()
     shared["num_threads"] = spec.resources.cpus
@@ -149,7 +164,7 @@ def expand_grid(
                             if variant in inline:
                                 v = inline[variant]
                                 fields.update(position=v.position, gate=v.gate, scoring=v.scoring)
-                            if component_dir is not None and names_user_component(components[variant]):
+                            if variant in from_user:
                                 fields["component_dir"] = component_dir
                             position, gate, scoring = components[variant]
                             trials.append(
