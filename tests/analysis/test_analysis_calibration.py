@@ -4,6 +4,7 @@ Monte-Carlo error of nominal; and benchmarks/calibration.py regenerating the tab
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -76,12 +77,16 @@ def test_benchmark_writes_json_and_regenerates_the_page_table(tmp_path: Path) ->
         f"{scorecard}\nold kinds\n<!-- scorecard-calibration:end -->\n\n"
         f"{prediction}\nold coverage\n<!-- prediction-calibration:end -->\n"
     )
-    out = tmp_path / "calibration.json"
+    out, scorecard_data = tmp_path / "calibration.json", tmp_path / "scorecard-calibration.json"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "calibration.py"), "--reps", "20", "--seeds", "3"]
     done = subprocess.run(
-        [*cmd, "--out", str(out), "--page", str(page), "--quiet"], capture_output=True, text=True, cwd=ROOT
+        [*cmd, "--out", str(out), "--page", str(page), "--scorecard-data", str(scorecard_data), "--quiet"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
+    _the_scorecards_data_has_the_shipped_entries(scorecard_data)
     payload = json.loads(out.read_text())
     assert payload["reps"] == 20 and len(payload["rows"]) == len(PROCEDURES)
     assert {r["procedure"] for r in payload["rows"]} >= {"t-interval, 95 %", "prediction interval, 95 %"}
@@ -136,3 +141,19 @@ def test_full_calibration_every_shown_procedure_is_within_monte_carlo_error() ->
     for n in (10, 20):  # shown from 10 seeds: about 0.90 at 10, closer to nominal at 20
         assert rows["bootstrap BCa, 95 %"].rates[n] >= 0.87
         assert rows["multi-bootstrap, 95 %"].rates[n] >= 0.85
+
+
+def _the_scorecards_data_has_the_shipped_entries(written: Path) -> None:
+    """The scorecard's numbers (harness/scorecard/calibration.json) are what the benchmark
+    writes: the scorecard part's entries, then the prediction part's beside them (each part
+    keeps the others'). ``cards`` is the cards part's (an hour of whole simulated cards): its
+    rows and the shipped rates are held by tests/scorecard/test_scorecard_skew.py."""
+    from harness.scorecard.calibration import family_wise_rate, load_calibration
+
+    fresh, shipped = json.loads(written.read_text()), load_calibration()
+    assert set(fresh) == set(shipped) - {"cards"}
+    assert set(fresh["prediction"]) == set(shipped["prediction"])
+    assert set(fresh["prediction"]["done_when"]) == set(shipped["prediction"]["done_when"])
+    assert set(fresh["family_wise"]["rates"]) == set(shipped["family_wise"]["rates"])
+    assert set(fresh["skewed_t_false_positive"]["rates"]) == set(shipped["skewed_t_false_positive"]["rates"])
+    assert family_wise_rate(3, 2, 6, fresh) is not None and dataclasses.is_dataclass(family_wise_rate(3, 2, 6, fresh))
