@@ -288,6 +288,7 @@ def test_a_cluster_run_ships_the_modules_beside_the_spec_and_the_packages_not_in
     assert shipping.local_packages(zoo) == () and shipping.cluster_runtime_env(zoo, None, staging) is None
 
 
+@pytest.mark.slow  # a Ray of its own, with a runtime environment to build: 17 s
 def test_modules_of_identical_source_all_reach_the_workers(tmp_path: Path) -> None:
     """Ray names an upload by its files' hash relative to the folder, so two modules of the same
     source under different names (a gate beside the spec and a development package, say) would
