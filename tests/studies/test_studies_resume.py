@@ -44,6 +44,10 @@ def _reports(study_dir: Path) -> dict[str, int]:
     return out
 
 
+# Slow (25-38 s: a study interrupted and resumed); the fast suite keeps resume's parts: a stale
+# checkpoint reference repaired (test_studies_tune_state), a trial that finished during the
+# interruption (tests/reliability/test_chaos_regressions).
+@pytest.mark.slow
 def test_interrupted_study_resumes_without_repeating_finished_trials(write_spec, study_env: dict) -> None:
     spec = write_spec(variants=["baseline", "ega", "mope", "ega-mope"], max_concurrent_trials=1)
     first = run_study(spec, callbacks=[InterruptAfter(2)], report=False, **study_env)
