@@ -113,8 +113,9 @@ def local_ray(_private_cache: Path) -> Iterator[None]:
         return
     logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
     cpus = max(1, (os.cpu_count() or 1) // _WORKERS)
-    quiet = {"log_to_driver": False, "logging_level": logging.WARNING}
-    ray.init(address="local", num_cpus=cpus, include_dashboard=False, **quiet)
+    ray.init(
+        address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING
+    )
     try:
         yield
     finally:

@@ -22,8 +22,6 @@ from lightning.pytorch.trainer.states import TrainerFn
 from harness.training.plan import LAST_CHECKPOINT
 from harness.training.tracking import TrackedRun
 
-#: Name of the single rolling checkpoint file of a run (replaced atomically).
-
 
 class TrainingDiverged(RuntimeError):
     """Raised inside the training loop when the loss is not finite; ``train`` turns it into

@@ -26,7 +26,7 @@ from harness.training.compile import CompileDecision, compile_decision, graph_ke
 from harness.training.config import TrainConfig
 from harness.training.device_plan import DevicePlan, choose_device_plan
 
-#: The file a run's checkpoint folder holds its latest checkpoint in.
+#: The single rolling checkpoint file in a run's checkpoint folder (replaced atomically).
 LAST_CHECKPOINT = "last.ckpt"
 
 
@@ -119,8 +119,10 @@ def available_cpus() -> int:
 def prepare_run(
     config: TrainConfig, resume_from: str | os.PathLike[str] | None, *, progress: bool = True, compile_sharing: int = 1
 ) -> RunPlan:
-    """Everything a run needs before its first step, checked and built once (the model, the data,
-    the device plan, the trainer's pieces), shared by :func:`train` and the seed-batched path."""
+    """Every check a run makes before its first step, and what they find (the variant, the device
+    plan, the corpus loaded, the checkpoint opened, the compile decision), made once and shared by
+    :func:`~harness.training.run.train` and the seed-batched path; the model and the trainer are
+    built from it there."""
     size = config.model_size()
     if config.context_length > size.max_context_length:
         raise InputError(

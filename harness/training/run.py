@@ -59,11 +59,7 @@ from harness.training.config import TrainConfig
 from harness.training.data import CharDataModule
 from harness.training.description import trial_description
 from harness.training.module import CharLMModule, build_char_model
-from harness.training.plan import (
-    RunPlan,
-    as_train_config,
-    prepare_run,
-)
+from harness.training.plan import RunPlan, as_train_config, prepare_run
 from harness.training.tracking import TrackedRun, TrackingTarget, prepare_tracking
 
 
