@@ -112,10 +112,12 @@ def lag_penalised_attention(
     or ``rotate(q, k, heads)``, a rotation of the heads' queries and keys, is applied to the given
     q and k inside the call, so that no rotated copy of them is kept.
 
-    **Cost.** On CPU without dropout the chunks run as :class:`~harness.models.lag_kernel.LagChunkAttention`: one
-    buffer of folded q, k, v per group of heads with only the fold's columns rewritten per chunk, the flash kernel's
-    outputs kept for its backward, nothing recomputed and nothing copied per chunk: about the time and memory of
-    plain causal attention (``harness bench attention``; ``tests/models/test_models_attention.py`` guards the
+    **Cost.** On CPU without dropout the chunks run as :class:`~harness.models.lag_kernel.LagChunkAttention`, which
+    needs no fold: the penalty depends on i - j only, so with the keys stored in reverse it is an additive mask that is
+    a strided view of one row per head, one flash call per chunk (at most 64 queries), exact to fp32's rounding of
+    the penalty at any chunk size; the fold's columns stay only to carry gamma's and the slope's gradients. Its
+    buffers are built once per group of heads, nothing is recomputed or copied per chunk: about the time and memory
+    of plain causal attention (``harness bench attention``; ``tests/models/test_models_attention_cost.py`` guards the
     memory). Elsewhere (a GPU, attention dropout) each chunk is an autograd SDPA call on its own folded copies;
     heads with the same chunk size run LAG_GROUP_HEADS at a time and, with ``recompute`` (and gradients on), each
     group is recomputed in the backward pass (activation checkpointing), so that the folded copies of one group live
@@ -130,20 +132,24 @@ def lag_penalised_attention(
     with torch.autocast(device_type=q.device.type, enabled=False):
         operands = _fp32_operands(q, k, v, key_bias, lag_curvature, lag_slope)  # q, k, v, key_bias, gamma, slope
         if fused_lag_applies(operands[0], dropout_p) and rotate is None:
-            y = _fused_lag(operands, rotation, lag_plan(sizes, quadratic=quadratic, width=width, scale=scale))
+            plan = lag_plan(sizes, quadratic=quadratic, width=width, scale=scale)
+            y = _fused_lag(operands, rotation, plan, has_bias=key_bias is not None)
         else:
             rotate = _rotation_by(rotation) if rotation is not None else rotate
             y = _lag_groups(operands, sizes, (quadratic, width, dropout_p, scale, rotate), recompute)
     return y.to(v.dtype)  # (B, H, T, hd)
 
 
-def _fused_lag(operands: tuple[Tensor, ...], rotation: tuple[Tensor, Tensor] | None, plan: LagPlan) -> Tensor:
+def _fused_lag(
+    operands: tuple[Tensor, ...], rotation: tuple[Tensor, Tensor] | None, plan: LagPlan, *, has_bias: bool
+) -> Tensor:
     """The CPU path of :func:`lag_penalised_attention`: :class:`~harness.models.lag_kernel.LagChunkAttention`
-    on the fp32 ``operands`` (q, k, v, key_bias, gamma, slope), rotated inside by ``rotation``'s cos
-    and sin -> (B, H, T, hd)."""
+    on the fp32 ``operands`` (q, k, v, key_bias, gamma, slope; the key bias left out when the
+    caller gave none: ``has_bias``), rotated inside by ``rotation``'s cos and sin -> (B, H, T, hd)."""
     q, k, v, key_bias, gamma, slope = operands
     cos, sin = (None, None) if rotation is None else (t.float()[None] for t in rotation)  # (1, H, T, .)
-    y, _ = LagChunkAttention.apply(q, k, v, key_bias, gamma[None], slope[None], cos, sin, plan)
+    bias = key_bias if has_bias else None
+    y, _ = LagChunkAttention.apply(q, k, v, bias, gamma[None], slope[None], cos, sin, plan)
     return y
 
 

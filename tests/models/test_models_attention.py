@@ -325,15 +325,25 @@ def test_lag_penalised_attention_without_key_bias_and_with_zero_curvature_is_pla
     torch.testing.assert_close(lag_penalised_attention(q, k, v, None, zero), key_biased_attention(q, k, v))
 
 
+def _keep(q, k, heads):
+    """A rotation that rotates nothing: it sends lag_penalised_attention down its autograd path
+    (the fold's, as on a GPU or with attention dropout)."""
+    return q, k
+
+
 def test_lag_fold_stays_precise_at_long_context_thanks_to_the_chunks():
-    """T = 1024, sigma = 1: one fold centred on the window loses ~1e-2 to rounding; the default
-    chunks (each centred on its own queries) stay within a few 1e-5 of the float64 oracle."""
+    """T = 1024, sigma = 1, the autograd path's fold: one fold centred on the window loses ~1e-2 to
+    rounding; the default chunks (each centred on its own queries) stay within a few 1e-5 of the
+    float64 oracle. The CPU kernel (the penalty as a mask, no fold) is within 1e-5 at any chunk size."""
     q, k, v, key_bias, gamma = (t.detach() for t in _lag_inputs(3, (1.0, 4.0), B=1, T=1024, hd=32))
     ref = naive_lag_attention(q, k, v, key_bias, gamma)
-    chunked = (lag_penalised_attention(q, k, v, key_bias, gamma).double() - ref).abs().max()
-    one_call = (lag_penalised_attention(q, k, v, key_bias, gamma, chunk=1024).double() - ref).abs().max()
+
+    def error(**options) -> float:
+        return float((lag_penalised_attention(q, k, v, key_bias, gamma, **options).double() - ref).abs().max())
+
     assert lag_chunk_size(1024, curvature=True) == 64
-    assert chunked < 1e-4 < 1e-3 < one_call
+    assert error(rotate=_keep) < 1e-4 < 1e-3 < error(rotate=_keep, chunk=1024)
+    assert error() < 1e-5 and error(chunk=1024) < 1e-5
 
 
 def test_far_keys_of_narrow_heads_weigh_nothing_and_the_fold_matches_the_oracle():
@@ -372,13 +382,13 @@ def test_lag_attention_runs_in_fp32_under_bf16_autocast():
 
 
 def test_lag_attention_chunks_use_the_flash_kernel_forward_and_backward():
-    """T = 600 in chunks of 64 (ten chunks), one head a group: per head, the first chunk one causal
-    flash call, each later chunk two (the keys before it, no mask; its own, a causal square): 19
-    calls a head; the backward pass calls the flash backward once per forward call and recomputes
+    """T = 600 in chunks of 64 (ten chunks), one head a group: one flash call per chunk (its queries
+    against every key before its end, the penalty and the causal edge as a strided mask), 10 calls
+    a head; the backward pass calls the flash backward once per forward call and recomputes
     nothing; never the math path."""
     q, k, v, key_bias, gamma = _lag_inputs(5, (1.0, 1.0), T=600, hd=32)
     flash = "aten::_scaled_dot_product_flash_attention_for_cpu"
-    calls = 2 * (1 + 2 * 9)  # two heads
+    calls = 2 * 10  # two heads
     with torch.no_grad(), torch.profiler.profile() as prof:
         lag_penalised_attention(q, k, v, key_bias, gamma)
     assert [e.name for e in prof.events()].count(flash) == calls
@@ -388,6 +398,26 @@ def test_lag_attention_chunks_use_the_flash_kernel_forward_and_backward():
     assert names.count(flash) == calls  # the forward pass's only
     assert names.count(f"{flash}_backward") == calls
     assert "aten::_scaled_dot_product_attention_math" not in names
+
+
+def test_the_lag_kernel_mask_is_a_view_of_one_penalty_row_per_head():
+    """The mask of a chunk against every key before its end is a strided view of the head's penalty
+    row, never a C x T tensor, and it equals the explicit penalty -gamma (i - j)^2 - m (i - j)
+    against the reversed keys, -inf for the future."""
+    from harness.models.lag_kernel import _Group, lag_plan
+
+    B, H, T, hd = 1, 2, 200, 8
+    q, k, v = (torch.randn(B, H, T, hd) for _ in range(3))
+    gamma, slope = torch.tensor([[0.25, 0.01]]), torch.tensor([[0.0, 0.5]])
+    plan = lag_plan([64, 64], quadratic=True, width=hd + 2, scale=hd**-0.5)
+    group = _Group((q, k, v, None, gamma, slope, None, None), (64, 0, 2), plan)
+    for start, stop in ((0, 64), (64, 128), (192, 200)):
+        mask = group.mask(start, stop)
+        assert mask.shape == (1, 2, stop - start, stop) and mask.stride()[-2:] == (1, 1)
+        assert mask.untyped_storage().data_ptr() == group.penalty.untyped_storage().data_ptr()
+        lag = torch.arange(start, stop)[:, None] - torch.arange(stop - 1, -1, -1)[None, :]  # keys reversed
+        want = -(gamma[0, :, None, None] * lag + slope[0, :, None, None]) * lag
+        torch.testing.assert_close(mask[0], want.masked_fill(lag < 0, float("-inf")))
 
 
 # -- ALiBi, folded as a per-key bias in chunks ---------------------------------------------------

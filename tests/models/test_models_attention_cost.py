@@ -3,11 +3,11 @@ and backward pass of an attention layer, against plain causal SDPA's.
 
 Peak live tensor bytes come from torch's CPU memory profiler (every allocation and free, in
 order: :func:`harness.bench.attention.memory_case`), so the ratio is deterministic, unlike time
-or RSS. At T = 1024 (B = 1, 8 heads of 32) the lag fold's kernel keeps relative MOPE at 1.05x
-(1.03x before its key and value gradients were gathered at the folded width) and ALiBi at 1.07x;
-the autograd chunks it replaced (per-chunk copies of the keys, a zero-filled gradient per slice, a
-rotated copy of q and k) cost 1.60x and 1.18x here, and 3.2x and 1.3x at
-T = 4096 (``harness bench attention -T 4096 --families mope-rel,alibi --threads 1``). The limits
+or RSS. At T = 1024 (B = 1, 8 heads of 32) the lag kernel (the penalty as a strided mask, one
+flash call per chunk) keeps relative MOPE at 1.06x and ALiBi at 1.07x; the autograd chunks it
+replaced (per-chunk copies of the keys, a zero-filled gradient per slice, a rotated copy of q and
+k) cost 1.60x and 1.18x here, and 3.2x and 1.3x at T = 4096 (``harness bench attention -T 4096
+--families mope-rel,alibi --threads 1``). The limits
 are the issue's at T = 4096.
 """
 
