@@ -484,6 +484,32 @@ def test_alibi_layer_folds_every_head_within_the_float64_oracle(T, gate_name):
     assert float((grad_x.double() - ref_x).abs().max()) < 1e-4 * float(ref_x.abs().max())
 
 
+@pytest.mark.parametrize("with_envelope", [False, True])
+def test_a_learned_slope_gets_the_float64_oracles_gradient(with_envelope):
+    """A slope that requires a gradient (a user's learned ALiBi; the zoo's are fixed), alone or
+    beside an envelope: the CPU kernel's mask carries it, the bias column's moments give its
+    gradient, within 1e-4 of the float64 oracle, as every other input's (gamma's 2e-3)."""
+    g = torch.Generator().manual_seed(13)
+    B, H, T, hd = 2, 3, 150, 16
+    q, k, v = (torch.randn(B, H, T, hd, generator=g, requires_grad=True) for _ in range(3))
+    slopes = torch.tensor([0.5, 0.05, 0.005], requires_grad=True)
+    gamma = torch.tensor([0.1, 0.01, 0.0], requires_grad=True) if with_envelope else None
+    out = lag_penalised_attention(q, k, v, None, gamma, lag_slope=slopes)
+    lag = torch.arange(T)[:, None] - torch.arange(T)[None, :]
+    envelope = 0.0 if gamma is None else -gamma.double()[:, None, None] * lag**2
+    scores = q.double() @ k.double().mT / math.sqrt(hd) + alibi_mask(slopes.double(), T) + envelope
+    ref = torch.softmax(scores, dim=-1) @ v.double()
+    assert (out.double() - ref).abs().max() < 1e-5
+    up = torch.randn(q.shape, generator=g)
+    inputs = (q, k, v, slopes) + (() if gamma is None else (gamma,))
+    grads = torch.autograd.grad((out * up).sum(), inputs)
+    ref_grads = torch.autograd.grad((ref * up.double()).sum(), inputs)
+    for name, got, want in zip(("q", "k", "v", "slope", "gamma"), grads, ref_grads, strict=False):
+        message = lambda m, name=name: f"grad {name}: {m}"  # noqa: E731
+        rtol = 2e-3 if name == "gamma" else 1e-4  # gamma's: as _assert_lag_grads_match says
+        torch.testing.assert_close(got.double(), want.double(), rtol=rtol, atol=1e-5, msg=message)
+
+
 def test_alibi_chunks_follow_the_fixed_slopes():
     slopes = ALiBiPositionalEncoding(8).fixed_lag_slope()
     chunks = [lag_chunk_size(4096, curvature=False, slope=m) for m in slopes]
