@@ -116,26 +116,38 @@ class _Group:
         if plan.quadratic:  # each query's position relative to its own chunk's centre, for every chunk at once
             start = torch.div(positions, size, rounding_mode="floor") * size  # (T,)
             self.q2[..., hd + 1] = positions - 0.5 * (start + (start + size).clamp(max=T) - 1)
-        # the penalty per lag d = -(size - 1) .. T - 1: -(gamma d + m) d, and -inf for a future key (d < 0)
-        lags = torch.arange(1 - size, T, device=q.device, dtype=torch.float32)  # (size - 1 + T,)
-        penalty = -(gamma[..., None] * lags + slope[..., None]) * lags  # (1 or B, h, size - 1 + T)
-        self.penalty = penalty.masked_fill(lags < 0, float("-inf")).contiguous()
+        self.penalty = lag_penalties(gamma, slope, T, size)
         # a full chunk's key positions relative to its centre, keys reversed: (size - 1) / 2 - u
         self.offsets = 0.5 * (size - 1) - positions  # (T,)
 
     def mask(self, start: int, stop: int) -> Tensor:
-        """The penalty of the chunk of queries start..stop-1 against the reversed keys stop-1..0,
-        (1 or B, h, C, stop): query r and reversed key u are d = r + u - (C - 1) apart, so row r
-        is the penalty row from lag -(C - 1) + r on: a view with strides (1, 1)."""
-        penalty, count = self.penalty, stop - start
-        n, h, length = penalty.shape
-        offset = self.heads[0] - count  # the penalty row's index of lag -(C - 1)
-        return penalty.as_strided((n, h, count, stop), (h * length, length, 1, 1), penalty.storage_offset() + offset)
+        """The chunk start..stop-1's mask against the reversed keys (:func:`chunk_mask`)."""
+        return chunk_mask(self.penalty, self.heads[0], start, stop)
 
     def keys(self, stop: int, width: int) -> tuple[Tensor, Tensor]:
         """k' and v' of the keys stop-1..0 (in that order), ``width`` columns."""
         T = self.k2.size(2)
         return self.k2[:, :, T - stop :, :width], self.v2[:, :, T - stop :, :width]
+
+
+def lag_penalties(gamma: Tensor, slope: Tensor, T: int, size: int) -> Tensor:
+    """Each head's penalty per lag d = -(size - 1) .. T - 1 for chunks of ``size`` queries in a
+    window of T: -(gamma d + m) d, and -inf for a future key (d < 0); gamma and slope (1 or B, h)
+    -> (1 or B, h, size - 1 + T)."""
+    lags = torch.arange(1 - size, T, device=gamma.device, dtype=torch.float32)  # (size - 1 + T,)
+    penalty = -(gamma[..., None] * lags + slope[..., None]) * lags
+    return penalty.masked_fill(lags < 0, float("-inf")).contiguous()
+
+
+def chunk_mask(penalty: Tensor, size: int, start: int, stop: int) -> Tensor:
+    """The penalty of the chunk of queries start..stop-1 against the keys stop-1..0 (reversed),
+    (1 or B, h, C, stop), from :func:`lag_penalties`' rows: query r and reversed key u are
+    d = r + u - (C - 1) apart, so row r is the penalty row from lag -(C - 1) + r on, a view with
+    strides (1, 1): no C x stop tensor."""
+    count = stop - start
+    n, h, length = penalty.shape
+    offset = size - count  # the penalty row's index of lag -(C - 1)
+    return penalty.as_strided((n, h, count, stop), (h * length, length, 1, 1), penalty.storage_offset() + offset)
 
 
 def _chunks(T: int, size: int) -> list[tuple[int, int]]:

@@ -404,17 +404,16 @@ def test_the_lag_kernel_mask_is_a_view_of_one_penalty_row_per_head():
     """The mask of a chunk against every key before its end is a strided view of the head's penalty
     row, never a C x T tensor, and it equals the explicit penalty -gamma (i - j)^2 - m (i - j)
     against the reversed keys, -inf for the future."""
-    from harness.models.lag_kernel import _Group, lag_plan
+    from harness.models.lag_kernel import chunk_mask, lag_penalties
 
-    B, H, T, hd = 1, 2, 200, 8
-    q, k, v = (torch.randn(B, H, T, hd) for _ in range(3))
+    T = 200
     gamma, slope = torch.tensor([[0.25, 0.01]]), torch.tensor([[0.0, 0.5]])
-    plan = lag_plan([64, 64], quadratic=True, width=hd + 2, scale=hd**-0.5)
-    group = _Group((q, k, v, None, gamma, slope, None, None), (64, 0, 2), plan)
+    penalty = lag_penalties(gamma, slope, T, 64)
+    assert penalty.shape == (1, 2, 63 + T)
     for start, stop in ((0, 64), (64, 128), (192, 200)):
-        mask = group.mask(start, stop)
+        mask = chunk_mask(penalty, 64, start, stop)
         assert mask.shape == (1, 2, stop - start, stop) and mask.stride()[-2:] == (1, 1)
-        assert mask.untyped_storage().data_ptr() == group.penalty.untyped_storage().data_ptr()
+        assert mask.untyped_storage().data_ptr() == penalty.untyped_storage().data_ptr()
         lag = torch.arange(start, stop)[:, None] - torch.arange(stop - 1, -1, -1)[None, :]  # keys reversed
         want = -(gamma[0, :, None, None] * lag + slope[0, :, None, None]) * lag
         torch.testing.assert_close(mask[0], want.masked_fill(lag < 0, float("-inf")))
