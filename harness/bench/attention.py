@@ -22,11 +22,11 @@ Families: ``baseline`` (plain causal SDPA: the attention of ``baseline``, ``lear
 ``mope``, ``nope``), each key gate (``ega``, ``ega-2``, ``ega-4``, ``ega-4-pc``, ``db2``,
 ``db4``, ``db4-dir``, ``morlet-fixed``, ``morlet-param``, ``flux``, ``phase``,
 ``ega-leaky``, ``ega-4-prod``), the output gate, ``lagged`` scoring, ``ega+lagged`` (the
-attention of ``ega-mope-lagged``), ``rope``, ``rope+ega``, ``alibi`` (its slope folded as a
-per-key bias, in chunks), relative MOPE: ``mope-rel`` (random initialisation: heads from
-about 1 to 340 characters wide), ``mope-rel-scales`` (heads at the linguistic scales, 2.1
-to 141 characters) and ``ega+mope-rel``; and the two pairwise terms that fold into
-nothing, through query chunks on SDPA's math path: ``ega-qnorm`` (per-query
+attention of ``ega-mope-lagged``), ``rope``, ``rope+ega``, ``alibi`` (its slope a lag penalty:
+on CPU a strided mask, one flash call per chunk of queries), relative MOPE: ``mope-rel``
+(random initialisation: heads from about 1 to 340 characters wide), ``mope-rel-scales``
+(heads at the linguistic scales, 2.1 to 141 characters) and ``ega+mope-rel``; and the two
+pairwise terms that fold into nothing, through query chunks on SDPA's math path: ``ega-qnorm`` (per-query
 z-normalisation of the gate energies) and ``mope-bias`` (additive Morlet kernel per head).
 
 Optionally (``train_step``) the full training step (forward, backward, AdamW) of every
