@@ -282,7 +282,7 @@ def _group_backward(group: _Group, saved: tuple[Tensor, Tensor, Tensor], grads: 
 class _PaddedRows:
     """A chunk's rows of the output's gradient and of the output (B, h, T, hd), padded with zeros to
     the backward's width as the flash backward wants them, in two buffers (B, h, size, width) zeroed
-    once: per chunk only the head dimensions are copied in (and nothing at the head dimension)."""
+    once: per chunk only the head dimensions are copied in (nothing at all at plain width)."""
 
     def __init__(self, grad: Tensor, out: Tensor, size: int, width: int) -> None:
         self.grad, self.out = grad, out
