@@ -26,8 +26,9 @@ attention of ``ega-mope-lagged``), ``rope``, ``rope+ega``, ``alibi`` (its slope 
 on CPU a strided mask, one flash call per chunk of queries), relative MOPE: ``mope-rel``
 (random initialisation: heads from about 1 to 340 characters wide), ``mope-rel-scales``
 (heads at the linguistic scales, 2.1 to 141 characters) and ``ega+mope-rel``; and the two
-pairwise terms that fold into nothing, through query chunks on SDPA's math path: ``ega-qnorm`` (per-query
-z-normalisation of the gate energies) and ``mope-bias`` (additive Morlet kernel per head).
+pairwise terms that fold into nothing, through query chunks on SDPA's math path:
+``ega-qnorm`` (per-query z-normalisation of the gate energies) and ``mope-bias`` (additive
+Morlet kernel per head).
 
 Optionally (``train_step``) the full training step (forward, backward, AdamW) of every
 registry variant at the ``paper`` size, T = 256.

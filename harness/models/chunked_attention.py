@@ -132,51 +132,49 @@ def lag_penalised_attention(
     with torch.autocast(device_type=q.device.type, enabled=False):
         operands = _fp32_operands(q, k, v, key_bias, lag_curvature, lag_slope)  # q, k, v, key_bias, gamma, slope
         if fused_lag_applies(operands[0], dropout_p) and rotate is None:
-            plan = lag_plan(sizes, quadratic=quadratic, width=width, scale=scale)
-            y = _fused_lag(operands, rotation, plan, has_bias=key_bias is not None)
+            y = _fused_lag(operands, rotation, lag_plan(sizes, quadratic=quadratic, width=width, scale=scale))
         else:
             rotate = _rotation_by(rotation) if rotation is not None else rotate
             y = _lag_groups(operands, sizes, (quadratic, width, dropout_p, scale, rotate), recompute)
     return y.to(v.dtype)  # (B, H, T, hd)
 
 
-def _fused_lag(
-    operands: tuple[Tensor, ...], rotation: tuple[Tensor, Tensor] | None, plan: LagPlan, *, has_bias: bool
-) -> Tensor:
+def _fused_lag(operands: tuple[Tensor | None, ...], rotation: tuple[Tensor, Tensor] | None, plan: LagPlan) -> Tensor:
     """The CPU path of :func:`lag_penalised_attention`: :class:`~harness.models.lag_kernel.LagChunkAttention`
-    on the fp32 ``operands`` (q, k, v, key_bias, gamma, slope; the key bias left out when the
-    caller gave none: ``has_bias``), rotated inside by ``rotation``'s cos and sin -> (B, H, T, hd)."""
+    on the fp32 ``operands`` (q, k, v, key_bias or None, gamma, slope), rotated inside by
+    ``rotation``'s cos and sin -> (B, H, T, hd)."""
     q, k, v, key_bias, gamma, slope = operands
     cos, sin = (None, None) if rotation is None else (t.float()[None] for t in rotation)  # (1, H, T, .)
-    bias = key_bias if has_bias else None
-    y, _ = LagChunkAttention.apply(q, k, v, bias, gamma[None], slope[None], cos, sin, plan)
+    y, _ = LagChunkAttention.apply(q, k, v, key_bias, gamma[None], slope[None], cos, sin, plan)
     return y
 
 
 def _fp32_operands(
     q: Tensor, k: Tensor, v: Tensor, key_bias: Tensor | None, lag_curvature: Tensor | None, lag_slope: Tensor | None
-) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """q, k, v, the key bias (B, H, T), gamma and the slope (H,) in fp32, zeros for a missing
-    bias or penalty (the fold runs in fp32: :func:`lag_penalised_attention`)."""
+) -> tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor, Tensor]:
+    """q, k, v, the key bias (B, H, T) or None, gamma and the slope (H,) in fp32, zeros for a
+    missing penalty (the fold runs in fp32: :func:`lag_penalised_attention`)."""
     B, H, T, _ = q.shape
     q, k, v = q.float(), k.float(), v.float()
     gamma = q.new_zeros(H) if lag_curvature is None else lag_curvature.float()
     slope = q.new_zeros(H) if lag_slope is None else lag_slope.to(device=q.device, dtype=torch.float32)
-    key_bias = q.new_zeros((B, H, T)) if key_bias is None else key_bias.float().expand(B, H, T)
+    key_bias = None if key_bias is None else key_bias.float().expand(B, H, T)
     return q, k, v, key_bias, gamma, slope
 
 
 def _lag_groups(
-    operands: tuple[Tensor, ...],
+    operands: tuple[Tensor | None, ...],
     sizes: list[int],
     fold: tuple[bool, int, float, float, Callable[[Tensor, Tensor, list[int]], tuple[Tensor, Tensor]] | None],
     recompute: bool,
 ) -> Tensor:
     """The autograd path of :func:`lag_penalised_attention` on the fp32 ``operands`` (q, k, v,
-    key_bias, gamma, slope): each group of heads (:func:`_head_groups`) in its own chunks by
-    :func:`_lag_group`, recomputed in the backward pass when ``recompute`` and a gradient is wanted;
-    ``fold`` is (quadratic, width, dropout_p, scale, rotate) -> (B, H, T, hd)."""
+    key_bias or None (the fold's bias column then holds zeros), gamma, slope): each group of heads
+    (:func:`_head_groups`) in its own chunks by :func:`_lag_group`, recomputed in the backward pass
+    when ``recompute`` and a gradient is wanted; ``fold`` is (quadratic, width, dropout_p, scale,
+    rotate) -> (B, H, T, hd)."""
     q, k, v, key_bias, gamma, slope = operands
+    key_bias = q.new_zeros(q.shape[:3]) if key_bias is None else key_bias  # (B, H, T)
     recompute = recompute and torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, key_bias, gamma))
     outputs, order = [], []
     for size, heads in _head_groups(sizes):

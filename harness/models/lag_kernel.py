@@ -112,13 +112,11 @@ class _Group:
         self.q2[..., hd] = FOLD_CONSTANT
         if key_bias is not None:
             self.k2[..., hd] = key_bias.flip(-1) / (FOLD_CONSTANT * plan.scale)  # c x this x scale = the key bias
-        positions = torch.arange(T, device=q.device, dtype=torch.float32)  # (T,)
         if plan.quadratic:  # each query's position relative to its own chunk's centre, for every chunk at once
+            positions = torch.arange(T, device=q.device, dtype=torch.float32)  # (T,)
             start = torch.div(positions, size, rounding_mode="floor") * size  # (T,)
             self.q2[..., hd + 1] = positions - 0.5 * (start + (start + size).clamp(max=T) - 1)
         self.penalty = lag_penalties(gamma, slope, T, size)
-        # a full chunk's key positions relative to its centre, keys reversed: (size - 1) / 2 - u
-        self.offsets = 0.5 * (size - 1) - positions  # (T,)
 
     def mask(self, start: int, stop: int) -> Tensor:
         """The chunk start..stop-1's mask against the reversed keys (:func:`chunk_mask`)."""
@@ -327,8 +325,7 @@ class _FoldedGrads:
         self.dk2, self.dv2 = (group.k2.new_zeros(B, h, self.T, self.width) if need else None for need in needs)
         wanted_moments = self.dgamma is not None or self.dslope is not None
         self.moments = group.k2.new_zeros(B, h, 2, self.width - self.hd) if wanted_moments else None
-        offsets = group.offsets
-        self.weights = torch.stack((offsets * offsets, offsets), -1) if wanted_moments else None  # (T, 2)
+        self.weights = _weights(self.size, self.T, group.k2) if wanted_moments else None  # a full chunk's: (T, 2)
 
     def add(self, rows: slice, d_qkv: tuple[Tensor, Tensor, Tensor]) -> None:
         """Add one chunk's flash gradients (queries ``rows``, the keys before its end reversed)."""
@@ -358,17 +355,16 @@ class _FoldedGrads:
             return
         bias_j2, bias_j = self.moments[..., 0, 0], self.moments[..., 1, 0]  # (B, h) each
         if self.dgamma is not None:
-            d_g = -bias_j2 / unit + self.moments[..., 1, 1] * (
-                2.0 / plan.scale
-            )  # + the envelope column's sum of j D_env
+            env_j = self.moments[..., 1, 1]  # the envelope column's sum of j D_env
+            d_g = -bias_j2 / unit + env_j * (2.0 / plan.scale)
             self.dgamma += _to_batch(d_g, self.dgamma)
         if self.dslope is not None:
             self.dslope += _to_batch(bias_j / unit, self.dslope)
 
 
 def _weights(count: int, keys: int, like: Tensor) -> Tensor:
-    """(j^2, j) of the reversed keys of a chunk of ``count`` queries (the last, shorter one):
-    j = (count - 1) / 2 - u for reversed key u -> (keys, 2)."""
+    """(j^2, j) of the first ``keys`` reversed keys of a chunk of ``count`` queries, j the key's
+    position relative to the chunk's centre: j = (count - 1) / 2 - u for reversed key u -> (keys, 2)."""
     j = 0.5 * (count - 1) - torch.arange(keys, device=like.device, dtype=torch.float32)
     return torch.stack((j * j, j), -1)
 
