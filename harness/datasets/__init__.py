@@ -28,6 +28,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "fetch": ["ChecksumMismatch", "FileCheck", "Located", "cache_root", "fetch", "locate"],
         "sampling": ["eval_window_starts", "sample_train_batch", "window_batch"],
         "stats": ["CorpusStats", "corpus_stats", "corpus_stats_for"],
+        "subset": ["check_train_fraction", "train_prefix_length", "with_train_prefix"],
         "token_cache": ["Corpus"],
         "words": ["FUNCTION_WORDS"],
         "synthetic": ["SalienceParams", "SalienceText", "generate_salience_text", "make_salience_corpus"],
@@ -40,6 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from harness.datasets.fetch import ChecksumMismatch, FileCheck, Located, cache_root, fetch, locate
     from harness.datasets.sampling import eval_window_starts, sample_train_batch, window_batch
     from harness.datasets.stats import CorpusStats, corpus_stats, corpus_stats_for
+    from harness.datasets.subset import check_train_fraction, train_prefix_length, with_train_prefix
     from harness.datasets.synthetic import SalienceParams, SalienceText, generate_salience_text, make_salience_corpus
     from harness.datasets.token_cache import Corpus
     from harness.datasets.words import FUNCTION_WORDS

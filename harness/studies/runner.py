@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from harness.datasets import load
+from harness.datasets import check_train_fraction, load
 from harness.errors import InputError
 from harness.mlflow_client import check_tracking_uri, resolve_tracking_uri
 from harness.studies.cluster.connect import (
@@ -99,8 +99,10 @@ def prepare_corpora(plan: StudyPlan) -> None:
     InputError here instead of every trial failing with it. Done for the embedded local Ray,
     whose trials share this machine's cache; on a cluster each node is checked once Ray is
     connected (:func:`~harness.studies.cluster.corpora.check_corpora_on_nodes`)."""
-    for name in plan.spec.datasets:
-        load(name, data_dir=plan.data_dir)
+    lengths = {name: len(load(name, data_dir=plan.data_dir).train) for name in plan.spec.datasets}
+    for trial in plan.trials:  # a train_fraction too small for a batch: one InputError, before Ray
+        c = trial.config
+        check_train_fraction(lengths[c.dataset], c.train_fraction, block_size=c.context_length, batch_size=c.batch_size)
 
 
 # -- the phases of a study ---------------------------------------------------------------------

@@ -74,6 +74,9 @@ class TrainConfig(BaseModel):
     """Custom shape: width (even for sinusoidal and MOPE)."""
     context_length: PositiveInt = 256
     """Context length T."""
+    train_fraction: float | None = Field(default=None, gt=0.0, le=1.0)
+    """Train on the first fraction of the training split (unset: all of it), to reach an overfitting
+    regime with less data; validation and test stay whole, the train loss is read on the prefix."""
     seed: int = Field(default=0, ge=0)
     """Seed: fixes initialisation, data order and dropout masks."""
 

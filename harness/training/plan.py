@@ -161,6 +161,10 @@ def prepare_run(
             )
 
     corpus = datasets.load(config.dataset, data_dir=config.data_dir, progress=progress)
+    datasets.check_train_fraction(
+        len(corpus.train), config.train_fraction, block_size=config.context_length, batch_size=config.batch_size
+    )
+    corpus = datasets.with_train_prefix(corpus, config.train_fraction)
     key = graph_key(config, device="cuda" if use_gpu else "cpu") if config.compile is not False else None
     decision = compile_decision(
         config,

@@ -219,6 +219,15 @@ def test_corrupt_corpus_exits_2_before_anything_starts(tmp_path: Path, write_spe
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "results").exists()
 
 
+def test_a_study_with_a_tiny_fraction_exits_2_before_anything_starts(tmp_path: Path, tiny: dict) -> None:
+    spec = tmp_path / "subset.yaml"
+    spec.write_text(yaml.safe_dump({**tiny, "train": {**tiny.get("train", {}), "train_fraction": 0.0001}}))
+    out = run_harness("run", str(spec), cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert "train_fraction 0.0001" in out.stderr and "fewer than one batch" in out.stderr
+    assert _left_behind(tmp_path, spec) == []  # no mlflow.db, no results/
+
+
 def test_commands_are_registered(tmp_path: Path) -> None:
     root = run_harness("--help", cwd=tmp_path)
     assert root.returncode == 0 and " run " in root.stdout and " ui " in root.stdout
