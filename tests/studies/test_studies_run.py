@@ -111,6 +111,7 @@ def test_tiny_study_records_one_parent_and_a_child_per_trial(write_spec, study_e
     assert outcome.counts == {"finished": 2, "diverged": 0, "failed": 0, "incomplete": 0}
     assert "Study tiny: 2 trials (2 variants x seed 0 x nano x tinyshakespeare x T=32)" in log
     assert f"MLflow: parent run {outcome.parent_run_id}" in log and "View it: harness ui --tracking-uri" in log
+    assert "interaction" not in log  # the spec names no factorial: nothing to say about one
 
     client = MlflowClient(study_env["tracking_uri"])
     experiment = client.get_experiment_by_name("tiny")
