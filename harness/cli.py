@@ -10,14 +10,46 @@ and maps bad input to exit code 2:
 from __future__ import annotations
 
 import importlib
+import shutil
 import sys
+from typing import Any
 
 import typer
+from typer import rich_utils
+from typer.core import TyperGroup
 
 from harness.datasets.data_dir import resolve_data_dir_env
 from harness.errors import InputError
 
+#: Columns of the help and of typer's error panels: the options' help reads in long lines instead
+#: of a narrow column beside the option names (80 columns, rich's width off a terminal).
+HELP_WIDTH = 100
+
+
+def help_width() -> int:
+    """Columns the help is laid out in: typer's ``$TERMINAL_WIDTH`` when set, else
+    :data:`HELP_WIDTH`, or a narrower terminal's (``$COLUMNS`` or the terminal's own width)."""
+    if rich_utils.MAX_WIDTH is not None:
+        return rich_utils.MAX_WIDTH
+    return min(HELP_WIDTH, shutil.get_terminal_size((HELP_WIDTH, 24)).columns)
+
+
+class HarnessGroup(TyperGroup):
+    """The root command: every help and usage error of one invocation laid out at
+    :func:`help_width` (typer's help reads its width from ``rich_utils.MAX_WIDTH`` alone, set
+    for the call and restored after it; the environment is left alone)."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        saved = rich_utils.MAX_WIDTH
+        rich_utils.MAX_WIDTH = help_width()
+        try:
+            return super().main(*args, **kwargs)
+        finally:
+            rich_utils.MAX_WIDTH = saved
+
+
 app = typer.Typer(
+    cls=HarnessGroup,
     name="harness",
     help="Multi-seed studies of attention variants: model zoo, training, Ray Tune sweeps, statistics in MLflow.",
     no_args_is_help=True,

@@ -99,6 +99,7 @@ def report(
         title=study,
         sequential=sequential,
         curves=curves,
+        interaction_asked=spec is None or spec.factorial() is not None,
     )
     typer.echo(rep.verdict_table)
     for note in rep.notes:

@@ -169,10 +169,17 @@ class Contrasts:
 
 
 def contrasts_section(
-    df: pl.DataFrame, settings: AnalysisSettings, study: ReportLayout, rng: np.random.Generator
+    df: pl.DataFrame,
+    settings: AnalysisSettings,
+    study: ReportLayout,
+    rng: np.random.Generator,
+    *,
+    interaction_asked: bool = True,
 ) -> Contrasts:
     """Main effects against the base and the interaction, pooled over cells; the primary
-    hypothesis marked; the headline family adjusted (Holm) at the end of the report."""
+    hypothesis marked; the headline family adjusted (Holm) at the end of the report. A missing
+    factorial variant is noted only where the study asked for the interaction
+    (``interaction_asked``, or a primary hypothesis that is the interaction)."""
     common = dict(metric=settings.metric, confidence=settings.confidence, n_resamples=settings.n_resamples)
     primary_label = _primary_label(settings, study)
     parts = SectionDraft()
@@ -214,7 +221,7 @@ def contrasts_section(
                 lambda: interaction_contrast(df, **f, rng=rng, **common),
                 "superadditivity",
             )
-        else:
+        elif interaction_asked or primary_label == "interaction (superadd.)":
             missing = [v for v in settings.factorial.values() if v not in study.variants]
             parts.skip(f"interaction skipped: factorial variant(s) {', '.join(missing)} not in the table", blocks)
     if primary_label is not None and primary_label not in {v.effect for v in parts.verdicts}:

@@ -123,6 +123,7 @@ def build_report(
     title: str | None = None,
     sequential: SequentialSummary | None = None,
     curves: pl.DataFrame | None = None,
+    interaction_asked: bool = True,
 ) -> Report:
     """Analyse a results table and write the report to ``out_dir``.
 
@@ -158,13 +159,17 @@ def build_report(
         verdict on the anytime-valid interval.
     curves : polars.DataFrame, optional
         The curves table (one row per trial and evaluation): the effects and tau over training.
+    interaction_asked : bool
+        Whether the study asked for the 2x2 interaction (its spec names a factorial, or runs the
+        papers' four variants). False: a table without the factorial's variants is the design,
+        not a gap, and the report says nothing about the interaction it does not compute.
     """
     settings = settings or AnalysisSettings()
     df = require_table(df)
     require_columns(df, ("variant", settings.metric))
     study = ReportLayout.of(df, title)
     outputs, reading = _sections(
-        df, settings, study, window_losses, mope_sigmas, dict(corpus_info or {}), sequential, curves
+        df, settings, study, window_losses, mope_sigmas, dict(corpus_info or {}), sequential, curves, interaction_asked
     )
     parts = joined(outputs)
     verdicts = list(parts.verdicts)
@@ -183,6 +188,7 @@ def _sections(
     corpus_info: dict[str, Mapping[str, float]],
     sequential: SequentialSummary | None,
     curves: pl.DataFrame | None,
+    interaction_asked: bool,
 ) -> tuple[list[SectionOutput], SequentialReading | None]:
     """Every section's output in the report's order, and the sequential design's reading of the
     primary verdict (None without one). The contrasts read the runs at tau's reference initial
@@ -196,7 +202,9 @@ def _sections(
             f"variants the sweep left alone); the other {df.height - paired.height} run(s) serve tau's analysis"
         )
         outputs.append(SectionOutput(notes=(note,)))
-    contrasts = contrasts_section(paired, settings, study, section_rng(seed, "contrasts"))
+    contrasts = contrasts_section(
+        paired, settings, study, section_rng(seed, "contrasts"), interaction_asked=interaction_asked
+    )
     outputs.append(contrasts.output)
     reading = None
     if sequential is not None:

@@ -60,6 +60,7 @@ def analyse(
             title=spec.name,
             sequential=sequential,
             curves=curves,
+            interaction_asked=spec.factorial() is not None,
         )
     except Exception as exc:  # noqa: BLE001
         say(

@@ -13,20 +13,23 @@ float rounding only, and variants compared by seed stay paired.
 generate and build the C++ kernels; warm: Dynamo traces again and Inductor loads the built
 graph from its cache) and saves a fraction of every step. ``auto`` compiles when
 
-    steps x saving x eager step  >  cold + (n - 1) x warm       (n runs share the graph)
+    steps x saving x eager step  >  (cold + (n - 1) x warm) / n     (n runs share the graph)
 
 with the eager step predicted from the model's FLOPs (:func:`predicted_step_s`) and the
-constants below, measured by ``benchmarks/compile_cost.py``; a run whose graph this node
-has compiled before pays ``n x warm``. The choice depends on the config and on this node's
-cache only, so every trial of a study that shares a graph makes the same one. On CPU the
-measured saving is small while attention stays on SDPA's fused kernel (none with dropout on the
-residuals only, 6 % without any at ``nano``): ``auto`` keeps such runs eager and compiles the
-others only when long (``nano``, T = 128, batch 16, no dropout: from about 46,000 steps on a
-cold cache, 6,200 on a warm one). Dropout on the attention weights (``attention_dropout``, by
-default the recipe's 0.2) sends eager SDPA to its math kernel, ~30 times slower at ``nano``,
-and the compiled step is ~11 times faster than that eager one: ``auto`` then compiles runs of
-more than a few hundred steps (:data:`CPU_ATTENTION_DROPOUT_SLOWDOWN`). On GPU ``auto``
-compiles: the CPU constants do not apply there and GPU ones are not measured yet.
+constants below, measured by ``benchmarks/compile_cost.py``. The choice depends on the config,
+its threads and how many trials of its study share the graph, never on the state of this
+node's cache nor on the step a resumed run starts from: compiled and eager steps differ by
+float rounding, so a choice that read either would give one seed different numbers from run to
+run. Every trial of a study that shares a graph makes the same choice, and so does the study
+run again. On CPU the measured saving is small while attention stays on SDPA's fused kernel
+(none with dropout on the residuals only, 6 % without any at ``nano``): ``auto`` keeps such
+runs eager and compiles the others only when long (``nano``, T = 128, batch 16, no dropout:
+from about 46,000 steps for a run alone, 11,000 when 8 runs share the graph). Dropout on the
+attention weights (``attention_dropout``, by default the recipe's 0.2) sends eager SDPA to its
+math kernel, ~30 times slower at ``nano``, and the compiled step is ~11 times faster than that
+eager one: ``auto`` then compiles runs of more than a few hundred steps
+(:data:`CPU_ATTENTION_DROPOUT_SLOWDOWN`). On GPU ``auto`` compiles: the CPU constants do not
+apply there and GPU ones are not measured yet.
 
 **One compile per run, and it stays compiled.** A Ray worker runs one trial after another in
 one process, each compiling a new model. Dynamo's caches would carry the earlier trials'
@@ -247,12 +250,12 @@ def step_saving(config: TrainConfig) -> float:
     return CPU_STEP_SAVING_DROPOUT if config.dropout > 0 else CPU_STEP_SAVING_NO_DROPOUT
 
 
-def compile_decision(
-    config: TrainConfig, *, use_gpu: bool, threads: int, warm: bool, sharing: int = 1, start_step: int = 0
-) -> CompileDecision:
+def compile_decision(config: TrainConfig, *, use_gpu: bool, threads: int, sharing: int = 1) -> CompileDecision:
     """Compile or not, by ``config.compile``; for ``auto`` by the break-even rule of the module
-    docstring over the steps left (``max_steps - start_step``), with ``sharing`` runs (this
-    one included) compiling the same graph on this node and ``warm`` when it is cached."""
+    docstring over the run's ``max_steps``, with ``sharing`` runs (this one included) compiling
+    the same graph. Only the config, the threads and the study's plan decide: not the node's
+    cache nor the step a run resumes from, which would make two runs of one seed compute
+    differently (compiled and eager steps differ by float rounding)."""
     if config.compile is not True and config.compile is not False and config.compile != "auto":
         raise ValueError(f"compile must be 'auto', true or false, got {config.compile!r}")
     if isinstance(config.compile, bool):
@@ -260,29 +263,30 @@ def compile_decision(
     if use_gpu:
         return CompileDecision(True, "auto on GPU: compiled (bf16 kernels; the CPU cost model does not apply)")
     sharing = max(1, sharing)
-    steps = max(0, config.max_steps - start_step)
-    saving = steps * step_saving(config) * predicted_step_s(config, threads)
-    cost = sharing * compile_cost_s(config, warm=True)
-    if not warm:
-        cost += compile_cost_s(config, warm=False) - compile_cost_s(config, warm=True)
-    per_run = cost / sharing
+    saving = config.max_steps * step_saving(config) * predicted_step_s(config, threads)
+    per_run = compile_cost_per_run(config, sharing)
     verdict = saving > per_run
-    state = "warm" if warm else "cold"
     return CompileDecision(
         verdict,
-        f"auto: {'compiled' if verdict else 'eager'} (saves ~{saving:.0f} s over {steps} steps against "
-        f"~{per_run:.0f} s of compile per run, {state} cache, {sharing} run(s) sharing the graph)",
+        f"auto: {'compiled' if verdict else 'eager'} (saves ~{saving:.0f} s over {config.max_steps} steps against "
+        f"~{per_run:.0f} s of compile per run: one cold compile and {sharing - 1} warm for the {sharing} run(s) "
+        "sharing the graph)",
     )
 
 
-def break_even_steps(config: TrainConfig, *, threads: int, warm: bool, sharing: int = 1) -> float:
+def compile_cost_per_run(config: TrainConfig, sharing: int = 1) -> float:
+    """Predicted compile seconds per run when ``sharing`` runs compile one graph: one cold
+    compile and ``sharing - 1`` warm ones, shared out."""
+    sharing = max(1, sharing)
+    cold, warm = compile_cost_s(config, warm=False), compile_cost_s(config, warm=True)
+    return (cold + (sharing - 1) * warm) / sharing
+
+
+def break_even_steps(config: TrainConfig, *, threads: int, sharing: int = 1) -> float:
     """Steps from which ``auto`` compiles on CPU (the inverse of :func:`compile_decision`;
     infinite when compiling saves nothing)."""
-    cost = sharing * compile_cost_s(config, warm=True)
-    if not warm:
-        cost += compile_cost_s(config, warm=False) - compile_cost_s(config, warm=True)
     per_step = step_saving(config) * predicted_step_s(config, threads)
-    return math.floor(cost / sharing / per_step) + 1 if per_step > 0 else math.inf
+    return math.floor(compile_cost_per_run(config, sharing) / per_step) + 1 if per_step > 0 else math.inf
 
 
 def begin_compiled_run(threads: int) -> None:

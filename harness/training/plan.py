@@ -22,7 +22,7 @@ from harness import datasets
 from harness.errors import InputError
 from harness.mlflow_client import redact_uri
 from harness.models.variants import DIAGNOSTIC_LABEL
-from harness.training.compile import CompileDecision, compile_decision, graph_key, is_warm
+from harness.training.compile import CompileDecision, compile_decision, graph_key
 from harness.training.config import TrainConfig
 from harness.training.device_plan import DevicePlan, choose_device_plan
 
@@ -166,14 +166,7 @@ def prepare_run(
     )
     corpus = datasets.with_train_prefix(corpus, config.train_fraction)
     key = graph_key(config, device="cuda" if use_gpu else "cpu") if config.compile is not False else None
-    decision = compile_decision(
-        config,
-        use_gpu=use_gpu,
-        threads=device.threads,
-        warm=key is not None and is_warm(key),
-        sharing=compile_sharing,
-        start_step=start_step,
-    )
+    decision = compile_decision(config, use_gpu=use_gpu, threads=device.threads, sharing=compile_sharing)
     return RunPlan(
         config=config,
         variant=variant,

@@ -110,3 +110,15 @@ def test_the_study_section_says_how_many_windows_the_final_losses_rest_on(tmp_pa
     df = df.with_columns(val_windows=pl.lit(870, dtype=pl.Int64))
     text = build_report(df, settings=SETTINGS, out_dir=tmp_path / "new").markdown_path.read_text()
     assert "final losses: each on 870 validation windows" in text
+
+
+def test_a_study_without_a_factorial_gets_no_note_about_the_interaction(tmp_path: Path, make_study) -> None:
+    """baseline and ega only: a study that named no factorial is told nothing about an interaction
+    it never asked for; one that asked (the default, as ``harness report`` of a bare table) is told
+    which factorial variants are missing."""
+    df = make_study(seeds=3, means={"baseline": 1.50, "ega": 1.40}, rng=5)
+    plain = build_report(df, settings=SETTINGS, out_dir=tmp_path / "plain", interaction_asked=False)
+    assert not any("interaction" in note for note in plain.notes), plain.notes
+    assert "interaction skipped" not in plain.markdown and "ega gain" in plain.verdict_table
+    asked = build_report(df, settings=SETTINGS, out_dir=tmp_path / "asked")
+    assert "interaction skipped: factorial variant(s) mope, ega-mope not in the table" in asked.notes

@@ -22,8 +22,9 @@ def _left_behind(directory: Path, spec: Path) -> list[str]:
         (None, "unknown key 'contxt_lengths' (did you mean 'context_lengths'?)"),
         ("variants", "unknown variant 'egga' (did you mean 'ega'?)"),
         ("seeds", "seeds: expected a count of seeds"),
+        ("analysis", "analysis.primary.treatment: unknown variant 'eg' (did you mean 'ega'?)"),
     ],
-    ids=["syntax", "unknown-key", "unknown-variant", "zero-seeds"],
+    ids=["syntax", "unknown-key", "unknown-variant", "zero-seeds", "analysis-typo"],
 )
 def test_bad_spec_exits_2_and_writes_nothing(tmp_path: Path, tiny: dict, text: str | None, expected: str) -> None:
     data = dict(tiny)
@@ -35,6 +36,9 @@ def test_bad_spec_exits_2_and_writes_nothing(tmp_path: Path, tiny: dict, text: s
         text = yaml.safe_dump(data)
     elif text == "seeds":
         data["seeds"] = 0
+        text = yaml.safe_dump(data)
+    elif text == "analysis":
+        data["analysis"] = {"primary": {"treatment": "eg", "control": "baseline"}}
         text = yaml.safe_dump(data)
     spec = tmp_path / "bad.yaml"
     spec.write_text(text)

@@ -121,6 +121,33 @@ def test_structural_errors_name_the_field(make_spec, overrides: dict, field: str
     assert expected in message
 
 
+@pytest.mark.parametrize(
+    ("analysis", "expected"),
+    [
+        (
+            {"primary": {"treatment": "ega-mop", "control": "baseline"}},
+            "analysis.primary.treatment: unknown variant 'ega-mop' (did you mean 'ega-mope'?); the study runs "
+            "baseline, ega, mope, ega-mope",
+        ),
+        (
+            {"primary": {"treatment": "ega", "control": "basline"}},
+            "analysis.primary.control: unknown variant 'basline' (did you mean 'baseline'?)",
+        ),
+        (
+            {"factorial": {"base": "baseline", "a": "ega", "b": "mop", "ab": "ega-mope"}},
+            "analysis.factorial.b: unknown variant 'mop' (did you mean 'mope'?)",
+        ),
+        (  # a zoo variant the study leaves out is no typo
+            {"primary": {"treatment": "rope", "control": "baseline"}},
+            "analysis.primary.treatment is 'rope', which the study does not run (its variants: baseline, ega, mope, "
+            "ega-mope)",
+        ),
+    ],
+)
+def test_a_typo_in_a_variant_the_analysis_names_is_an_unknown_variant(make_spec, analysis: dict, expected: str) -> None:
+    assert expected in _error(make_spec(variants=["baseline", "ega", "mope", "ega-mope"], analysis=analysis))
+
+
 def test_missing_field_is_named(tiny: dict) -> None:
     data = dict(tiny)
     del data["sizes"]

@@ -75,33 +75,44 @@ def test_study_spec_takes_train_compile() -> None:
 def test_auto_compiles_from_the_break_even_step() -> None:
     plain = {**SMOKE, "dropout": 0.0}  # without dropout a compiled CPU step is faster
     config = TrainConfig(**plain)
-    for warm in (False, True):
-        for sharing in (1, 2, 8):
-            steps = tc.break_even_steps(config, threads=1, warm=warm, sharing=sharing)
-            below = TrainConfig(**{**plain, "max_steps": steps - 1})
-            at = TrainConfig(**{**plain, "max_steps": steps})
-            decide = dict(use_gpu=False, threads=1, warm=warm, sharing=sharing)
-            assert not tc.compile_decision(below, **decide).compile
-            assert tc.compile_decision(at, **decide).compile
-    # A warm cache and more runs sharing the graph only make compiling pay sooner.
-    cold = tc.break_even_steps(config, threads=1, warm=False)
-    assert (
-        tc.break_even_steps(config, threads=1, warm=True)
-        < tc.break_even_steps(config, threads=1, warm=False, sharing=8)
-        < cold
-    )
-    # Resuming counts the steps left.
-    long = TrainConfig(**{**plain, "max_steps": cold + 10})
-    assert tc.compile_decision(long, use_gpu=False, threads=1, warm=False).compile
-    assert not tc.compile_decision(long, use_gpu=False, threads=1, warm=False, start_step=20).compile
+    for sharing in (1, 2, 8):
+        steps = tc.break_even_steps(config, threads=1, sharing=sharing)
+        below = TrainConfig(**{**plain, "max_steps": steps - 1})
+        at = TrainConfig(**{**plain, "max_steps": steps})
+        decide = dict(use_gpu=False, threads=1, sharing=sharing)
+        assert not tc.compile_decision(below, **decide).compile
+        assert tc.compile_decision(at, **decide).compile
+    # More runs sharing the graph share its cold compile: compiling pays sooner.
+    alone, eight = tc.break_even_steps(config, threads=1), tc.break_even_steps(config, threads=1, sharing=8)
+    assert tc.break_even_steps(config, threads=1, sharing=100) < eight < alone
+    # One cold compile and n - 1 warm ones, shared out.
+    n = 8
+    expected = (tc.compile_cost_s(config, warm=False) + (n - 1) * tc.compile_cost_s(config, warm=True)) / n
+    assert tc.compile_cost_per_run(config, n) == pytest.approx(expected)
+
+
+def test_auto_does_not_read_the_node_cache(tmp_path: Path, shared_data_dir: Path, monkeypatch) -> None:
+    """The choice is made from the config, its threads and the study's sharing: a graph this node
+    had built already (by another study, a benchmark, a `harness train`) would otherwise compile a
+    second run of a seed where the first ran eager, and compiled and eager steps differ by float
+    rounding. 60 steps with attention dropout repay a warm compile at nano, not a cold one."""
+    from harness.training.plan import prepare_run
+
+    monkeypatch.setenv("HARNESS_COMPILE_CACHE", str(tmp_path))
+    config = TrainConfig(**{**SMOKE, "max_steps": 60, "num_threads": 1, "attention_dropout": 0.2})
+    assert 60 * tc.step_saving(config) * tc.predicted_step_s(config, 1) > tc.compile_cost_s(config, warm=True)
+    cold = prepare_run(config, None, progress=False).compile
+    tc.mark_warm(tc.graph_key(config, device="cpu"), 3.0)
+    assert tc.is_warm(tc.graph_key(config, device="cpu"))
+    assert prepare_run(config, None, progress=False).compile == cold and not cold.compile
 
 
 def test_auto_never_compiles_cpu_runs_with_dropout_on_the_residuals_only() -> None:
     """With dropout on the residuals (attention on SDPA's fused kernel) a compiled CPU step saves
     nothing measurable (benchmarks/compile_cost.py)."""
     config = TrainConfig(**{**SMOKE, "max_steps": 10**6, "attention_dropout": 0.0})
-    assert tc.break_even_steps(config, threads=1, warm=True, sharing=100) == math.inf
-    assert not tc.compile_decision(config, use_gpu=False, threads=1, warm=True, sharing=100).compile
+    assert tc.break_even_steps(config, threads=1, sharing=100) == math.inf
+    assert not tc.compile_decision(config, use_gpu=False, threads=1, sharing=100).compile
 
 
 def test_auto_weighs_dropout_on_the_attention_weights() -> None:
@@ -114,27 +125,27 @@ def test_auto_weighs_dropout_on_the_attention_weights() -> None:
         config = TrainConfig(**{**SMOKE, **dropout})
         assert tc.predicted_step_s(config, 1) == pytest.approx(tc.predicted_step_s(without, 1) * 62_474 / 2_047)
         assert tc.step_saving(config) == pytest.approx(1 - 2_047 / 22_537)
-        steps = tc.break_even_steps(config, threads=1, warm=False)
+        steps = tc.break_even_steps(config, threads=1)
         assert 50 < steps < 1000  # at most a few hundred steps repay a cold compile at nano
-        decide = dict(use_gpu=False, threads=1, warm=False)
+        decide = dict(use_gpu=False, threads=1)
         assert not tc.compile_decision(TrainConfig(**{**SMOKE, **dropout, "max_steps": steps - 1}), **decide).compile
         assert tc.compile_decision(TrainConfig(**{**SMOKE, **dropout, "max_steps": steps}), **decide).compile
-    assert tc.compile_decision(TrainConfig(), use_gpu=False, threads=2, warm=False).compile  # harness train's defaults
+    assert tc.compile_decision(TrainConfig(), use_gpu=False, threads=2).compile  # harness train's defaults
 
 
-def test_auto_keeps_the_smoke_study_eager_on_a_cold_cache() -> None:
+def test_auto_keeps_the_smoke_study_eager() -> None:
     """studies/smoke.yaml: 500 steps, 2 seeds a variant, one CPU a trial, no attention dropout."""
     smoke = TrainConfig(**{**SMOKE, "attention_dropout": 0.0})
-    decision = tc.compile_decision(smoke, use_gpu=False, threads=1, warm=False, sharing=2)
-    assert not decision.compile and "cold cache" in decision.reason
+    decision = tc.compile_decision(smoke, use_gpu=False, threads=1, sharing=2)
+    assert not decision.compile and "one cold compile and 1 warm for the 2 run(s)" in decision.reason
 
 
 def test_explicit_settings_win_and_gpu_compiles() -> None:
     short = TrainConfig(**{**SMOKE, "max_steps": 5, "compile": True})
-    assert tc.compile_decision(short, use_gpu=False, threads=1, warm=False).compile
+    assert tc.compile_decision(short, use_gpu=False, threads=1).compile
     long = TrainConfig(**{**SMOKE, "max_steps": 10**6, "compile": False})
-    assert not tc.compile_decision(long, use_gpu=False, threads=1, warm=True).compile
-    assert tc.compile_decision(TrainConfig(**SMOKE), use_gpu=True, threads=1, warm=False).compile
+    assert not tc.compile_decision(long, use_gpu=False, threads=1).compile
+    assert tc.compile_decision(TrainConfig(**SMOKE), use_gpu=True, threads=1).compile
 
 
 def test_graph_key_ignores_seed_and_schedule_not_shape() -> None:

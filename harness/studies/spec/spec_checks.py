@@ -6,8 +6,10 @@ fix, which pydantic reports against the spec (and the CLI as exit 2)."""
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
+from harness.models.variants import VARIANTS
 from harness.studies.spec.blocks import PrimaryContrast
 
 #: A :class:`~harness.studies.spec.study_spec.StudySpec` whose fields have validated (typed
@@ -62,16 +64,31 @@ def check_tokens_per_batch(spec: StudySpec) -> None:
         )
 
 
+def did_you_mean(name: str, known: Any) -> str:
+    """`` (did you mean 'x'?)`` with the closest of ``known`` to ``name``, or nothing."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def check_run_variant(field: str, variant: str, names: list[str]) -> None:
+    """``variant``, named by the analysis at ``field``, is one the study runs. A name that is no
+    variant at all (a typo: neither the study's nor the zoo's) is reported as unknown, with the
+    study's variant it is closest to; a zoo variant the study leaves out, as not run."""
+    if variant in names:
+        return
+    if variant not in VARIANTS:
+        raise ValueError(
+            f"{field}: unknown variant {variant!r}{did_you_mean(variant, names)}; the study runs {', '.join(names)}"
+        )
+    raise ValueError(f"{field} is {variant!r}, which the study does not run (its variants: {', '.join(names)})")
+
+
 def check_factorial(spec: StudySpec, names: list[str]) -> None:
     """Each role of ``analysis.factorial`` names a variant the study runs."""
     if spec.analysis.factorial is None:
         return
     for role, variant in spec.analysis.factorial.model_dump().items():
-        if variant not in names:
-            raise ValueError(
-                f"analysis.factorial.{role} is {variant!r}, which the study does not run (its "
-                f"variants: {', '.join(names)})"
-            )
+        check_run_variant(f"analysis.factorial.{role}", variant, names)
 
 
 def check_primary(spec: StudySpec, names: list[str]) -> None:
@@ -85,12 +102,7 @@ def check_primary(spec: StudySpec, names: list[str]) -> None:
         )
     if isinstance(primary, PrimaryContrast):
         for role in ("treatment", "control"):
-            variant = getattr(primary, role)
-            if variant not in names:
-                raise ValueError(
-                    f"analysis.primary.{role} is {variant!r}, which the study does not run (its "
-                    f"variants: {', '.join(names)})"
-                )
+            check_run_variant(f"analysis.primary.{role}", getattr(primary, role), names)
         if primary.treatment == primary.control:
             raise ValueError(f"analysis.primary: treatment and control are the same variant {primary.treatment!r}")
 
@@ -132,7 +144,9 @@ __all__ = [
     "check_consistent",
     "check_factorial",
     "check_primary",
+    "check_run_variant",
     "check_sequential",
     "check_tau_sweep",
     "check_tokens_per_batch",
+    "did_you_mean",
 ]

@@ -81,7 +81,7 @@ from harness.studies.spec.blocks import (
     VariantEntry,
     seeds_entry,
 )
-from harness.studies.spec.spec_checks import check_consistent
+from harness.studies.spec.spec_checks import check_consistent, did_you_mean
 from harness.training.config import TrainConfig
 
 
@@ -407,12 +407,13 @@ def check_registries(spec: StudySpec, *, source: str = "<spec>", component_dir: 
     for i, dataset in enumerate(spec.datasets):
         if dataset.split(":", 1)[0] not in REGISTRY:  # parameterised names: synthetic-salience:p=0.2,seed=1
             problems.append(
-                f"datasets[{i}]: unknown dataset {dataset!r}{_suggest(dataset, REGISTRY)}; known: {', '.join(REGISTRY)}"
+                f"datasets[{i}]: unknown dataset {dataset!r}{did_you_mean(dataset, REGISTRY)}; "
+                f"known: {', '.join(REGISTRY)}"
             )
     for i, size in enumerate(spec.sizes):
         if isinstance(size, str) and size not in SIZES:
             problems.append(
-                f"sizes[{i}]: unknown size {size!r}{_suggest(size, SIZES)}; known: {', '.join(SIZES)} "
+                f"sizes[{i}]: unknown size {size!r}{did_you_mean(size, SIZES)}; known: {', '.join(SIZES)} "
                 "(or a custom shape {name, n_layer, n_head, d_model})"
             )
         elif not isinstance(size, str) and size.name in SIZES:
@@ -428,7 +429,7 @@ def check_registries(spec: StudySpec, *, source: str = "<spec>", component_dir: 
         if isinstance(entry, str):
             if entry not in VARIANTS:
                 problems.append(
-                    f"variants[{i}]: unknown variant {entry!r}{_suggest(entry, VARIANTS)}; known: "
+                    f"variants[{i}]: unknown variant {entry!r}{did_you_mean(entry, VARIANTS)}; known: "
                     f"{', '.join(VARIANTS)} "
                     "(or an inline combination {name, position, gate, scoring})"
                 )
@@ -507,11 +508,6 @@ def _shape_problems(spec: StudySpec, component_dir: str | None = None) -> list[s
             except (ValueError, RuntimeError) as exc:  # InputError included: a user component's reason
                 problems.append(f"sizes[{i}] ({size.name}, {size.shape}) with variant {variant.name!r}: {exc}")
     return problems
-
-
-def _suggest(name: str, known: Any) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def grid_size(spec: StudySpec) -> int:
