@@ -53,6 +53,7 @@ class StudyResults:
     curves: pl.DataFrame | None = None
     recipe: Mapping[str, Any] | None = None
     shapes: tuple[ModelSize, ...] = ()
+    skew_sigma: float | None = None  # the skew its card's seeds allow (set by the card: scorecard_rows)
 
     def __post_init__(self) -> None:
         # Frozen: the resolved tables replace the given ones once, as the study is loaded.
@@ -65,23 +66,28 @@ class StudyResults:
 # ----------------------------------------------------------------------------- cells
 #: The variant a relative generalisation gap is read against.
 GAP_REFERENCE = "baseline"
+#: The smallest baseline gap (nats) a relative gap is read against: below it the ratio is noise over
+#: noise (the published baselines' gaps run from 0.007 to 0.18; the papers' was 0.331).
+GAP_FLOOR = 0.05
 #: The columns :func:`with_derived` adds, and the column each is derived from.
 DERIVED_FROM: dict[str, str] = {"log_tokens_per_s": "tokens_per_s", "gen_gap_rel": "gen_gap"}
 
 
 def with_derived(df: pl.DataFrame) -> pl.DataFrame:
     """The table with ``log_tokens_per_s`` (a throughput contrast is a ratio) and ``gen_gap_rel``:
-    each run's generalisation gap over its seed's baseline gap in the same cell (and step, in a
-    curves table), so that a contrast of it reads a narrowing relative to the baseline's gap as
-    the papers' 0.331 to 0.289 does; null where the baseline's gap is not positive (no relative
-    reading) or absent."""
+    each run's generalisation gap over the baseline's mean gap in the same cell (and step, in a
+    curves table) across its seeds, so that a contrast of it reads a narrowing relative to the
+    baseline's gap as the papers' 0.331 to 0.289 does. One divisor per cell, so a seed's own
+    baseline gap near 0 never inflates it and every seed keeps its value; null in a cell whose
+    baseline gap is below :data:`GAP_FLOOR` (no relative reading there) or absent."""
     if "tokens_per_s" in df.columns and "log_tokens_per_s" not in df.columns:
         tps = pl.col("tokens_per_s").cast(pl.Float64)
         df = df.with_columns(pl.when(tps > 0).then(tps.log()).otherwise(None).alias("log_tokens_per_s"))
     if {"gen_gap", "variant", "seed"} <= set(df.columns) and "gen_gap_rel" not in df.columns:
-        keys = [c for c in (*CELL_COLUMNS, "step", "seed") if c in df.columns]
-        base = df.filter((pl.col("variant") == GAP_REFERENCE) & (pl.col("gen_gap").cast(pl.Float64) > 0))
+        keys = [c for c in (*CELL_COLUMNS, "step") if c in df.columns]
+        base = df.filter(pl.col("variant") == GAP_REFERENCE)
         base = base.group_by(keys).agg(pl.col("gen_gap").cast(pl.Float64).mean().alias("__gap_ref"))
+        base = base.filter(pl.col("__gap_ref") >= GAP_FLOOR)
         df = df.join(base, on=keys, how="left", nulls_equal=True).with_columns(
             (pl.col("gen_gap").cast(pl.Float64) / pl.col("__gap_ref")).alias("gen_gap_rel")
         )
@@ -195,6 +201,7 @@ def numbers(iv: Intervals, verdict: ClaimVerdict, read: CellRead | None = None) 
         "prediction_high": None if pi is None else float(pi.high),
         "pvalue": finite(iv.pvalue),
         "pvalue_robust": None if iv.pvalue is None else finite(iv.robust_pvalue),
+        "skew_sigma": iv.skew_sigma if iv.robust is not None else None,
         "interval": verdict.rests_on,
         "verdict": verdict.words,
         "verdict_kind": verdict.kind,
@@ -232,7 +239,7 @@ def measure_cell(
     level). A cell the analysis refuses (no finished gated run, no learned widths there...)
     gives an ``inconclusive`` row saying why, not a failed scorecard."""
     base = cell_fields(claim, measure, study, cell, rows)
-    ctx = ReadContext(study.settings, claims, cell, study.sigmas)
+    ctx = ReadContext(study.settings, claims, cell, study.sigmas, study.skew_sigma)
     out = []
     for group, part in tau_groups(claim, rows, measure):
         try:

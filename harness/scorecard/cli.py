@@ -263,6 +263,7 @@ def scorecard(
     from harness.scorecard.claims import check_claims_against, load_claims
     from harness.scorecard.compute import scorecard_table
     from harness.scorecard.document import description_document, scorecard_document
+    from harness.scorecard.skew import card_skew
     from harness.scorecard.terminal import terminal_document
 
     uri = resolve_tracking_uri(tracking_uri)
@@ -280,10 +281,12 @@ def scorecard(
         )
     if claims_file is not None:  # a user's file: its study and variant names against what is read
         check_claims_against(claims, _read_variants(inputs), spec_variants([claims_file.parent, Path("studies")]))
-    table = scorecard_table(inputs, claims)
-    document = scorecard_document(table, claims, [s.name for s in inputs])
+    skew = card_skew([s.frame for s in inputs])
+    table = scorecard_table(inputs, claims, skew)
+    names = [s.name for s in inputs]
+    document = scorecard_document(table, claims, names, skew.words)
     files = write_outputs(out, table, document)
-    typer.echo(render_terminal(terminal_document(table, [s.name for s in inputs])))
+    typer.echo(render_terminal(terminal_document(table, names, skew.words)))
     pngs = f", {len(files) - len(FILES)} figures" if len(files) > len(FILES) else ""
     typer.echo(f"Scorecard: {files[1]} ({len(table)} rows; {files[0].name}, {files[2].name}{pngs} beside it)")
     if not log:
@@ -291,7 +294,7 @@ def scorecard(
     if not _store_exists(uri):
         typer.echo(f"(no MLflow store at {uri}: the scorecard was not logged; pass --tracking-uri to log it)")
         return
-    description = render_markdown(description_document(table, [s.name for s in inputs]), max_chars=7000)
+    description = render_markdown(description_document(table, names, skew.words), max_chars=7000)
     _log(uri, experiment, description, files, inputs)
 
 

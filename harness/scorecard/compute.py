@@ -45,12 +45,14 @@ from harness.scorecard.cells import (
     readable_cells,
     with_derived,
 )
+from harness.scorecard.claim_level import claim_level_rows
 from harness.scorecard.claims import Claim, ClaimSet, Measure, load_claims
 from harness.scorecard.family import adjust_card, adjust_training_rows
 from harness.scorecard.model_shape import vocabulary
 from harness.scorecard.prediction import papers_parameters, predicted_rows
 from harness.scorecard.readers import READERS, equivalence_interval, measured_under_load, seed_sd
 from harness.scorecard.rows import SCORECARD_COLUMNS, SCORECARD_SCHEMA, ScorecardRow, rows_frame
+from harness.scorecard.skew import CardSkew, card_skew
 from harness.scorecard.training import training_rows, with_stability
 from harness.scorecard.verdicts import Intervals, classify_trend
 
@@ -90,6 +92,7 @@ def _trend_intervals(claim: Claim, measure: Measure, study: StudyResults, factor
         sd=seed_sd(res.per_seed),
         shape=res.shape,
         permutation_pvalue=SignFlip().run(res.per_seed, rng=s.seed).p_value if res.shape is not None else None,
+        skew_sigma=study.skew_sigma,
     )
     return iv, len(res.x_values)
 
@@ -283,30 +286,44 @@ def _under_load(claim: Claim, measure: Measure, study: StudyResults, cells, clai
     return any(measured_under_load(claim, measure, part, margin) for _, part in cells)
 
 
-def scorecard_rows(studies: Iterable[StudyResults], claims: ClaimSet | None = None) -> list[ScorecardRow]:
-    """Every row of the scorecard after the card's procedure (:mod:`harness.scorecard.family`:
-    Holm within a claim, Benjamini-Hochberg across claims); a training row is adjusted as its
-    cell's final row is, in that row's place (the steps of one curve are not adjusted against
-    each other)."""
+def scorecard_rows(
+    studies: Iterable[StudyResults], claims: ClaimSet | None = None, skew: CardSkew | None = None
+) -> list[ScorecardRow]:
+    """Every row of the scorecard after the card's procedure (:mod:`harness.scorecard.family`):
+    each effect claim's row over its independent cells first (:mod:`harness.scorecard.claim_level`),
+    then its cells, trends and predictions; every skew-robust interval at the skew the card's seeds
+    allow (``skew``: :func:`~harness.scorecard.skew.card_skew`, computed when not given). A training
+    row is adjusted as its cell's final row is, in that row's place (the steps of one curve are not
+    adjusted against each other)."""
     claims = claims or load_claims()
-    prepared = [replace(s, frame=with_derived(s.frame)) for s in studies]
-    alpha = min((1.0 - s.settings.confidence for s in prepared), default=0.05)
+    studies = list(studies)
+    skew = skew or card_skew([s.frame for s in studies])
+    prepared = [replace(s, frame=with_derived(s.frame), skew_sigma=skew.sigma) for s in studies]
     rows = [row for claim in claims for row in claim_rows(claim, prepared, claims)]
     training = [r for r in rows if r.kind == "training"]
-    adjusted, procedure = adjust_card([r for r in rows if r.kind != "training"], alpha)
+    recipes = {s.name: s.recipe for s in prepared if s.recipe is not None}
+    smallest = next((s.settings.smallest_effect for s in prepared if s.settings.smallest_effect is not None), None)
+    verdict_rows = [r for r in rows if r.kind != "training"]
+    whole = claim_level_rows(verdict_rows, claims, recipes, smallest)
+    adjusted, procedure = adjust_card(whole + verdict_rows)
     return adjusted + with_stability(adjust_training_rows(training, adjusted, procedure))
 
 
-def scorecard_table(studies: Iterable[StudyResults], claims: ClaimSet | None = None) -> pl.DataFrame:
+def scorecard_table(
+    studies: Iterable[StudyResults], claims: ClaimSet | None = None, skew: CardSkew | None = None
+) -> pl.DataFrame:
     """The scorecard (:data:`~harness.scorecard.rows.SCORECARD_SCHEMA`): one row per claim,
     reading, study and cell, a trend row per claim and factor where it varies, one ``not
     measured`` row per reading no study read can measure."""
-    return rows_frame(scorecard_rows(studies, claims))
+    return rows_frame(scorecard_rows(studies, claims, skew))
 
 
 def cell_of(row: Mapping[str, Any]) -> str:
     """``tinyshakespeare/nano/T=128`` for a scorecard row (``trend`` rows: the factor; a
     training row: ``at step S``; a predicted row: the papers' size it predicts at)."""
+    if row.get("kind") == "claim":
+        k = row.get("levels") or 1
+        return f"the claim as a whole ({k} cell{'s' if k != 1 else ''})"
     if row.get("kind") == "trend":
         return f"trend vs {'size' if row.get('factor') == 'params' else 'context'}"
     if row.get("kind") == "not measured":

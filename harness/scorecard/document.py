@@ -25,7 +25,7 @@ from harness.analysis.results_types import NOT_TESTABLE
 from harness.report.document import Document, Note, Paragraph, Section, Table
 from harness.scorecard.claims import ClaimSet
 from harness.scorecard.compute import cell_of
-from harness.scorecard.family import PROCEDURE, card_family_wise
+from harness.scorecard.family import CARD_RATE, PROCEDURE, card_family_wise
 from harness.scorecard.prediction_words import reach_text
 from harness.scorecard.rows import ScorecardRow
 from harness.scorecard.sections import paper_text, predicted_section, texts, training_section, value_text
@@ -193,29 +193,76 @@ def count_words(table: pl.DataFrame, studies: Sequence[str]) -> str:
     return head + body + tail
 
 
+def whole_claims_frame(table: pl.DataFrame) -> pl.DataFrame:
+    """One line per claim row (a claim read as a whole over its independent cells): the estimate and
+    its 95 % interval, the paper's value and how many times below or above it the estimate lies,
+    the cells and seeds, the kind, and its power at its own noise (the chance of showing the sign,
+    and of excluding the paper's value)."""
+    rows = table.filter(pl.col("kind") == "claim")
+    times = [  # the type M ratio, where the sign is shown on the paper's side
+        r["paper_value"] / r["estimate"] if r["verdict_kind"] in ("smaller", "larger") and r["paper_value"] else None
+        for r in rows.iter_rows(named=True)
+    ]
+    return pl.DataFrame(
+        {
+            "claim": rows.get_column("claim"),
+            "reading": [r.split(" (")[0] for r in rows.get_column("reading").to_list()],
+            "cells": rows.get_column("levels"),
+            "seeds": rows.get_column("n_seeds"),
+            "estimate": rows.get_column("estimate"),
+            "ci_low": rows.get_column("ci_low"),
+            "ci_high": rows.get_column("ci_high"),
+            "paper": rows.get_column("paper_value"),
+            "paper_over_estimate": pl.Series(times, dtype=pl.Float64),
+            "kind": rows.get_column("verdict_kind"),
+            "power_sign": rows.get_column("power_sign"),
+            "power_paper": rows.get_column("power_paper"),
+        },
+        strict=False,
+    )
+
+
+def whole_claims_table(table: pl.DataFrame) -> Table | None:
+    """:func:`whole_claims_frame` as a table (None: no claim row)."""
+    frame = whole_claims_frame(table)
+    if not frame.height:
+        return None
+    return Table(
+        frame,
+        stub="claim",
+        signed=("estimate", "ci_low", "paper"),
+        percent=("power_sign", "power_paper"),
+        labels={
+            "paper_over_estimate": "paper / estimate",
+            "power_sign": "power: sign",
+            "power_paper": "power: paper excluded",
+        },
+        title="The claims as a whole (each over its independent cells)",
+    )
+
+
 def family_words(rows: Sequence[ScorecardRow]) -> str:
-    """The card's procedure and its simulated rate under a global null, in a few sentences (from
-    the simulation of ``benchmarks/calibration.py``, shipped as ``harness/scorecard/calibration.json``)."""
-    card, rate = card_family_wise(rows)
+    """The card's procedure and its rate under a global null, in a few sentences (the simulated
+    rates from ``benchmarks/calibration.py``, shipped as ``harness/scorecard/calibration.json``)."""
+    card, rates = card_family_wise(rows)
     if card is None:
         return "No row has a test, so the card's procedure has nothing to adjust."
-    rows_each = f"{card.rows_per_family} row{'s' if card.rows_per_family != 1 else ''}"
     families = f"{card.families} claim famil{'ies' if card.families != 1 else 'y'}"
     head = (
-        f"Every signed verdict passed the card's procedure: {PROCEDURE}. This card has {families} (up to {rows_each} "
-        f"each) at {card.seeds} or more seeds"
+        f"Every direction asserted against 0 passed the card's procedure: {PROCEDURE}. This card has {families} at "
+        f"{card.seeds} or more seeds: where no claim is true anywhere, at most {CARD_RATE:.0%} of such cards show one "
+        "(Benjamini-Hochberg across the families)"
     )
-    if rate is None:
-        return f"{head}; its rate under a global null was not simulated at that size."
+    if not rates:
+        return f"{head}."
+    shown = ", ".join(f"{r:.1%} with {noise} seeds" for noise, r in rates["rates"].items())
     return (
-        f"{head}: where no claim is true anywhere, {rate.rate:.1%} of such cards show at least one signed verdict "
-        f"(replicated, smaller, larger, reversed, grows, shrinks, a difference) after it (simulated at "
-        f"{rate.families} families of {rate.rows_per_family} rows, {rate.seeds} seeds, {rate.reps:,} cards: "
-        "docs/calibration.md)."
+        f"{head}; simulated for the published combined design at {rates['seeds']} seeds, {rates['cards']:,} cards: "
+        f"{shown} (docs/calibration.md)."
     )
 
 
-def description_document(table: pl.DataFrame, studies: Sequence[str]) -> Document:
+def description_document(table: pl.DataFrame, studies: Sequence[str], skew_words: str = "") -> Document:
     """The scorecard as its MLflow run's description (a few thousand characters): the counts,
     the family-wise rate, one row per measured claim and reading with its kind only (the words
     are in the run's ``scorecard.html``), and the ids of the claims no study read measures."""
@@ -226,6 +273,9 @@ def description_document(table: pl.DataFrame, studies: Sequence[str]) -> Documen
     )
     missing = sorted(set(summary.get_column("claim").to_list()) - set(shown.get_column("claim").to_list()))
     blocks: list = [Paragraph(count_words(table, studies)), Paragraph(family_words(rows))]
+    blocks += [Paragraph(f"The skew guarded against: {skew_words}.")] if skew_words else []
+    whole = whole_claims_table(table)
+    blocks += [whole] if whole is not None else []
     if shown.height:
         shown = _without_empty_columns(shown)
         blocks.append(_claims_table(shown, labels={"estimate": "at the paper's setting", "verdict": "kind"}))
@@ -262,9 +312,10 @@ def _claims_table(frame: pl.DataFrame, labels: dict[str, str] | None = None) -> 
     )
 
 
-def scorecard_document(table: pl.DataFrame, claims: ClaimSet, studies: Sequence[str]) -> Document:
+def scorecard_document(table: pl.DataFrame, claims: ClaimSet, studies: Sequence[str], skew_words: str = "") -> Document:
     """The scorecard as a document, from :func:`~harness.scorecard.compute.scorecard_table`'s
-    table, the claims it read and the names of the studies it read."""
+    table, the claims it read, the names of the studies it read and the skew its robust intervals
+    hold at (``skew_words``)."""
     rows = [ScorecardRow(**r) for r in table.iter_rows(named=True)]
     intro = Paragraph(
         f"{count_words(table, studies)} "
@@ -281,8 +332,14 @@ def scorecard_document(table: pl.DataFrame, claims: ClaimSet, studies: Sequence[
             "predicted": "at the papers' size and steps",
         },
     )
+    whole = whole_claims_table(table)
+    skew = (Paragraph(f"The skew guarded against: {skew_words}."),) if skew_words else ()
     sections = [
-        Section("summary", "At the papers' setting, and beyond", (intro, Paragraph(family_words(rows)), summary)),
+        Section(
+            "summary",
+            "At the papers' setting, and beyond",
+            (intro, Paragraph(family_words(rows)), *skew, *((whole,) if whole is not None else ()), summary),
+        ),
         Section("claims", "Every cell", (claims_table,)),
     ]
     trends = _trends_frame(table)
@@ -328,4 +385,6 @@ __all__ = [
     "family_words",
     "scorecard_document",
     "summary_frame",
+    "whole_claims_frame",
+    "whole_claims_table",
 ]

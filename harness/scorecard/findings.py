@@ -10,10 +10,13 @@ Per core claim (:data:`~harness.scorecard.claims.CORE_IDS`: one row per claim id
 belongs to one, e.g. EGA's gain as each paper states it):
 
 - the papers' value (a level: its band), in nats for a gain;
-- the best estimate the cards hold, with its 95 % interval over seeds, and where it was
-  measured: the measured cell **nearest the papers' setting** (at it, if any; else the
-  largest model, then the step count nearest theirs, the context nearest theirs, the most
-  seeds; for a level, the runs started where the harness starts by default);
+- the claim read as a whole: its claim row over the most independent cells any card holds
+  (:mod:`harness.scorecard.claim_level`: the pooled estimate with its 95 % interval over the
+  cells' means, how many cells and seeds, the spread across cells, and how many times below or
+  above the papers' value it lies); a claim without a claim row (a level) shows the measured cell
+  **nearest the papers' setting** (at it, if any; else the largest model, then the step count
+  nearest theirs, the context nearest theirs, the most seeds; for a level, the runs started where
+  the harness starts by default);
 - its verdict in plain words: a level's words show where it started ("moved from 0.50 past
   the band 0.33 to 0.39"), an ``inconclusive`` says which of its reasons applies (the seeds'
   shape, Holm's adjustment, an interval overlapping the band, no test possible, or an
@@ -96,6 +99,18 @@ def _best_cell(cells: pl.DataFrame, paper_steps: int, paper_context: int) -> dic
     return min(cells.iter_rows(named=True), key=key)
 
 
+def _best_whole(rows: pl.DataFrame) -> dict | None:
+    """The claim row over the most independent cells (then the first reading, the most seeds)."""
+    whole = rows.filter(pl.col("kind") == "claim")
+    if whole.height == 0:
+        return None
+    readings = sorted(set(whole.get_column("reading").to_list()))
+    return min(
+        whole.iter_rows(named=True),
+        key=lambda r: (-(r["levels"] or 0), readings.index(r["reading"]), -(r["n_seeds"] or 0)),
+    )
+
+
 def best_prediction(predicted: pl.DataFrame) -> dict | None:
     """The prediction resting on the most evidence nearest the papers' setting, shown or refused
     alike (choosing by the answer would hide a refusal behind another card's number): the least
@@ -160,8 +175,6 @@ def _inconclusive_reason(row: dict) -> tuple[str, str]:
         return "Holm", f"not significant after Holm ({p}{before})"
     if "the sign is withheld" in words:  # the t-interval excludes the null, the skew-robust one does not
         return "sign withheld", f"too few seeds for the sign under skew ({row['n_seeds']} seeds)"
-    if "skewed" in words:
-        return "skewed seeds", "seeds skewed (one far from the rest): sign withheld"
     if row["ci_low"] is None:
         reason = words.removeprefix("inconclusive: ").split(";")[0]
         return "no test", reason if reason.startswith("no test possible") else f"no test possible: {reason}"
@@ -192,14 +205,23 @@ def _level_words(kind: str, row: dict) -> str:
     }.get(kind, "")
 
 
+def _times(row: dict) -> str:
+    """ " x7.2 below the papers' value" from the row's words (empty where it states none)."""
+    found = re.search(r"×([0-9.]+) (below|above) the paper's value", row["verdict"] or "")
+    return f", ×{found.group(1)}{NBSP}{found.group(2)} the papers' {_paper(row)}" if found else ""
+
+
 def _effect_words(kind: str, row: dict) -> str:
     paper = _paper(row)
+    excluded = "the paper's" in (row["verdict"] or "") and "excluded" in (row["verdict"] or "")
     return {
         "replicated": f"covers the papers' {paper}",
-        "smaller": "real, the papers' sign, but smaller",
-        "larger": "real, the papers' sign, and larger",
+        "smaller": f"real, the papers' sign, but smaller{_times(row)}",
+        "larger": f"real, the papers' sign, and larger{_times(row)}",
         "reversed": "real, with the opposite sign",
-        "absent": f"equivalent to 0 (within {_margin(row)})",
+        "below": f"below the papers' {paper}, which it excludes; the sign not shown",
+        "above": f"above the papers' {paper}, which it excludes; the sign not shown",
+        "absent": f"equivalent to 0 (within {_margin(row)})" + (f"; the papers' {paper} excluded" if excluded else ""),
     }.get(kind, "")
 
 
@@ -221,6 +243,11 @@ def plain_verdict(row: dict) -> str:
 
 
 def _where(row: dict) -> str:
+    if row["kind"] == "claim":
+        spread = re.search(r"spread across cells sd ([0-9.]+)", row["where"] or "")
+        cells = f"{row['levels']} cell{'s' if row['levels'] != 1 else ''}"
+        parts = [cells, f"{row['n_seeds']} seeds"] + ([f"spread sd {spread.group(1)}"] if spread else [])
+        return ", ".join(p.replace(" ", NBSP) for p in parts)
     group = f", {row['group'].replace('=', ' = ')}" if row["group"] else ""
     parts = (f"{row['params'] / 1e6:.2f} M", f"{row['steps']:,} steps", f"T = {row['context_length']}")
     return ", ".join(p.replace(" ", NBSP) for p in (*parts, f"{row['n_seeds']} seeds")) + group
@@ -232,7 +259,7 @@ def _predicted(row: dict | None) -> str:
         return "–"
     if row["verdict_kind"] == "not predictable":
         reason = (row["verdict"] or "").removeprefix("not predictable: ").split(";")[0]
-        return f"not made: {reason}"
+        return f"not predictable: {reason}"
     kind = row["verdict_kind"]
     if kind == "inconclusive":
         kind = f"{kind} ({_inconclusive_reason(row)[0]})"
@@ -264,7 +291,7 @@ class Finding:
 
 def _finding(claim: str, rows: pl.DataFrame, setting: tuple[int, int]) -> Finding:
     first = rows.row(0, named=True)
-    best = _best_cell(rows.filter(pl.col("kind") == "cell"), *setting)
+    best = _best_whole(rows) or _best_cell(rows.filter(pl.col("kind") == "cell"), *setting)
     prediction = best_prediction(rows.filter(pl.col("kind") == "predicted"))
     shown = best if best is not None else first
     level = _is_level(shown) or first["band"] is not None
@@ -356,11 +383,21 @@ def findings_markdown(cards: pl.DataFrame, page_link: str, anchors: Mapping[str,
     studies = ", ".join(sorted(set(cards.get_column("card").to_list())))
     lead = (
         f"Each core claim against the real studies in `{PUBLISHED}/` ({studies}): the papers' single-seed value, the "
-        f"harness's estimate nearest {_papers_setting(cards, setting)} with its 95 % interval over seeds, and the "
-        "verdict. Gains in nats of validation loss (positive: lower loss); tau and the open fraction are levels, read "
-        "against the papers' band from where they started. **Bold**: settled."
+        "claim read as a whole (its estimate pooled over the independent cells of every study, with its 95 % "
+        "interval over the cells' means) and the verdict; a level without such a row, its cell nearest "
+        f"{_papers_setting(cards, setting)}. Gains in nats of validation loss (positive: lower loss); tau and the "
+        "open fraction are levels, read against the papers' band from where they started. **Bold**: settled."
     )
-    return f"{lead}\n\n{table_markdown(Table(frame, kind_column='__kind', stub='claim'))}"
+    return f"{lead}\n\n{table_markdown(Table(frame, kind_column='__kind', stub='claim'))}\n\n{_legend(rows)}"
+
+
+def _legend(rows: Sequence[Finding]) -> str:
+    """What each verdict word in the table means, next to it (the kinds the table uses)."""
+    from harness.scorecard.verdicts import KIND_MEANINGS
+
+    used = [k for k in KIND_MEANINGS if any(f.verdict.startswith(f"{k}:") or f.verdict == k for f in rows)]
+    used += ["not measured"] if any(f.verdict.startswith("not measured") for f in rows) else []
+    return "What the words mean: " + "; ".join(f"**{k}**: {KIND_MEANINGS[k]}" for k in dict.fromkeys(used)) + "."
 
 
 # ----------------------------------------------------------------------------- the files

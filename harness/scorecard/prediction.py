@@ -117,6 +117,7 @@ def _intervals(res: SurfacePrediction, study: StudyResults) -> Intervals:
         sd=seed_sd(res.per_seed),
         shape=res.shape,
         permutation_pvalue=SignFlip().run(res.per_seed, rng=s.seed).p_value if tested else None,
+        skew_sigma=study.skew_sigma,
     )
 
 

@@ -58,6 +58,7 @@ class ReadContext:
     claims: ClaimSet
     cell: Mapping[str, Any]
     sigmas: pl.DataFrame | None = None
+    skew_sigma: float | None = None  # the skew the card's seeds allow (its robust intervals' shape)
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def seed_sd(per_seed: np.ndarray) -> float | None:
     return float(np.std(per_seed, ddof=1)) if len(per_seed) >= 2 else None
 
 
-def contrast_intervals(res: ContrastResult) -> Intervals:
+def contrast_intervals(res: ContrastResult, skew_sigma: float | None = None) -> Intervals:
     """The intervals of a paired contrast as the report computed them, with the shape check
     and the sign-flip p that travel with them."""
     reason = no_test_reason(res.per_seed) or ("" if res.confidence_interval is not None else res.message)
@@ -118,6 +119,7 @@ def contrast_intervals(res: ContrastResult) -> Intervals:
         sd=res.sd,
         shape=res.shape,
         permutation_pvalue=res.permutation_pvalue,
+        skew_sigma=skew_sigma,
     )
 
 
@@ -145,7 +147,7 @@ def _per_seed_intervals(
 
 # ----------------------------------------------------------------------------- effects
 def _effect_read(claim: Claim, res: ContrastResult, ctx: ReadContext) -> CellRead:
-    iv = contrast_intervals(res)
+    iv = contrast_intervals(res, ctx.skew_sigma)
     margin = ctx.claims.margin_for(claim, ctx.settings.smallest_effect)
     return CellRead(iv, classify_effect(iv, sign=claim.sign, paper_value=claim.paper_value, margin=margin), margin)
 
@@ -261,7 +263,7 @@ def read_level(claim: Claim, measure: Measure, rows: pl.DataFrame, ctx: ReadCont
         factors=(),
     )
     fields = _per_seed_intervals(res.estimate, res.confidence_interval, res.per_seed, start, s.confidence, res.message)
-    iv = Intervals(**fields, prediction=res.prediction_interval, stable=res.stable)
+    iv = Intervals(**fields, prediction=res.prediction_interval, stable=res.stable, skew_sigma=ctx.skew_sigma)
     if claim.figure:
         started = f"started at {start:.3g}{f' ({start_words})' if start_words else ''}"
         return CellRead(iv, figure_verdict(iv, f"{started}; {claim.figure}"), margin, start=start)
@@ -283,7 +285,8 @@ def read_tail(claim: Claim, measure: Measure, rows: pl.DataFrame, ctx: ReadConte
     res = open_fraction_analysis(rows, variants=list(measure.variants), confidence=s.confidence)
     per_seed = res.difference_per_seed
     iv = Intervals(
-        **_per_seed_intervals(res.difference, res.difference_interval, per_seed, 0.0, s.confidence, res.message)
+        **_per_seed_intervals(res.difference, res.difference_interval, per_seed, 0.0, s.confidence, res.message),
+        skew_sigma=ctx.skew_sigma,
     )
     margin = ctx.claims.margin_for(claim, s.smallest_effect)
     if claim.figure:

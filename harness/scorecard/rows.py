@@ -17,11 +17,12 @@ from typing import Literal
 
 import polars as pl
 
-#: What a row is: one cell of one study (its final numbers), a trend across sizes or context
+#: What a row is: a claim read as a whole over its independent cells (``claim``), one cell of one
+#: study (its final numbers), a trend across sizes or context
 #: lengths, one cell at one evaluation step (``training``), a prediction at the papers' size
 #: over size x training steps (``predicted``; refused: verdict kind ``not predictable``), or a
 #: claim no study read can measure.
-RowKind = Literal["cell", "trend", "training", "predicted", "not measured"]
+RowKind = Literal["claim", "cell", "trend", "training", "predicted", "not measured"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,10 @@ class ScorecardRow:
     ``slope`` its mean per-seed slope per doubling of parameters at the papers' steps,
     ``backtest_*`` the interval of its size backtest's errors (the surface without the largest
     size against that size) and ``calibration`` the rates its own design showed in simulated
-    studies at its own noise; ``ci_*`` the 95 % t-interval over seeds and ``robust_*`` the same
+    studies at its own noise; ``power_sign`` / ``power_paper`` a claim row's chance, at its own noise
+    and estimate, of showing the sign and of excluding the paper's value (before the card's
+    adjustment); ``skew_sigma`` the lognormal shape its skew-robust interval holds at;
+    ``ci_*`` the 95 % t-interval over seeds (a claim row: over its cells' means) and ``robust_*`` the same
     widened to the skew-robust critical value,
     ``equivalence_*`` the 90 % one (the TOST's), ``prediction_*`` where a new seed's run lands
     (a claim about runs); ``margin`` the claim's smallest effect of interest (a level: how far
@@ -90,6 +94,9 @@ class ScorecardRow:
     backtest_high: float | None = None
     steps_extrapolation: float | None = None
     calibration: str | None = None
+    power_sign: float | None = None
+    power_paper: float | None = None
+    skew_sigma: float | None = None
     pvalue: float | None = None
     pvalue_robust: float | None = None
     pvalue_holm: float | None = None

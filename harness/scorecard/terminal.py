@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from harness.report.document import Document, Paragraph, Section, Table
-from harness.scorecard.document import VERDICT_ROWS, count_words, family_words
+from harness.scorecard.document import VERDICT_ROWS, count_words, family_words, whole_claims_table
 from harness.scorecard.rows import ScorecardRow
 from harness.scorecard.sections import paper_text, texts
 
@@ -128,11 +128,14 @@ def _unmeasured_lines(table: pl.DataFrame) -> list[str]:
     return lines
 
 
-def terminal_document(table: pl.DataFrame, studies: Sequence[str]) -> Document:
-    """The scorecard as the terminal shows it (see the module docstring)."""
+def terminal_document(table: pl.DataFrame, studies: Sequence[str], skew_words: str = "") -> Document:
+    """The scorecard as the terminal shows it (see the module docstring); ``skew_words``: the skew
+    its robust intervals hold at (:attr:`~harness.scorecard.skew.CardSkew.words`)."""
     rows = [ScorecardRow(**r) for r in table.iter_rows(named=True)]
     head = [Paragraph(count_words(table, studies)), Paragraph(family_words(rows))]
-    blocks = [*head, *_measured_tables(table)]
+    head += [Paragraph(f"The skew guarded against: {skew_words}.")] if skew_words else []
+    whole = whole_claims_table(table)
+    blocks = [*head, *([whole] if whole is not None else []), *_measured_tables(table)]
     unmeasured = _unmeasured_lines(table)
     if unmeasured:
         blocks.append(Paragraph("Not measured by the studies read (one line per study that would):"))

@@ -50,7 +50,7 @@ below 20 seeds the measured false-positive rate of a t claim on such values.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Literal, get_args
 
@@ -65,11 +65,20 @@ from harness.analysis.results_types import (
     VerdictKind,
     format_interval,
 )
-from harness.analysis.verdict_words import few_seeds_words, shape_words
-from harness.scorecard.calibration import skew_robust_critical, skew_robust_pvalue, skewed_false_positive
+from harness.analysis.verdict_words import few_seeds_words, format_pvalue, shape_words
+from harness.scorecard.calibration import skew_robust_critical, skew_robust_pvalue
 
 ClaimKind = Literal[
-    "replicated", "smaller", "larger", "reversed", "absent", "not resolvable", "inconclusive", "not measured"
+    "replicated",
+    "smaller",
+    "larger",
+    "reversed",
+    "below",
+    "above",
+    "absent",
+    "not resolvable",
+    "inconclusive",
+    "not measured",
 ]
 #: The verdicts a claim can get at one cell (:data:`KIND_MEANINGS` says what each means).
 CLAIM_KINDS: tuple[str, ...] = get_args(ClaimKind)
@@ -93,13 +102,17 @@ KIND_MEANINGS: dict[str, str] = {
     "larger": "both 95 % intervals exclude 0 with the paper's sign and the robust one lies beyond the paper's value "
     "(a level: beyond the band; a claim of no difference: an effect it does not report)",
     "reversed": "both 95 % intervals exclude 0 with the opposite sign (a level: moved away from the band)",
+    "below": "the sign is not shown (the 95 % interval covers 0), but the skew-robust interval lies wholly below "
+    "the paper's value: the paper's number is excluded",
+    "above": "the sign is not shown (the 95 % interval covers 0), but the skew-robust interval lies wholly above "
+    "the paper's value: the paper's number is excluded",
     "absent": "the 95 % interval covers 0 and the 90 % interval lies within ± the claim's margin "
     "(equivalence to 0; a level: did not move from its start)",
     "not resolvable": "the 95 % interval covers 0 and the 90 % interval is wider than twice the claim's margin: "
     "no outcome at this precision could show equivalence; the row says how many seeds would",
     "inconclusive": "none of these: the interval covers 0 and values beyond the margin, overlaps the band "
-    "only, the per-seed values fail the shape check, the t-interval excludes 0 but its skew-robust widening "
-    "does not, an ordering not shown beyond its margin, a sign lost to the card's procedure, or no interval",
+    "only, the t-interval excludes 0 but its skew-robust widening does not, an ordering not shown beyond its "
+    "margin, a sign lost to the card's procedure, or no interval",
     "figure": "a number, not a verdict: a probe of the harness's own or a statement the paper gives no target "
     "for (its estimate and interval are shown; it is in no family)",
     "not measured": "no study read can measure it (the row names the study that would)",
@@ -113,9 +126,6 @@ KIND_MEANINGS: dict[str, str] = {
     "difference": "two levels only: a difference between them, not a trend (its words say grows or shrinks "
     "only when the interval excludes 0)",
 }
-
-#: Below this many seeds a shape-flagged row states the measured false-positive rate.
-SKEW_RATE_BELOW = 20
 
 
 @dataclass(frozen=True)
@@ -139,7 +149,8 @@ class Intervals:
     ``sd`` the seed-to-seed sd; ``shape`` the shape check of the per-seed values; for a claim
     about runs, ``prediction`` (where a new seed's run lands) and ``stable`` (inside the band).
     Derived: ``robust``, the t-interval widened to the skew-robust critical value, and
-    ``robust_pvalue``, the t p made valid on strongly skewed seeds too."""
+    ``robust_pvalue``, the t p made valid on seeds skewed up to the lognormal shape ``skew_sigma``
+    (the card's bound; None: the shipped floor)."""
 
     estimate: float
     ci: ConfidenceInterval | None
@@ -153,6 +164,8 @@ class Intervals:
     permutation_pvalue: float | None = None
     prediction: ConfidenceInterval | None = None
     stable: bool | None = None
+    skew_sigma: float | None = None
+    unit: str = "seeds"
 
     @property
     def testable(self) -> bool:
@@ -160,16 +173,16 @@ class Intervals:
 
     @property
     def ci_words(self) -> str:
-        return f"{self.confidence:.0%} t-interval over {self.n_seeds} seeds"
+        return f"{self.confidence:.0%} t-interval over {self.n_seeds} {self.unit}"
 
     @property
     def equivalence_words(self) -> str:
-        return f"{1 - 2 * (1 - self.confidence):.0%} t-interval over {self.n_seeds} seeds (TOST)"
+        return f"{1 - 2 * (1 - self.confidence):.0%} t-interval over {self.n_seeds} {self.unit} (TOST)"
 
     @cached_property
     def robust_critical(self) -> float | None:
         """The skew-robust critical |t| at this row's seeds and level (None: not simulated)."""
-        return skew_robust_critical(self.n_seeds, 1.0 - self.confidence)
+        return skew_robust_critical(self.n_seeds, 1.0 - self.confidence, sigma=self.skew_sigma)
 
     @cached_property
     def robust(self) -> ConfidenceInterval | None:
@@ -187,12 +200,27 @@ class Intervals:
     def robust_pvalue(self) -> float | None:
         """The t-test's p made skew-robust (:func:`~harness.scorecard.calibration.skew_robust_pvalue`):
         the p the card's procedure adjusts."""
-        return None if self.pvalue is None else float(skew_robust_pvalue(self.pvalue, self.n_seeds))
+        return (
+            None if self.pvalue is None else float(skew_robust_pvalue(self.pvalue, self.n_seeds, sigma=self.skew_sigma))
+        )
 
     @property
     def robust_words(self) -> str:
         c = self.robust_critical
-        return f"skew-robust: |t| > {c:.2f} at {self.n_seeds} seeds" if c is not None else "no skew-robust value"
+        if c is None:
+            return "no skew-robust value"
+        shape = "" if self.skew_sigma is None else f", lognormal shape {self.skew_sigma:.2f}"
+        return f"skew-robust: |t| > {c:.2f} at {self.n_seeds} {self.unit}{shape}"
+
+    def against(self, value: float) -> float | None:
+        """The two-sided t-test p of the mean against ``value`` (None without an interval)."""
+        if self.ci is None or self.n_seeds < 2:
+            return None
+        half = 0.5 * (self.ci.high - self.ci.low)
+        se = half / float(stats.t.isf((1.0 - self.confidence) / 2.0, self.n_seeds - 1))
+        if not se > 0:
+            return None
+        return float(2.0 * stats.t.sf(abs(self.estimate - value) / se, self.n_seeds - 1))
 
 
 # ----------------------------------------------------------------------------- the rules
@@ -244,7 +272,12 @@ def effect_kinds(
         short = rhi < v if s > 0 else rlo > v
         towards = np.select([(rlo <= v) & (v <= rhi), short], ["replicated", "smaller"], "larger")
     signed = np.where(~rexcl, "inconclusive", np.where(np.where(up, 1.0, -1.0) != s, "reversed", towards))
-    return np.select([excl, within, unresolvable], [signed, "absent", "not resolvable"], "inconclusive").astype(str)
+    kinds = np.select([excl, within, unresolvable], [signed, "absent", "not resolvable"], "inconclusive")
+    if paper_value is None:
+        return kinds.astype(str)
+    v = float(paper_value)
+    unsigned = (kinds == "inconclusive") | (kinds == "not resolvable")
+    return np.select([unsigned & (rhi < v), unsigned & (rlo > v)], ["below", "above"], kinds).astype(str)
 
 
 def level_kinds(
@@ -322,6 +355,8 @@ def _num(x: float | None, digits: int = 3) -> str:
 
 
 def _few(iv: Intervals) -> str:
+    if iv.unit != "seeds":
+        return ""
     words = few_seeds_words(iv.n_seeds, alpha=1 - iv.confidence)
     return f" — {words}" if words else ""
 
@@ -331,23 +366,15 @@ def _untestable(iv: Intervals) -> ClaimVerdict:
     return ClaimVerdict("inconclusive", f"inconclusive: {reason}", "no interval", settled=NOT_TESTABLE)
 
 
-def _shape_withheld(iv: Intervals, null: float = 0.0) -> ClaimVerdict | None:
-    """The report's words where the per-seed values fail the shape check: no kind but
-    ``inconclusive``, the sign-flip p beside the t p, and below 20 seeds the measured
-    false-positive rate of a t claim on such values (None: the check is quiet)."""
+def _shape_note(iv: Intervals) -> str:
+    """The report's words where the per-seed values fail the shape check, beside the verdict (empty
+    where it is quiet): the sign-flip p beside the t p. The check withholds nothing: a sign rests on
+    the skew-robust interval, which holds at the skew the card's seeds allow; withholding on the
+    check too cost power at every number of seeds simulated and bought no calibration
+    (docs/calibration.md, "The shape check's level")."""
     if iv.shape is None or not iv.shape.fires or iv.ci is None:
-        return None
-    excludes = iv.ci.excludes(null)
-    words = f"inconclusive: {format_interval(iv.ci)}; " + shape_words(
-        iv.shape, iv.pvalue, iv.permutation_pvalue, claims=excludes
-    )
-    rate = skewed_false_positive(iv.n_seeds) if iv.n_seeds < SKEW_RATE_BELOW else None
-    if rate is not None:
-        words += (
-            f"; on strongly skewed seeds the check flags, a t claim at {iv.n_seeds} seeds is false in "
-            f"{rate:.0%} of studies (simulated: docs/calibration.md)"
-        )
-    return ClaimVerdict("inconclusive", words + _few(iv), iv.ci_words, settled=NOT_DISTINGUISHABLE)
+        return ""
+    return "; " + shape_words(iv.shape, iv.pvalue, iv.permutation_pvalue, claims=False)
 
 
 def not_resolvable_words(iv: Intervals, margin: float, what: str = "", shown: ConfidenceInterval | None = None) -> str:
@@ -382,7 +409,7 @@ def _negligible(iv: Intervals, margin: float) -> str:
 def _verdict(kind: str, words: str, iv: Intervals, *, on_eq: bool = False, signed: bool = False) -> ClaimVerdict:
     settled = NOT_DISTINGUISHABLE if kind in ("inconclusive", "not resolvable") else SETTLED
     rests = iv.equivalence_words if on_eq else iv.ci_words + (f" ({iv.robust_words})" if signed else "")
-    return ClaimVerdict(kind, f"{kind}: {words}" + _few(iv), rests, signed=signed, settled=settled)
+    return ClaimVerdict(kind, f"{kind}: {words}" + _shape_note(iv) + _few(iv), rests, signed=signed, settled=settled)
 
 
 def _robust_shown(iv: Intervals) -> str:
@@ -427,11 +454,67 @@ def _effect_text(kind: str, iv: Intervals, sign: str, paper_value: float | None,
     paper = _num(paper_value)
     return {
         "reversed": f"{shown} excludes 0 with the sign opposite to the paper's {paper}",
-        "replicated": f"{shown} excludes 0 and the robust {robust} covers the paper's {paper}",
+        "replicated": f"{shown} excludes 0 and the robust {robust} covers the paper's {paper}"
+        + _paper_note(iv, paper_value),
         "smaller": f"{shown} excludes 0 with the paper's sign and the robust {robust} lies between 0 and the "
-        f"paper's {paper}",
-        "larger": f"{shown} excludes 0 with the paper's sign and the robust {robust} lies beyond the paper's {paper}",
+        f"paper's {paper}, which it excludes{_against_paper(iv, paper_value)}{_times(iv, paper_value)}",
+        "larger": f"{shown} excludes 0 with the paper's sign and the robust {robust} lies beyond the paper's {paper}, "
+        f"which it excludes{_against_paper(iv, paper_value)}{_times(iv, paper_value)}",
     }[kind] + _negligible(iv, margin)
+
+
+def type_m(iv: Intervals, paper_value: float) -> tuple[float, float, float] | None:
+    """The exaggeration ratio a single-seed paper invites (Gelman & Carlin 2014's type M): the
+    paper's value over the estimate, with the interval that the robust interval maps to (None
+    unless the robust interval excludes 0 on the paper's side)."""
+    rob = iv.robust or iv.ci
+    if rob is None or not iv.estimate or paper_value == 0 or not rob.excludes(0.0):
+        return None
+    if (rob.low > 0) != (paper_value > 0):
+        return None
+    ends = sorted((paper_value / rob.low, paper_value / rob.high))
+    return paper_value / iv.estimate, ends[0], ends[1]
+
+
+def _times(iv: Intervals, paper_value: float) -> str:
+    """ ", x7.4 below the paper's value (x4.2 to x26)" (empty without a type M ratio)."""
+    ratio = type_m(iv, paper_value)
+    if ratio is None:
+        return ""
+    m, lo, hi = ratio
+    way = "below" if m > 1 else "above"
+    shown = m if m > 1 else 1.0 / m
+    ends = (lo, hi) if m > 1 else (1.0 / hi, 1.0 / lo)
+    return f", ×{shown:.2g} {way} the paper's value (×{ends[0]:.2g} to ×{ends[1]:.2g})"
+
+
+def _against_paper(iv: Intervals, paper_value: float) -> str:
+    p = iv.against(paper_value)
+    return "" if p is None else f" (t p={format_pvalue(p)} against it)"
+
+
+def _paper_note(iv: Intervals, paper_value: float | None) -> str:
+    """Where the 95 % t-interval excludes the paper's value but the skew-robust one does not: so."""
+    if paper_value is None or iv.ci is None or not iv.ci.excludes(paper_value):
+        return ""
+    return (
+        f"; the 95 % interval excludes the paper's {_num(paper_value)}{_against_paper(iv, paper_value)}, the "
+        f"skew-robust {format_interval(iv.robust)} does not"
+    )
+
+
+def _paper_excluded(kind: str, iv: Intervals, paper_value: float) -> str:
+    """The words of ``below`` / ``above``: the paper's value excluded, the sign not shown."""
+    rob = iv.robust or iv.ci
+    why = (
+        f"{format_interval(iv.ci)} covers 0"
+        if not iv.ci.excludes(0.0)
+        else f"the skew-robust {format_interval(rob)} covers 0"
+    )
+    return (
+        f"the paper's {_num(paper_value)} excluded: the robust {format_interval(rob)} lies {kind} it"
+        f"{_against_paper(iv, paper_value)}; sign not shown: {why}"
+    )
 
 
 def classify_effect(iv: Intervals, *, sign: str, paper_value: float | None, margin: float) -> ClaimVerdict:
@@ -440,9 +523,6 @@ def classify_effect(iv: Intervals, *, sign: str, paper_value: float | None, marg
     (None with "+" / "-": an ordering, read against ``margin``)."""
     if not iv.testable:
         return _untestable(iv)
-    withheld = _shape_withheld(iv)
-    if withheld is not None:
-        return withheld
     ci, eq, rob = iv.ci, iv.equivalence, iv.robust
     bounds = {} if rob is None else {"robust_low": rob.low, "robust_high": rob.high}
     kind = _kind(
@@ -450,16 +530,23 @@ def classify_effect(iv: Intervals, *, sign: str, paper_value: float | None, marg
     )
     shown, excl = format_interval(ci), ci.excludes(0.0)
     if kind == "not resolvable":
-        return _verdict(kind, not_resolvable_words(iv, margin), iv, on_eq=True)
+        return _verdict(kind, not_resolvable_words(iv, margin) + _paper_note(iv, paper_value), iv, on_eq=True)
     if kind == "absent":
-        return _verdict(kind, f"{format_interval(eq)} lies within ±{margin:g} and {shown} covers 0", iv, on_eq=True)
+        words = f"{format_interval(eq)} lies within ±{margin:g} and {shown} covers 0"
+        if paper_value is not None and rob is not None and rob.excludes(paper_value):
+            words += f"; the paper's {_num(paper_value)} is excluded{_against_paper(iv, paper_value)}"
+        return _verdict(kind, words, iv, on_eq=True)
+    if kind in ("below", "above"):
+        return _verdict(kind, _paper_excluded(kind, iv, float(paper_value)), iv)  # type: ignore[arg-type]
     if sign == "0" and kind == "replicated":
         extra = f" ({shown} excludes 0, but by less than the margin)" if excl else ""
         return _verdict(kind, f"no difference beyond ±{margin:g}: {format_interval(eq)}{extra}", iv, on_eq=True)
     if kind == "inconclusive":
         lost = _sign_withheld(iv) if rob is None or not rob.excludes(0.0) else None
         if lost is not None or not excl:
-            return lost or _verdict(kind, f"{shown} covers 0 and values beyond ±{margin:g}", iv)
+            if lost is not None:
+                return replace(lost, words=lost.words + _paper_note(iv, paper_value))
+            return _verdict(kind, f"{shown} covers 0 and values beyond ±{margin:g}{_paper_note(iv, paper_value)}", iv)
         words = f"the robust {format_interval(rob)} excludes 0 in the claim's direction but reaches within ±{margin:g}"
         return _verdict(kind, f"{words}: not shown beyond the margin the claim's ordering needs", iv)
     if sign == "0":
@@ -485,7 +572,7 @@ def classify_level(
     interval(s) inside the band)."""
     if not iv.testable:
         return _untestable(iv)
-    withheld = _shape_withheld(iv, null=start) or _sign_withheld(iv, null=start)
+    withheld = _sign_withheld(iv, null=start)
     if withheld is not None:
         return withheld
     ci, eq, rob = iv.ci, iv.equivalence, iv.robust
@@ -591,9 +678,6 @@ def classify_trend(
         return ClaimVerdict(
             "inconclusive", f"inconclusive: {iv.reason or 'no test possible'}", "no interval", settled=NOT_TESTABLE
         )
-    withheld = _shape_withheld(iv)
-    if withheld is not None:
-        return withheld
     rests = f"{iv.confidence:.0%} t-interval of the per-seed slopes per doubling over {iv.n_seeds} seeds"
     if levels == 2:
         return _difference(iv, sign, what, rests)
@@ -628,7 +712,6 @@ __all__ = [
     "FIGURE",
     "KIND_MEANINGS",
     "SIGNED_KINDS",
-    "SKEW_RATE_BELOW",
     "TREND_KINDS",
     "ClaimKind",
     "ClaimVerdict",

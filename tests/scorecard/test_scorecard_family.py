@@ -1,7 +1,7 @@
-"""The card's procedure (Holm within a claim, Benjamini-Hochberg across claims, as statsmodels
-computes them), no signed row without a signed kind, the card's rate, the skew-robust p and a
-shape-flagged row's false-positive rate read from the data the calibration simulation wrote; and
-no scorecard verdict stronger than the report's on skewed seeds."""
+"""The card's procedure (claims as a whole first, Benjamini-Hochberg at 10 % across their families,
+Holm within a selected claim, as statsmodels computes them), no signed row without a signed kind,
+the card's rate, the skew-robust p read from the data the calibration simulation wrote, and a
+shape-flagged row signed only where the skew-robust interval excludes 0."""
 
 from __future__ import annotations
 
@@ -17,15 +17,9 @@ from scorecard_sim import row_of, simulated_study
 from harness.analysis import main_effect
 from harness.analysis.multiplicity import bh_adjusted, holm_adjusted
 from harness.scorecard import ScorecardRow, StudyResults, scorecard_rows, scorecard_table
-from harness.scorecard.calibration import (
-    family_wise_rate,
-    load_calibration,
-    skew_robust_critical,
-    skew_robust_pvalue,
-    skewed_false_positive,
-)
+from harness.scorecard.calibration import load_calibration, skew_robust_critical, skew_robust_pvalue
 from harness.scorecard.document import family_words
-from harness.scorecard.family import adjust_card, card_families
+from harness.scorecard.family import CARD_RATE, adjust_card, card_families, card_procedure
 from harness.scorecard.verdicts import SIGNED_KINDS
 
 PACKAGE = Path(__file__).resolve().parents[2] / "harness"
@@ -40,27 +34,32 @@ def test_holm_and_benjamini_hochberg_match_statsmodels_on_a_batch_of_families() 
     assert_allclose(bh_adjusted(p), np.array([multipletests(row, method="fdr_bh")[1] for row in p]))
 
 
-def _row(claim: str, p: float, kind: str = "smaller", signed: bool = True, seeds: int = 6) -> ScorecardRow:
+def _row(
+    claim: str, p: float, kind: str = "smaller", signed: bool = True, seeds: int = 6, row_kind: str = "cell", key=None
+) -> ScorecardRow:
     return ScorecardRow(
-        claim, "ega", "A", "sim", "cell", "...", estimate=0.01, ci_low=0.001, ci_high=0.02, pvalue=p / 2,
+        claim, "ega", "A", "sim", row_kind, "...", estimate=0.01, ci_low=0.001, ci_high=0.02, pvalue=p / 2,
         pvalue_robust=p, verdict_kind=kind, verdict=f"{kind}: ...", signed=signed, settled="settled", n_seeds=seeds,
+        measurement=key,
     )  # fmt: skip
 
 
 def test_the_cards_procedure_against_statsmodels() -> None:
-    """Simes within a claim, Benjamini-Hochberg across claims, Holm within a selected claim at
-    alpha R / F, all on the rows' skew-robust p-values (here twice the t's)."""
+    """Claims without a claim row: Simes within a claim, Benjamini-Hochberg at 10 % across claims,
+    Holm within a selected claim at 10 % R / F, all on the rows' skew-robust p-values."""
     from statsmodels.stats.multitest import multipletests
 
     p = {"a": [0.001, 0.02, 0.04], "b": [0.03], "c": [0.4, 0.5], "d": [0.0002]}
     rows = [_row(c, x) for c, ps in p.items() for x in ps] + [_row("a", 0.5, "absent", False)]
     out, proc = adjust_card(rows)
-    assert proc.families == 4
+    assert proc.families == 4 and proc.alpha == CARD_RATE == 0.10
     simes = {c: min(multipletests(ps + ([0.5] if c == "a" else []), method="fdr_bh")[1]) for c, ps in p.items()}
     card = dict(zip(simes, multipletests(list(simes.values()), method="fdr_bh")[1], strict=True))
-    assert proc.claim_p == pytest.approx(simes) and proc.card_p == pytest.approx(card)
-    selected = {c for c, q in card.items() if q < 0.05}
-    assert proc.selected == selected and proc.level == pytest.approx(0.05 * len(selected) / 4)
+    assert {k.removeprefix("claim "): v for k, v in proc.family_p.items()} == pytest.approx(simes)
+    assert {k.removeprefix("claim "): v for k, v in proc.card_p.items()} == pytest.approx(card)
+    selected = {c for c, q in card.items() if q < 0.10}
+    assert {k.removeprefix("claim ") for k in proc.selected} == selected
+    assert proc.level == pytest.approx(0.10 * len(selected) / 4)
     for row in out:
         family = p[row.claim] + ([0.5] if row.claim == "a" else [])
         holm = multipletests(family, method="holm")[1][family.index(row.pvalue_robust)]
@@ -70,8 +69,26 @@ def test_the_cards_procedure_against_statsmodels() -> None:
             assert (row.verdict_kind == "smaller") == keeps == row.signed, row
     lost = [r for r in out if r.claim == "c"]
     assert all("not significant across the card" in r.verdict and "was smaller" in r.verdict for r in lost)
-    held = next(r for r in out if r.claim == "a" and r.pvalue_robust == 0.04)
-    assert "not significant after Holm" in held.verdict and f"held to {proc.level:.3g}" in held.verdict
+
+
+def test_a_claim_row_is_its_familys_p_and_two_claims_reading_the_same_cells_are_one_family() -> None:
+    """Two claims whose claim rows read the same cells count once across the card; a claim row keeps
+    its sign with its family selected, and its cells are held to Holm at 10 % R / F."""
+    rows = [
+        _row("x", 0.001, row_kind="claim", key="claim|cells-1"), _row("x", 0.2),
+        _row("y", 0.001, row_kind="claim", key="claim|cells-1"), _row("y", 0.2),
+        _row("z", 0.6, row_kind="claim", key="claim|cells-2"), _row("z", 0.003),
+    ]  # fmt: skip
+    out, proc = adjust_card(rows)
+    assert proc.families == 2  # x and y: one family
+    assert proc.family_of[("x", "A")] == proc.family_of[("y", "A")] != proc.family_of[("z", "A")]
+    heads = {r.claim: r for r in out if r.kind == "claim"}
+    assert heads["x"].signed and heads["y"].signed and not heads["z"].signed
+    assert "not significant across the card" in heads["z"].verdict
+    z_cell = next(r for r in out if r.claim == "z" and r.kind == "cell")
+    assert not z_cell.signed  # its family was not selected, however small its own p
+    x_cell = next(r for r in out if r.claim == "x" and r.kind == "cell")
+    assert not x_cell.signed and f"held to {proc.level:.3g}" in x_cell.verdict  # 0.2 > 0.10 x 1 / 2
 
 
 def test_no_signed_row_lacks_a_signed_kind() -> None:
@@ -88,15 +105,16 @@ def test_no_signed_row_lacks_a_signed_kind() -> None:
 
 def test_identical_readings_share_a_measurement() -> None:
     """EGA's gain in the EGA paper (+0.103) and in the MOPE paper (+0.092) read one contrast:
-    one measurement, counted once in the summary; each claim is its own family."""
+    one measurement, counted once in the summary and once as a family across the card."""
     study = simulated_study({"ega": 0.05, "mope": -0.03, "ega-mope": 0.08}, seeds=6)
     rows = scorecard_rows([study])
     a = next(r for r in rows if r.claim == "ega-gain-ega-paper" and r.kind == "cell")
     b = next(r for r in rows if r.claim == "ega-gain-mope-paper" and r.kind == "cell")
     assert a.measurement == b.measurement and a.estimate == b.estimate
+    proc = card_procedure(rows)
+    assert proc.family_of[("ega-gain-ega-paper", a.reading)] == proc.family_of[("ega-gain-mope-paper", b.reading)]
     card = card_families(rows)
-    claims_with_tests = {r.claim for r in rows if r.pvalue is not None and r.verdict_kind != "figure"}
-    assert card.families == len(claims_with_tests) and card.seeds == 6
+    assert card.families == proc.families and card.seeds == 6
 
 
 def test_the_summary_states_the_procedure_and_its_simulated_rate() -> None:
@@ -105,46 +123,52 @@ def test_the_summary_states_the_procedure_and_its_simulated_rate() -> None:
     study = simulated_study({"ega": 0.05, "mope": -0.03, "ega-mope": 0.08}, seeds=4)
     rows = scorecard_rows([study])
     card = card_families(rows)
-    rate = family_wise_rate(card.families, card.rows_per_family, card.seeds)
-    stored = data["family_wise"]["rates"][str(rate.rows_per_family)][str(rate.seeds)][card.families - 1]
-    assert rate.rate == stored <= 0.10
     words = family_words(rows)
-    assert f"{stored:.1%} of such cards show at least one signed verdict" in words
     assert f"{card.families} claim families" in words and "Benjamini-Hochberg" in words
+    assert "at most 10% of such cards show one" in words
+    null = data.get("null_cards")
+    if null is not None:
+        for rate in null["rates"].values():
+            assert f"{rate:.1%}" in words and rate <= 0.10
 
 
-def test_the_calibration_lookups_are_conservative() -> None:
+def test_the_skew_shape_read_is_the_stored_one_at_or_above_the_cards() -> None:
+    from harness.scorecard.calibration import skew_floor, skew_sigma_used
+
+    q = [0.0, 4.0, 7.0, 15.0]
     data = {
-        "skewed_t_false_positive": {"rates": {"3": 0.1, "5": 0.2, "19": 0.3}},
-        "family_wise": {"reps": 10, "rates": {"1": {"4": [0.05, 0.1]}, "4": {"4": [0.06, 0.12], "10": [0.04, 0.08]}}},
+        "skew_robust": {
+            "tails": [1.0, 0.1, 0.05, 0.01],
+            "quantiles": {"0.5": {"4": q}, "1": {"4": [x * 2 for x in q]}},
+        },
+        "skew_floor": {"sigma": 0.4},
     }
-    assert skewed_false_positive(2, data) is None
-    assert skewed_false_positive(4, data) == 0.1 and skewed_false_positive(40, data) == 0.3
-    # 3 rows per family reads the simulated 4, 8 seeds the simulated 4 (fewer seeds, more rows)
-    got = family_wise_rate(2, 3, 8, data)
-    assert (got.rate, got.rows_per_family, got.seeds) == (0.12, 4, 4)
-    assert family_wise_rate(3, 1, 4, data) is None  # more families than simulated
+    assert skew_floor(data) == 0.4 and skew_sigma_used(None, data) == 0.5  # the floor, read at 0.5
+    assert skew_sigma_used(0.6, data) == 1.0 and skew_sigma_used(3.0, data) == 1.0  # beyond: the largest
+    assert skew_robust_critical(4, 0.05, data, sigma=0.7) == pytest.approx(14.0)
+    assert skew_robust_critical(4, 0.05, data, sigma=0.0) == pytest.approx(stats.t.isf(0.025, 3))  # no skew
 
 
 def test_the_skew_robust_p_is_read_conservatively_off_the_grid() -> None:
     """Between stored tails the larger one; never below the t's own p; 1 without data."""
-    data = {"skew_robust": {"tails": [1.0, 0.1, 0.05, 0.01], "quantiles": {"4": [0.0, 4.0, 7.0, 15.0]}}}
+    data = {"skew_robust": {"tails": [1.0, 0.1, 0.05, 0.01], "quantiles": {"0.5": {"4": [0.0, 4.0, 7.0, 15.0]}}}}
     t_p = lambda t, n=4: float(2 * stats.t.sf(t, n - 1))  # noqa: E731 - the t p of |t| at n seeds
-    assert skew_robust_pvalue(t_p(5.0), 4, data) == pytest.approx(0.1)
-    assert skew_robust_pvalue(t_p(7.5), 4, data) == pytest.approx(0.05)
-    assert skew_robust_pvalue(t_p(20.0), 4, data) == pytest.approx(0.01)  # beyond the grid: its last tail
-    assert skew_robust_pvalue(0.5, 4, data) == pytest.approx(1.0) and skew_robust_pvalue(0.5, 4, {}) == 1.0
-    assert skew_robust_pvalue(t_p(5.0, 9), 9, data) == pytest.approx(0.1)  # more seeds: the nearest below
-    assert skew_robust_critical(4, 0.05, data) == pytest.approx(7.0)
-    assert skew_robust_critical(4, 0.5, data) == pytest.approx(4.0)  # the largest stored tail not above 0.5
-    low = {"skew_robust": {"tails": [1.0, 0.1], "quantiles": {"4": [0.0, 1.0]}}}
-    assert skew_robust_critical(4, 0.1, low) == pytest.approx(stats.t.isf(0.05, 3))  # never below the t's own
+    assert skew_robust_pvalue(t_p(5.0), 4, data, sigma=0.5) == pytest.approx(0.1)
+    assert skew_robust_pvalue(t_p(7.5), 4, data, sigma=0.5) == pytest.approx(0.05)
+    assert skew_robust_pvalue(t_p(20.0), 4, data, sigma=0.5) == pytest.approx(0.01)  # beyond the grid: its last
+    assert skew_robust_pvalue(0.5, 4, data, sigma=0.5) == pytest.approx(1.0) and skew_robust_pvalue(0.5, 4, {}) == 1.0
+    assert skew_robust_pvalue(t_p(5.0, 9), 9, data, sigma=0.5) == pytest.approx(0.1)  # more seeds: nearest below
+    assert skew_robust_critical(4, 0.05, data, sigma=0.5) == pytest.approx(7.0)
+    assert skew_robust_critical(4, 0.5, data, sigma=0.5) == pytest.approx(4.0)  # the largest stored tail <= 0.5
+    low = {"skew_robust": {"tails": [1.0, 0.1], "quantiles": {"0.5": {"4": [0.0, 1.0]}}}}
+    assert skew_robust_critical(4, 0.1, low, sigma=0.5) == pytest.approx(stats.t.isf(0.05, 3))  # never below t's
     assert skew_robust_critical(4, 0.05, {}) is None
 
 
-def test_a_shape_flagged_row_is_inconclusive_with_the_reports_words_and_its_measured_rate() -> None:
-    """Per-seed gains with an outlier: the report withholds its claim, so does the scorecard,
-    with the sign-flip p beside the t p and the simulated false-positive rate at its seeds."""
+def test_a_shape_flagged_row_says_so_and_its_sign_rests_on_the_skew_robust_interval() -> None:
+    """Per-seed gains with an outlier: the shape check fires; the scorecard says so beside the
+    verdict with the sign-flip p beside the t p, and signs only where the skew-robust interval
+    excludes 0 (the check itself withholds nothing: docs/calibration.md)."""
     gains = [0.010, 0.011, 0.009, 0.010, 0.012, 0.011, 0.010, 0.060]
     rows = []
     for seed, g in enumerate(gains):
@@ -155,33 +179,33 @@ def test_a_shape_flagged_row_is_inconclusive_with_the_reports_words_and_its_meas
             )
     frame = pl.DataFrame(rows)
     report = main_effect(frame, "ega", "baseline")
-    assert report.confidence_interval.low > 0 and report.shape.fires and not report.claims
-    row = row_of(scorecard_table([StudyResults("sim", frame)]), "ega-gain-mope-paper")
-    assert row["verdict_kind"] == "inconclusive" and row["signed"] is False
-    assert "claim withheld" in row["verdict"] and "sign-flip p=" in row["verdict"]
-    rate = skewed_false_positive(8)
-    assert f"a t claim at 8 seeds is false in {rate:.0%} of studies" in row["verdict"]
+    assert report.confidence_interval.low > 0 and report.shape.fires
+    table = scorecard_table([StudyResults("sim", frame)])
+    row = table.filter((pl.col("claim") == "ega-gain-mope-paper") & (pl.col("kind") == "cell")).row(0, named=True)
+    assert "per-seed values skewed or with an outlier" in row["verdict"] and "sign-flip p=" in row["verdict"]
+    robust_excludes = row["robust_low"] > 0 or row["robust_high"] < 0
+    assert bool(row["signed"]) <= robust_excludes
 
 
-def test_skewed_seeds_get_no_signed_verdict_the_report_would_withhold() -> None:
+def test_skewed_seeds_are_signed_only_where_the_skew_robust_interval_excludes_0() -> None:
+    """Seeds as skewed as the published floor allows (lognormal of shape 0.5), a true 0: about the
+    level. (A lone contrast skewed beyond the floor, shape 1, is not bounded by its own 8 seeds:
+    docs/calibration.md says so.)"""
     gen = np.random.default_rng(21)
-    withheld = 0
+    signed = 0
     for i in range(30):
-        gains = gen.lognormal(0.0, 1.0, 8) * 0.01 - 0.01 * np.exp(0.5)  # skewed, mean 0
+        gains = gen.lognormal(0.0, 0.5, 8) * 0.01 - 0.01 * np.exp(0.125)  # skewed, mean 0
         rows = [
             {"dataset": "tinyshakespeare", "size": "paper", "context_length": 256, "variant": v, "seed": s,
              "val_loss": 1.5 - (g if v == "ega" else 0.0), "steps": 5000, "status": "finished"}
             for s, g in enumerate(gains) for v in ("baseline", "ega")
         ]  # fmt: skip
         frame = pl.DataFrame(rows)
-        report = main_effect(frame, "ega", "baseline")
         row = row_of(scorecard_table([StudyResults(f"skew{i}", frame)]), "ega-gain-mope-paper")
-        if report.confidence_interval is not None and report.confidence_interval.excludes(0.0) and not report.claims:
-            withheld += 1
-            assert row["verdict_kind"] not in DIRECTIONAL, row["verdict"]
         if row["verdict_kind"] in DIRECTIONAL:
-            assert report.claims
-    assert withheld >= 1  # the case the rule is about occurred
+            signed += 1
+            assert row["robust_low"] > 0 or row["robust_high"] < 0, row["verdict"]
+    assert signed <= 3  # a true 0: about the level, not the bare t's share
 
 
 def test_the_simulations_measure_what_the_table_says() -> None:
@@ -193,10 +217,9 @@ def test_the_simulations_measure_what_the_table_says() -> None:
     at_zero = next(r for r in rows if r.truth == "0 (no effect)")
     assert at_zero.rates["replicated"] + at_zero.rates["smaller"] + at_zero.rates["larger"] <= 0.05
     curves = simulate.family_wise_curves(10, (1, 4), families=10, reps=600, rng=np.random.default_rng(4))
-    se = (0.05 * 0.95 / 600) ** 0.5
+    se = (0.10 * 0.90 / 600) ** 0.5
     for k in (1, 4):
-        assert np.all(np.diff(curves[k]) >= -3.5 * se)  # more families do not raise it past alpha
-        assert max(curves[k]) <= 0.05 + 3.5 * se  # Benjamini-Hochberg holds the null card at alpha
+        assert max(curves[k]) <= CARD_RATE + 3.5 * se  # Benjamini-Hochberg holds the null card at 10 %
 
 
 def test_the_mlflow_description_fits_and_keeps_every_measured_claim() -> None:
@@ -213,4 +236,5 @@ def test_the_mlflow_description_fits_and_keeps_every_measured_claim() -> None:
     measured = table.filter(pl.col("kind") != "not measured")
     for claim, reading in measured.select("claim", "reading").unique().iter_rows():
         assert f"| {claim} | {reading} |" in text.replace("**", ""), (claim, reading)
-    assert "signed verdict" in text and "Not measured by the studies read:" in text and "tau-035" in text
+    assert "direction asserted against 0" in text and "Not measured by the studies read:" in text
+    assert "tau-035" in text

@@ -117,7 +117,7 @@ def _row(**values) -> dict:
                 "ci_low": -0.004,
                 "verdict": "inconclusive: [-0.004, +0.070]; per-seed values skewed or with an outlier ...",
             },
-            "inconclusive: seeds skewed (one far from the rest): sign withheld",
+            "inconclusive: covers 0 and effects beyond the claim's margin",  # the shape check withholds nothing
         ),
         (
             {

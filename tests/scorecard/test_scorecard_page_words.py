@@ -13,6 +13,8 @@ optionally ``reading`` (a prefix), ``size`` and ``group``, and asserts, of every
 - ``rises`` / ``falls``: the 95 % interval lies wholly above / below 0;
 - ``shown`` / ``not shown``: the row keeps / has no signed verdict after the card's procedure;
 - ``below X`` / ``above X`` / ``covers X``: the 95 % interval lies wholly below / above X, or covers X;
+- ``excludes X``: the 95 % interval excludes X (the papers' value, with the sign shown or not: the
+  verdict words ``smaller`` / ``larger`` or ``below`` / ``above``);
 - ``kind K``: the verdict's kind is K;
 - ``falls across sizes`` / ``rises across sizes``: ordered by parameter count, the smallest size's
   interval lies wholly above / below the largest's (a trend the cells show without a trend row).
@@ -71,6 +73,7 @@ def _holds(claim: str, rows: pl.DataFrame) -> str | None:
         "below": all(h < x for h in hi),
         "above": all(low > x for low in lo),
         "covers": all(low <= x <= h for low, h in zip(lo, hi, strict=True)),
+        "excludes": all(not low <= x <= h for low, h in zip(lo, hi, strict=True)),
     }[word]
     return None if ok else f"{claim}: intervals {list(zip(lo, hi, strict=True))}"
 
@@ -114,6 +117,10 @@ def test_every_finding_on_the_page_says_what_it_says() -> None:
             "card=ladder-cpu claim=mope-gain kind=trend | rises",
         ),
         ("tau ... lower the larger the model", "card=ladder-cpu claim=tau-035 kind=cell | falls across sizes"),
+        (
+            "superadditivity as a whole covers the papers' +0.059",
+            "card=combined claim=superadditivity kind=claim | covers 0.059",
+        ),
         (
             "EGA on sinusoidal positions, read at its tau starts' mean",
             "card=long-cpu claim=ega-gain-ega-paper kind=cell reading=A | above 0",

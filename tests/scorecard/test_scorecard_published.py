@@ -50,3 +50,26 @@ def test_a_published_card_is_what_todays_rules_read_from_its_tables(folder: Path
         return table.select(KEY + SAYS).sort(KEY, nulls_last=True)
 
     assert_frame_equal(rows(read), rows(published), check_exact=False)  # default tolerances: 1e-5 relative
+
+
+def test_the_combined_card_reads_each_claim_as_a_whole_and_says_where_the_papers_value_is_excluded() -> None:
+    """Each core effect claim has a row over its independent cells; every effect row whose 95 %
+    interval excludes the papers' value says so in its words (with or without the sign)."""
+    from harness.scorecard.claims import CORE_IDS, load_claims
+
+    (folder,) = sorted(PUBLISHED.glob("combined-*/scorecard"))
+    card = pl.read_parquet(folder / "scorecard.parquet")
+    effects = {c.id for c in load_claims() if c.kind in ("contrast", "interaction") and not c.figure}
+    core_effects = {c for c in effects if any(c == core or c.startswith(f"{core}-") for core in CORE_IDS)}
+    measured = set(card.filter(pl.col("kind") == "cell").get_column("claim").to_list())
+    whole = set(card.filter(pl.col("kind") == "claim").get_column("claim").to_list())
+    assert core_effects & measured <= whole, sorted((core_effects & measured) - whole)
+    rows = card.filter(
+        pl.col("kind").is_in(["cell", "claim"])
+        & pl.col("claim").is_in(list(effects))
+        & pl.col("paper_value").is_not_null()
+    )
+    for row in rows.iter_rows(named=True):
+        lo, hi, v = row["ci_low"], row["ci_high"], row["paper_value"]
+        if lo is not None and not lo <= v <= hi:
+            assert f"paper's {v:+.3f}" in row["verdict"] and "exclude" in row["verdict"], row["verdict"]

@@ -169,3 +169,21 @@ def test_throughput_measured_under_load_is_refused_with_its_reason_and_no_trend(
     for verdict in loaded.get_column("verdict"):
         assert re.search(r"varied 1\.[56]\dx between its seeds", verdict) and "shared the machine" in verdict, verdict
     assert set(loaded.get_column("verdict_kind")) == {"inconclusive"}
+
+
+def test_a_relative_gap_is_never_a_ratio_over_a_baseline_gap_near_0() -> None:
+    """A 3-seed study whose baseline barely overfits: one seed's baseline gap near 0 must not blow
+    the ratio up (it was +5.99 from 1 seed); every seed keeps its value, and a cell whose baseline
+    gap is below the floor is not read relatively at all."""
+    from harness.scorecard.cells import GAP_FLOOR
+
+    study = simulated_study({"ega": 0.05}, seeds=3, sd=0.002, rng=2)
+    gaps = {0: 0.0004, 1: 0.16, 2: 0.15}  # the baseline's gap by seed: seed 0 near 0
+    gap = pl.col("seed").replace_strict(gaps, return_dtype=pl.Float64) - (pl.col("variant") == "ega") * 0.02
+    table = scorecard_table([with_columns(study, gen_gap=gap)])
+    row = row_of(table, "ega-generalisation-gap")
+    assert row["n_seeds"] == 3 and abs(row["estimate"]) < 1.0, row["verdict"]  # 0.02 / 0.103: about 0.19
+    assert row["estimate"] == pytest.approx(0.02 / (sum(gaps.values()) / 3), rel=1e-6)
+    flat = with_columns(study, gen_gap=pl.lit(GAP_FLOOR / 10) - (pl.col("variant") == "ega") * 0.001)
+    rows = scorecard_table([flat]).filter((pl.col("claim") == "ega-generalisation-gap") & (pl.col("kind") == "cell"))
+    assert rows.filter(pl.col("estimate").abs() > 1.0).height == 0

@@ -39,10 +39,10 @@ import numpy as np
 
 from harness.analysis.multiplicity import bh_adjusted, holm_adjusted
 from harness.analysis.paired_tests import t_interval
-from harness.analysis.shape import shape_check_fires
+from harness.analysis.shape import shape_check_fires, shapiro_pvalues
 from harness.analysis.tau import prediction_interval
 from harness.scorecard.calibration import skew_robust_critical, skew_robust_pvalue
-from harness.scorecard.family import PROCEDURE
+from harness.scorecard.family import CARD_RATE, PROCEDURE
 from harness.scorecard.verdicts import CLAIM_KINDS, effect_kinds, level_kinds, trend_kinds
 
 CONFIDENCE = 0.95
@@ -60,13 +60,16 @@ SKEW_TAILS: tuple[float, ...] = (
     0.003, 0.0025, 0.002, 0.0015, 0.001, 7e-4, 5e-4, 3e-4, 2e-4, 1e-4,
 )  # fmt: skip
 _CHUNK = 250  # simulated cards per vectorised call
-_LOGNORMAL_SD = math.sqrt((math.e - 1.0) * math.e)  # sd of a lognormal with sigma 1
+#: The lognormal shapes the skew-robust null distribution is simulated at: a card reads the one at or
+#: above the skew its seeds allow (:func:`~harness.scorecard.calibration.skew_robust_critical`).
+SKEW_SIGMAS: tuple[float, ...] = (0.25, 0.4, 0.5, 0.6, 0.65, 0.7, 0.75, 0.85, 1.0, 1.25, 1.5)
 
 
-def skewed_values(gen: np.random.Generator, size: Any, sd: float = 1.0) -> np.ndarray:
-    """Strongly skewed values of mean 0 and standard deviation ``sd``: a lognormal (sigma 1)
-    minus its mean, scaled (skewness 6.2)."""
-    return (gen.lognormal(0.0, 1.0, size) - math.exp(0.5)) * (sd / _LOGNORMAL_SD)
+def skewed_values(gen: np.random.Generator, size: Any, sd: float = 1.0, sigma: float = 1.0) -> np.ndarray:
+    """Skewed values of mean 0 and standard deviation ``sd``: a lognormal of shape ``sigma`` minus its
+    mean, scaled (skewness 1.75 at sigma 0.5, 6.2 at sigma 1)."""
+    scale = math.sqrt(math.expm1(sigma**2) * math.exp(sigma**2))  # the lognormal's sd
+    return (gen.lognormal(0.0, sigma, size) - math.exp(sigma**2 / 2.0)) * (sd / scale)
 
 
 def _abs_t(values: np.ndarray) -> np.ndarray:
@@ -75,27 +78,62 @@ def _abs_t(values: np.ndarray) -> np.ndarray:
     return np.abs(values.mean(axis=-1)) / (values.std(axis=-1, ddof=1) / math.sqrt(n))
 
 
-def skew_robust_table(seeds: Sequence[int] = SKEW_TABLE_SEEDS, *, reps: int = 200_000, rng: Any = 0) -> dict[str, Any]:
-    """The null distribution a row's skew-robust p is read from: at each number of seeds n, on
-    ``reps`` studies of lognormal (sigma 1) values of mean 0, the quantiles of |t| counted only
-    where the shape check is quiet (0 where it fires: such a row signs nothing), at the tails
-    of :data:`SKEW_TAILS` not below ``20 / reps`` (``quantiles[n][j]``: |t| is at least this in
-    ``tails[j]`` of studies with the check quiet), and how often the check fires."""
+def skew_robust_table(
+    seeds: Sequence[int] = SKEW_TABLE_SEEDS, *, sigmas: Sequence[float] = SKEW_SIGMAS, reps: int = 200_000, rng: Any = 0
+) -> dict[str, Any]:
+    """The null distributions a row's skew-robust p is read from: for each lognormal shape sigma
+    and number of seeds n, on ``reps`` studies of lognormal values of mean 0, the quantiles of |t|
+    at the tails of :data:`SKEW_TAILS` not below ``20 / reps`` (``quantiles[sigma][n][j]``: |t| is
+    at least this in ``tails[j]`` of studies). Unconditional: the shape check withholds nothing
+    (its level was chosen so, by calibration and power: :func:`shape_level_table`)."""
     gen = np.random.default_rng(rng)
     tails = [t for t in SKEW_TAILS if t >= 20.0 / reps]
-    quantiles, fires = {}, {}
+    quantiles: dict[str, dict[str, list[float]]] = {}
+    for sigma in sigmas:
+        by_n = quantiles.setdefault(f"{sigma:g}", {})
+        for n in seeds:
+            parts = [
+                _abs_t(skewed_values(gen, (min(10 * _CHUNK, reps - done), n), sigma=sigma))
+                for done in range(0, reps, 10 * _CHUNK)
+            ]
+            t_abs = np.concatenate(parts)
+            by_n[str(n)] = [float(q) for q in np.quantile(t_abs, 1.0 - np.asarray(tails), method="higher")]
+    return {"distribution": "lognormal of shape sigma, mean 0, both orientations (|t|)", "reps": reps,
+            "tails": tails, "quantiles": quantiles}  # fmt: skip
+
+
+def shape_level_table(
+    seeds: Sequence[int] = (4, 6, 10),
+    levels: Sequence[float] = (0.0, 0.01, 0.05, 0.10),
+    *,
+    sigma: float = 0.5,
+    effect: float = 0.012,
+    sd: float = 0.007,
+    reps: int = 100_000,
+    rng: Any = 0,
+) -> list[dict[str, Any]]:
+    """How the shape check's level was chosen, by calibration and power together: for each level
+    (0: the check withholds nothing), the critical |t| that holds the 5 % level both for normal
+    seeds and for lognormal ones of shape ``sigma`` when a row signs only with the check quiet,
+    and the power that leaves against a true ``effect`` at seed sd ``sd`` on normal seeds."""
+    from scipy import stats
+
+    gen = np.random.default_rng(rng)
+    out = []
     for n in seeds:
-        parts, fired = [], 0
-        for done in range(0, reps, 10 * _CHUNK):
-            values = skewed_values(gen, (min(10 * _CHUNK, reps - done), n))  # (studies, seeds)
-            flags = shape_check_fires(values)
-            fired += int(flags.sum())
-            parts.append(np.where(flags, 0.0, _abs_t(values)))
-        quiet_t = np.concatenate(parts)
-        quantiles[str(n)] = [float(q) for q in np.quantile(quiet_t, 1.0 - np.asarray(tails), method="higher")]
-        fires[str(n)] = fired / reps
-    return {"distribution": "lognormal, sigma 1, mean 0", "reps": reps, "tails": tails, "quantiles": quantiles,
-            "fires": fires}  # fmt: skip
+        normal = gen.standard_normal((reps, n))
+        skewed = skewed_values(gen, (reps, n), sigma=sigma)
+        p_normal = shapiro_pvalues(normal + effect / sd)
+        p_skewed, t_skewed = shapiro_pvalues(skewed), _abs_t(skewed)
+        t_crit = float(stats.t.isf(ALPHA / 2.0, n - 1))
+        for level in levels:
+            quiet = p_skewed >= level if level > 0 else np.ones(reps, dtype=bool)
+            critical = max(t_crit, float(np.quantile(np.where(quiet, t_skewed, 0.0), 1.0 - ALPHA)))
+            quiet_normal = p_normal >= level if level > 0 else np.ones(reps, dtype=bool)
+            power = float(np.mean(quiet_normal & (_abs_t(normal + effect / sd) > critical)))
+            out.append({"seeds": n, "level": level, "critical": critical, "power": power, "sigma": sigma,
+                        "fires_on_normal": float(np.mean(~quiet_normal))})  # fmt: skip
+    return out
 
 
 @dataclass(frozen=True)
@@ -194,7 +232,7 @@ def _kinds(scenario: Scenario, values: np.ndarray, data: dict[str, Any] | None =
         kinds = effect_kinds(
             ci.low, ci.high, eq.low, eq.high, sign="+", paper_value=value, margin=scenario.margin, **bounds
         )
-    return np.where(shape_check_fires(values), "inconclusive", kinds)
+    return kinds  # the shape check withholds nothing (shape_level_table)
 
 
 @dataclass(frozen=True)
@@ -245,7 +283,7 @@ def _chunked_mean(reps: int, rng: np.random.Generator, draw: Callable[[int, np.r
     return total / reps
 
 
-def card_signed(p_robust: np.ndarray, quiet: np.ndarray, alpha: float = ALPHA) -> np.ndarray:
+def card_signed(p_robust: np.ndarray, quiet: np.ndarray, alpha: float = CARD_RATE) -> np.ndarray:
     """The card's procedure (:mod:`harness.scorecard.family`) on a batch of cards: for skew-robust
     p-values and shape checks of shape (cards, families, rows), whether each card of the first
     F families keeps any signed verdict, for F = 1 .. families: (cards, families)."""
@@ -278,7 +316,7 @@ def family_wise_curves(
         values = g.normal(0.0, 1.0, (size, families, k_max, n))  # (cards, families, rows, seeds)
         _, p = t_interval(values, confidence=CONFIDENCE, axis=-1)
         robust = skew_robust_pvalue(p, n, data)
-        quiet = ~shape_check_fires(values)
+        quiet = np.ones(robust.shape, dtype=bool)  # the shape check withholds nothing
         hits = [card_signed(robust[..., :k], quiet[..., :k]) for k in rows_per_family]
         return np.stack(hits, axis=1)  # (cards, len(rows_per_family), families)
 
@@ -303,7 +341,7 @@ def family_wise_table(
         curves = family_wise_curves(n, rows_per_family, families=families, reps=reps, rng=gen, data=data)
         for k, curve in curves.items():
             rates[str(k)][str(n)] = curve
-    return {"reps": reps, "alpha": ALPHA, "max_families": families, "procedure": PROCEDURE, "rates": rates}
+    return {"reps": reps, "alpha": CARD_RATE, "max_families": families, "procedure": PROCEDURE, "rates": rates}
 
 
 def skewed_false_positives(seeds: Sequence[int] = SKEW_SEEDS, *, reps: int = 10_000, rng: Any = 0) -> dict[str, Any]:
@@ -375,6 +413,8 @@ __all__ = [
     "skew_procedures_table",
     "skew_robust_table",
     "skewed_false_positives",
+    "shape_level_table",
+    "markdown_shape_levels",
     "skewed_values",
 ]
 
@@ -385,7 +425,7 @@ PROCEDURES: tuple[str, ...] = (
     "t-interval, shape check quiet (the rule before)",
     "and the sign-flip test agrees",
     "BCa bootstrap interval (from 10 seeds), shape check quiet",
-    "skew-robust critical value (chosen)",
+    "skew-robust critical value at the floor's shape (chosen)",
 )
 #: Effects in seed sds at which the power of each candidate is measured (normal seeds).
 POWER_AT: tuple[float, ...] = (2.0, 3.0, 5.0)
@@ -406,7 +446,7 @@ def _signed_by(values: np.ndarray, data: dict[str, Any] | None, gen: np.random.G
     if n >= 10:
         ci = bootstrap_interval(values, confidence=CONFIDENCE, n_resamples=999, rng=gen, axis=-1)
         out[PROCEDURES[2]] = quiet & ((ci.low > 0) | (ci.high < 0))
-    out[PROCEDURES[3]] = quiet & (skew_robust_pvalue(p, n, data) < ALPHA)
+    out[PROCEDURES[3]] = skew_robust_pvalue(p, n, data) < ALPHA  # at the floor's shape; the check withholds nothing
     return out
 
 
@@ -414,12 +454,19 @@ def skew_procedures_table(
     seeds: Sequence[int] = KIND_SEEDS, *, reps: int = 2000, rng: Any = 0, data: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:
     """For each candidate of :data:`PROCEDURES` and number of seeds: the share of studies it
-    signs on lognormal (sigma 1) seeds of mean 0 and on normal ones (its false signs), and on
-    normal seeds with an effect of 2, 3 and 5 seed sds (its power)."""
+    signs on lognormal seeds of the floor's shape (:func:`~harness.scorecard.calibration.skew_floor`)
+    of mean 0 and on normal ones (its false signs), and on normal seeds with an effect of 2, 3 and
+    5 seed sds (its power)."""
+    from harness.scorecard.calibration import skew_sigma_used
+
     gen = np.random.default_rng(rng)
+    sigma = skew_sigma_used(None, data) or 1.0
     rows = []
     for n in seeds:
-        draws = {"lognormal, mean 0": skewed_values(gen, (reps, n)), "normal, mean 0": gen.normal(0.0, 1.0, (reps, n))}
+        draws = {
+            "lognormal, mean 0": skewed_values(gen, (reps, n), sigma=sigma),
+            "normal, mean 0": gen.normal(0.0, 1.0, (reps, n)),
+        }
         draws |= {f"normal, {d:g} sd": gen.normal(d, 1.0, (reps, n)) for d in POWER_AT}
         signed = {name: _signed_by(values, data, gen) for name, values in draws.items()}
         for procedure in PROCEDURES:
@@ -427,6 +474,20 @@ def skew_procedures_table(
                 rates = {name: float(by[procedure].mean()) for name, by in signed.items()}
                 rows.append({"procedure": procedure, "seeds": n, "reps": reps, "rates": rates})
     return rows
+
+
+def markdown_shape_levels(rows: Sequence[dict[str, Any]]) -> str:
+    """The calibration page's table of :func:`shape_level_table`."""
+    lines = [
+        "| seeds | check's level | critical \\|t\\| | power | check fires on normal seeds |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        level = "0 (withholds nothing)" if r["level"] == 0 else f"{r['level']:g}"
+        lines.append(
+            f"| {r['seeds']} | {level} | {r['critical']:.2f} | {r['power']:.3f} | {r['fires_on_normal']:.3f} |"
+        )
+    return "\n".join(lines)
 
 
 def markdown_procedures(rows: Sequence[dict[str, Any]]) -> str:

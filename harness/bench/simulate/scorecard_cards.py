@@ -172,11 +172,77 @@ class _NoPlan:
 def card_rows(frame: pl.DataFrame, name: str, claims: ClaimSet) -> tuple[list[ScorecardRow], list[ScorecardRow]]:
     """A simulated card's rows before and after the card's procedure (no curves: no training rows)."""
     from harness.scorecard.compute import claim_rows
+    from harness.scorecard.skew import card_skew
 
-    study = replace(StudyResults(name, frame, AnalysisSettings(n_resamples=199)), frame=with_derived(frame))
+    sigma = card_skew([frame]).sigma
+    study = StudyResults(name, with_derived(frame), AnalysisSettings(n_resamples=199), skew_sigma=sigma)
     rows = [row for claim in claims for row in claim_rows(claim, [study], claims)]
     adjusted, _ = adjust_card(rows)
     return rows, adjusted
+
+
+# ----------------------------------------------------------------------------- the combined card
+#: The combined card's sources, as published (``published/combined-2026-12-03/sources.txt``).
+COMBINED = "combined-2026-12-03"
+#: The truths a combined card is simulated under: each variant's gain in every cell.
+COMBINED_TRUTHS: Mapping[str, Mapping[str, float]] = {
+    "null": {},
+    "EGA +0.012 everywhere": {"ega": 0.012, "ega-mope": 0.012},
+    "EGA at the papers' +0.103": {"ega": 0.103, "ega-mope": 0.103},
+}
+#: The claim and reading whose row as a whole the combined cards are read on.
+EGA_CLAIM, EGA_READING = "ega-gain-ega-paper", "A (sinusoidal positions)"
+
+
+def combined_card(
+    studies: Sequence[StudyResults], gen: np.random.Generator, *, gains: Mapping[str, float], noise: str,
+    sd: float = 0.007, sigma: float = 0.5, seeds: int = 4,
+) -> list[StudyResults]:  # fmt: skip
+    """One simulated combined card: each study's design at ``seeds`` seeds, its validation loss the
+    published baseline's mean in the cell minus the variant's gain, plus the seed's shared level,
+    plus per-run noise of sd ``sd`` (normal, or lognormal of shape ``sigma``); its other metrics at
+    the null (:func:`simulated_card`'s)."""
+    from harness.bench.simulate.scorecard import skewed_values
+
+    out = []
+    for study in studies:
+        frame = study.frame
+        cells = [c for c in ("dataset", "size", "context_length", "steps") if c in frame.columns]
+        base = frame.filter(pl.col("variant") == "baseline").group_by(cells).agg(pl.col("val_loss").mean().alias("b"))
+        template = frame.filter(pl.col("seed") == frame.get_column("seed").min()).join(base, on=cells, how="left")
+        parts = []
+        for seed in range(seeds):
+            n = template.height
+            draw = skewed_values(gen, n, sd, sigma) if noise == "lognormal" else gen.normal(0.0, sd, n)
+            gain = template.get_column("variant").replace_strict(dict(gains), default=0.0, return_dtype=pl.Float64)
+            loss = template.get_column("b") - gain + gen.normal(0.0, 0.05) + draw
+            parts.append(template.with_columns(pl.lit(seed).alias("seed"), loss.alias("val_loss")).drop("b"))
+        out.append(replace(study, frame=pl.concat(parts), settings=replace(study.settings, n_resamples=199)))
+    return out
+
+
+def combined_counts(
+    studies: Sequence[StudyResults], *, truth: str, noise: str, cards: int, rng: Any = 0, sd: float = 0.007,
+    sigma: float = 0.5,
+) -> dict[str, Any]:  # fmt: skip
+    """Over ``cards`` simulated combined cards read by :func:`~harness.scorecard.compute.scorecard_rows`
+    itself (``studies``: the combined card's sources as ``harness scorecard`` reads them, without
+    curves): how often the EGA claim's row as a whole excludes the papers' value, shows the positive
+    sign, reads ``replicated``, and how often any row of the card asserts a direction against 0."""
+    from harness.scorecard.compute import scorecard_rows
+
+    gen = np.random.default_rng(rng)
+    counts = {"cards": cards, "excluded": 0, "positive": 0, "replicated": 0, "any_signed": 0}
+    with quick_cards():
+        for _ in range(cards):
+            rows = scorecard_rows(combined_card(studies, gen, gains=COMBINED_TRUTHS[truth], noise=noise, sd=sd,
+                                                sigma=sigma))  # fmt: skip
+            ega = next(r for r in rows if r.kind == "claim" and r.claim == EGA_CLAIM and r.reading == EGA_READING)
+            counts["excluded"] += ega.verdict_kind in ("smaller", "below", "larger", "above", "reversed")
+            counts["positive"] += bool(ega.signed) and (ega.estimate or 0.0) > 0
+            counts["replicated"] += ega.verdict_kind == "replicated"
+            counts["any_signed"] += any(r.signed for r in rows)
+    return counts
 
 
 def _contrast(row: ScorecardRow) -> bool:
