@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 
 def test_help_lists_commands() -> None:
     out = subprocess.run([sys.executable, "-m", "harness.cli", "--help"], capture_output=True, text=True, check=True)
@@ -44,14 +46,16 @@ def test_help_keeps_to_a_narrower_terminal() -> None:
     assert max(len(line) for line in lines) == 72
 
 
-def test_the_help_width_is_the_invocations_only() -> None:
+def test_the_help_width_is_the_invocations_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """In-process (as a test's CliRunner calls it), the width is set for the call and put back."""
     from typer import rich_utils
     from typer.testing import CliRunner
 
     from harness.cli import app, help_width
 
+    for name in ("COLUMNS", "TERMINAL_WIDTH"):  # the expected width read under the call's own environment
+        monkeypatch.delenv(name, raising=False)
     before = rich_utils.MAX_WIDTH
-    result = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": None, "TERMINAL_WIDTH": None})
+    result = CliRunner().invoke(app, ["train", "--help"])
     assert result.exit_code == 0 and max(len(line) for line in result.output.splitlines()) == help_width()
     assert rich_utils.MAX_WIDTH == before
