@@ -58,8 +58,11 @@ def test_a_finished_study_gives_a_row_for_every_claim(tiny_study, tmp_path: Path
     must = ["claim", "paper", "paper_value", "dataset", "size", "params", "context_length", "n_seeds", "estimate"]
     assert set(must + ["ci_low", "ci_high", "verdict", "verdict_kind", "kind"]) <= set(table.columns)
     reading = pl.col("reading").str.starts_with("A")
-    measured = table.filter(pl.col("claim") == "superadditivity").filter(reading).row(0, named=True)
-    assert measured["kind"] == "cell" and measured["n_seeds"] == 2 and measured["size"] == "nano"
+    superadditivity = table.filter(pl.col("claim") == "superadditivity").filter(reading)
+    whole = superadditivity.filter(pl.col("kind") == "claim").row(0, named=True)  # the claim as a whole first
+    assert whole["levels"] == 1 and whole["estimate"] is not None
+    measured = superadditivity.filter(pl.col("kind") == "cell").row(0, named=True)
+    assert measured["n_seeds"] == 2 and measured["size"] == "nano"
     assert measured["verdict_kind"] in CLAIM_KINDS and measured["verdict_kind"] != "not measured"
     assert table.schema == pl.Schema(SCORECARD_SCHEMA)  # the schema the typed row derives
     assert measured["at_paper_setting"] is False and "2 seeds" in measured["verdict"]
@@ -132,7 +135,7 @@ def test_the_scorecard_run_is_logged_and_linked_from_the_study(tiny_study, tmp_p
     assert run.info.run_name.startswith("scorecard 20") and run.info.run_name.endswith(" (tiny-scorecard)")
     assert run.data.tags["harness.read.tiny-scorecard"] == outcome.parent_run_id
     note = run.data.tags["mlflow.note.content"]
-    assert "superadditivity" in note and "signed verdict" in note and not note.endswith("…")
+    assert "superadditivity" in note and "direction asserted against 0" in note and not note.endswith("…")
     names = {f.path for f in client.list_artifacts(run.info.run_id)}
     assert {"scorecard.html", "scorecard.parquet", "scorecard.md"} <= names
     # read from MLflow, the learned MOPE widths are there: the cluster claim is measured
