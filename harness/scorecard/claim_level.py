@@ -96,10 +96,9 @@ def _where(cells: Sequence[tuple[ScorecardRow, float]], pooled: PooledEffect, me
 def _power(iv: Intervals, paper_value: float | None) -> tuple[float | None, float | None]:
     """The chance of showing the sign at the estimate and of excluding the paper's value, at the
     row's own noise and its critical value (before the card's adjustment)."""
-    c = iv.robust_critical
-    if iv.ci is None or c is None or iv.n_seeds < 2:
+    c, se = iv.robust_critical, iv.standard_error
+    if c is None or se is None:
         return None, None
-    se = 0.5 * (iv.ci.high - iv.ci.low) / float(stats.t.isf((1.0 - iv.confidence) / 2.0, iv.n_seeds - 1))
     sign = t_power(iv.estimate, se, iv.n_seeds - 1, c)
     paper = None if paper_value is None else t_power(iv.estimate - paper_value, se, iv.n_seeds - 1, c)
     return sign, paper

@@ -185,14 +185,22 @@ class Intervals:
         return skew_robust_critical(self.n_seeds, 1.0 - self.confidence, sigma=self.skew_sigma)
 
     @cached_property
+    def standard_error(self) -> float | None:
+        """The mean's standard error: the t-interval's half-width over the t's own critical value
+        (None without an interval)."""
+        if self.ci is None or self.n_seeds < 2:
+            return None
+        return 0.5 * (self.ci.high - self.ci.low) / float(stats.t.isf((1.0 - self.confidence) / 2.0, self.n_seeds - 1))
+
+    @cached_property
     def robust(self) -> ConfidenceInterval | None:
         """The t-interval widened to the skew-robust critical value: ``centre +- c se``, ``se`` its
         half-width over the t's own critical value (None: no interval, or no simulated critical
         value, which signs nothing)."""
-        c, alpha = self.robust_critical, 1.0 - self.confidence
-        if self.ci is None or c is None or self.n_seeds < 2:
+        c, se = self.robust_critical, self.standard_error
+        if c is None or se is None:
             return None
-        half = 0.5 * (self.ci.high - self.ci.low) * c / float(stats.t.isf(alpha / 2, self.n_seeds - 1))
+        half = c * se
         centre = 0.5 * (self.ci.low + self.ci.high)
         return ConfidenceInterval(centre - half, centre + half)
 
@@ -214,11 +222,8 @@ class Intervals:
 
     def against(self, value: float) -> float | None:
         """The two-sided t-test p of the mean against ``value`` (None without an interval)."""
-        if self.ci is None or self.n_seeds < 2:
-            return None
-        half = 0.5 * (self.ci.high - self.ci.low)
-        se = half / float(stats.t.isf((1.0 - self.confidence) / 2.0, self.n_seeds - 1))
-        if not se > 0:
+        se = self.standard_error
+        if se is None or not se > 0:
             return None
         return float(2.0 * stats.t.sf(abs(self.estimate - value) / se, self.n_seeds - 1))
 
