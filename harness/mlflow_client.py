@@ -33,15 +33,17 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import re
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 from urllib.parse import urlparse
 
 from harness.errors import InputError
@@ -289,6 +291,11 @@ def http_policy() -> Iterator[None]:
 
 # -- the client -----------------------------------------------------------------------------------
 
+#: The tag holding a run's creation token on a tracking server (see ``TrackingClient.create_run``).
+CREATE_TOKEN_TAG = "harness.create_token"
+
+_Made = TypeVar("_Made")
+
 #: ``log_batch`` limits of the MLflow REST API (the SQL store enforces them too).
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAMS_PER_BATCH = 100
@@ -310,6 +317,7 @@ class TrackingClient:
         from mlflow import MlflowClient  # MLflow loads with the first client: see the module docstring
 
         self.tracking_uri = tracking_uri
+        self.remote = urlparse(tracking_uri).scheme in ("http", "https")
         with http_policy():
             self._mlflow = MlflowClient(tracking_uri=tracking_uri)
 
@@ -325,8 +333,18 @@ class TrackingClient:
     def create_experiment(
         self, name: str, *, artifact_location: str | None = None, tags: Mapping[str, str] | None = None
     ) -> str:
-        with http_policy():
-            return self._mlflow.create_experiment(name, artifact_location=artifact_location, tags=tags)
+        """A new experiment's id; a creation the server failed after making it is found by name
+        (see :meth:`_resent`)."""
+
+        def create() -> str:
+            with http_policy():
+                return self._mlflow.create_experiment(name, artifact_location=artifact_location, tags=tags)
+
+        def made() -> str | None:
+            found = self.get_experiment_by_name(name)
+            return None if found is None else str(found.experiment_id)
+
+        return self._resent(create, made)
 
     def search_experiments(self, *, max_results: int = 1000, page_token: str | None = None) -> PagedList[Experiment]:
         with http_policy():
@@ -336,10 +354,45 @@ class TrackingClient:
     def create_run(
         self, experiment_id: str, *, run_name: str | None = None, tags: Mapping[str, Any] | None = None
     ) -> Run:
-        """A new run (MLflow status RUNNING) holding ``tags`` (as :func:`text_value`)."""
+        """A new run (MLflow status RUNNING) holding ``tags`` (as :func:`text_value`). On a
+        server, the run also carries a random :data:`CREATE_TOKEN_TAG`, by which a creation the
+        server failed after making the run is found instead of made twice (:meth:`_resent`)."""
         texts = {k: text_value(v) for k, v in (tags or {}).items()}
-        with http_policy():
-            return self._mlflow.create_run(experiment_id, run_name=run_name, tags=texts)
+        token = uuid.uuid4().hex
+        if self.remote:
+            texts[CREATE_TOKEN_TAG] = token
+
+        def create() -> Run:
+            with http_policy():
+                return self._mlflow.create_run(experiment_id, run_name=run_name, tags=texts)
+
+        def made() -> Run | None:
+            found = self.search_runs([experiment_id], f"tags.`{CREATE_TOKEN_TAG}` = '{token}'", max_results=1)
+            return found[0] if found else None
+
+        return self._resent(create, made)
+
+    def _resent(self, send: Callable[[], _Made], made: Callable[[], _Made | None] = lambda: None) -> _Made:
+        """``send()``, sent again after a transient failure (HTTP 408, 429, 5xx or no answer)
+        unless ``made()`` finds that the failed request took effect after all, at most
+        ``HTTP_POLICY.max_retries`` times. Why here: MLflow resends a failed request only when
+        repeating it is harmless, and a creation (a second run) or ``log_inputs`` is not on its
+        list, so a flaky server would end a study at the first unlucky one; the harness can tell
+        whether a creation was made, and ``log_inputs`` is deduplicated by the server."""
+        from mlflow.exceptions import MlflowException
+
+        for attempt in range(HTTP_POLICY.max_retries + 1):
+            try:
+                return send()
+            except MlflowException as error:
+                status = error.get_http_status_code()
+                if not (self.remote and (status in (408, 429) or status >= 500)) or attempt == HTTP_POLICY.max_retries:
+                    raise
+            found = made()
+            if found is not None:
+                return found
+            time.sleep(random.uniform(0, HTTP_POLICY.backoff_jitter))
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def get_run(self, run_id: str) -> Run:
         with http_policy():
@@ -431,8 +484,14 @@ class TrackingClient:
             return self._mlflow.download_artifacts(run_id, path, dst_path)
 
     def log_inputs(self, run_id: str, datasets: Sequence[DatasetInput]) -> None:
-        with http_policy():
-            self._mlflow.log_inputs(run_id, datasets=list(datasets))
+        """Record ``datasets`` as the run's inputs (sent again after a transient failure: the
+        server keeps one input per dataset and run)."""
+
+        def send() -> None:
+            with http_policy():
+                self._mlflow.log_inputs(run_id, datasets=list(datasets))
+
+        self._resent(send)
 
 
 # -- experiments ----------------------------------------------------------------------------------

@@ -116,16 +116,19 @@ class FlakyProxy:
     ``fail_every``-th request (1 = every request; with no ``upstream``, every request).
 
     A failed request is answered only after its body is read (a client retrying it sends it
-    whole again) and never reaches the upstream server, so a retry cannot duplicate a write.
+    whole again) and never reaches the upstream server, so a retry cannot duplicate a write;
+    with ``fail_after_forward`` it does reach it, and its answer is dropped (a server that
+    failed after doing the work).
     ``log`` holds ``(method, path, status)`` of every request in order. Use as a context
     manager: the server thread stops at the end."""
 
-    def __init__(self, upstream: str | None = None, *, fail_every: int = 1) -> None:
+    def __init__(self, upstream: str | None = None, *, fail_every: int = 1, fail_after_forward: bool = False) -> None:
         import http.server
         import threading
 
         self.upstream = urllib.parse.urlsplit(upstream) if upstream else None
         self.fail_every = fail_every if upstream else 1
+        self.fail_after_forward = fail_after_forward and upstream is not None
         self.log: list[tuple[str, str, int]] = []
         self.lock = threading.Lock()
         proxy = self
@@ -143,8 +146,10 @@ class FlakyProxy:
                     entry = len(proxy.log)
                     proxy.log.append((self.command, self.path.split("?", 1)[0], 503))
                 status, headers, payload = (503, {"Content-Type": "application/json"}, b'{"error": "flaky"}')
-                if not fail:
-                    status, headers, payload = proxy.forward(self.command, self.path, self.headers, body)
+                if not fail or proxy.fail_after_forward:
+                    forwarded = proxy.forward(self.command, self.path, self.headers, body)
+                    if not fail:
+                        status, headers, payload = forwarded
                 with proxy.lock:
                     proxy.log[entry] = (*proxy.log[entry][:2], status)
                 self.send_response(status)
