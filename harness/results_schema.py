@@ -8,13 +8,16 @@ import :data:`RESULT_SCHEMA` from here.
 Columns (docs/contracts.md), in order: ``study, trial_id, dataset, size, params, n_layer, n_head,
 d_model, vocab_size, context_length, variant, position, gate, scoring, seed, tau_init, val_loss,
 test_loss, train_loss, best_val_loss, gen_gap, tau_mean, tau_heads, open_fraction, pc1_cosine,
-tokens_per_s, steps, val_windows, status``. ``n_layer``, ``n_head``, ``d_model`` and
+tokens_per_s, steps, val_windows, val_loss_first64, val_loss_after64, status``. ``n_layer``, ``n_head``, ``d_model`` and
 ``vocab_size`` (:data:`SHAPE_COLUMNS`) are the shape the run's model was built with: its layers,
 heads and width (a preset's or a custom shape's, whatever the size is named) and its corpus's
 vocabulary; null in tables written before they were kept, which a reader resolves once at load
 (:func:`harness.scorecard.model_shape.with_model_shape`). ``val_windows`` is how many validation
 windows the final losses rest on (the final evaluation's set: the whole validation split by
-default; null in tables written before it was kept).
+default; null in tables written before it was kept). ``val_loss_first64`` and
+``val_loss_after64`` are the final validation loss over positions 0..63 and over positions
+64..T-1 of the same windows (null when T <= 64, and in tables written before they were kept):
+runs of different context lengths compare on the first bucket's positions.
 ``tau_heads`` is a list column: the run's learned tau of every head, layer by layer
 (``gate/tau/l0h0, l0h1, ...``; null for variants without a gate). ``pc1_cosine`` is the final
 |cos| between the gate's energy projection and the first principal component of its input
@@ -78,6 +81,8 @@ RESULT_TYPES: dict[str, str] = {
     "tokens_per_s": "float64",
     "steps": "int64",
     "val_windows": "int64",
+    "val_loss_first64": "float64",
+    "val_loss_after64": "float64",
     "status": "string",
 }
 #: The results table's columns, in order (the keys of :data:`RESULT_TYPES`).

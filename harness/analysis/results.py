@@ -45,6 +45,8 @@ _REPORTED_COLUMNS = {
     "final/pc1_cosine": "pc1_cosine",
     "final/tokens_per_s": "tokens_per_s",
     "final/val_windows": "val_windows",
+    "final/val_loss_first64": "val_loss_first64",
+    "final/val_loss_after64": "val_loss_after64",
     "num_parameters": "params",
     "vocab_size": "vocab_size",  # logged at the end of a run beside num_parameters
 }

@@ -263,6 +263,7 @@ def scorecard(
     from harness.scorecard.claims import check_claims_against, load_claims
     from harness.scorecard.compute import scorecard_table
     from harness.scorecard.document import description_document, scorecard_document
+    from harness.scorecard.pooling import dropout_words
     from harness.scorecard.skew import card_skew
     from harness.scorecard.terminal import terminal_document
 
@@ -284,7 +285,8 @@ def scorecard(
     skew = card_skew([s.frame for s in inputs])
     table = scorecard_table(inputs, claims, skew)
     names = [s.name for s in inputs]
-    document = scorecard_document(table, claims, names, skew.words)
+    dropout = dropout_words({s.name: s.recipe for s in inputs})
+    document = scorecard_document(table, claims, names, skew.words, dropout)
     files = write_outputs(out, table, document)
     typer.echo(render_terminal(terminal_document(table, names, skew.words)))
     pngs = f", {len(files) - len(FILES)} figures" if len(files) > len(FILES) else ""

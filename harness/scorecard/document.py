@@ -312,10 +312,13 @@ def _claims_table(frame: pl.DataFrame, labels: dict[str, str] | None = None) -> 
     )
 
 
-def scorecard_document(table: pl.DataFrame, claims: ClaimSet, studies: Sequence[str], skew_words: str = "") -> Document:
+def scorecard_document(
+    table: pl.DataFrame, claims: ClaimSet, studies: Sequence[str], skew_words: str = "", dropout: str = ""
+) -> Document:
     """The scorecard as a document, from :func:`~harness.scorecard.compute.scorecard_table`'s
-    table, the claims it read, the names of the studies it read and the skew its robust intervals
-    hold at (``skew_words``)."""
+    table, the claims it read, the names of the studies it read, the skew its robust intervals
+    hold at (``skew_words``) and the dropout the studies trained with
+    (:func:`~harness.scorecard.pooling.dropout_words`)."""
     rows = [ScorecardRow(**r) for r in table.iter_rows(named=True)]
     intro = Paragraph(
         f"{count_words(table, studies)} "
@@ -334,6 +337,8 @@ def scorecard_document(table: pl.DataFrame, claims: ClaimSet, studies: Sequence[
     )
     whole = whole_claims_table(table)
     skew = (Paragraph(f"The skew guarded against: {skew_words}."),) if skew_words else ()
+    if dropout:
+        skew += (Paragraph(f"Dropout the studies trained with (the papers state none): {dropout}."),)
     sections = [
         Section(
             "summary",

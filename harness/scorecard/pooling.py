@@ -69,4 +69,21 @@ def prediction_pools(readable: Sequence[tuple[Any, Any]], context_length: int | 
     return [*pools.values(), *alone]
 
 
-__all__ = ["NOT_RECIPE", "prediction_pools", "recipe_at", "recipe_of"]
+def dropout_words(recipes: Mapping[str, Mapping[str, Any] | None]) -> str:
+    """The dropout each study read trained with, grouped: "residual 0.2, on attention weights 0
+    (ladder-cpu, long-cpu); not recorded (smoke)". The papers state none, so a card says what
+    its evidence ran (``attention_dropout`` unset is the residual value)."""
+    groups: dict[str, list[str]] = {}
+    for study, recipe in recipes.items():
+        if recipe is None or "dropout" not in recipe:
+            key = "not recorded"
+        else:
+            residual = float(recipe["dropout"])
+            attention = recipe.get("attention_dropout")
+            attention = residual if attention is None else float(attention)
+            key = f"residual {residual:g}, on attention weights {attention:g}"
+        groups.setdefault(key, []).append(study)
+    return "; ".join(f"{key} ({', '.join(names)})" for key, names in groups.items())
+
+
+__all__ = ["NOT_RECIPE", "dropout_words", "prediction_pools", "recipe_at", "recipe_of"]

@@ -11,6 +11,15 @@ the mean per-character cross-entropy of the window,
 
 kept in float64 on the host, NaN until the window is read; the module turns them into the
 evaluation's metrics (:meth:`~harness.training.module.CharLMModule.on_validation_epoch_end`).
+
+The final evaluation also keeps the loss by position over its windows W, so that runs of
+different context lengths can be compared on the same positions: for a bucket B of positions,
+
+    loss_B = (1/(|W| |B|)) sum_{w in W} sum_{t in B} -log p(y_t | x_{<=t})
+
+with B = positions 0..63 and positions 64..T-1 (:data:`POSITION_BUCKET`; the second is empty
+when T <= 64). A T = 512 model's loss averages positions a T = 64 model never sees; its first
+bucket does not.
 """
 
 from __future__ import annotations
@@ -25,6 +34,9 @@ from torch import Tensor
 from harness.training.data import FINAL, PERIODIC
 from harness.training.energy_probe import EnergyDirectionProbe
 from harness.training.gate_readings import GateReadings
+
+#: The edge of the position buckets of the final evaluation: positions below it, and the rest.
+POSITION_BUCKET = 64
 
 
 class EvaluationPass:
@@ -59,6 +71,9 @@ class EvaluationPass:
             }
             for window_set in sets
         }
+        # position_sums[split]: (T,) the final set's per-position loss summed over its windows
+        self.position_sums: dict[str, Tensor] = {}
+        self.position_windows: dict[str, int] = {}
         self.gates = GateReadings(L, H)
         self.energy_probe = EnergyDirectionProbe(model) if has_gate else None
 
@@ -89,6 +104,10 @@ class EvaluationPass:
             logits = self.model(x)  # (N, T, V)
         per_char = F.cross_entropy(logits.float().transpose(1, 2), y, reduction="none")  # (N, T)
         self.losses[window_set][split][batch["window"].cpu()] = per_char.mean(dim=1).double().cpu()
+        if window_set == FINAL:
+            sums = per_char.double().sum(dim=0).cpu()  # (T,)
+            self.position_sums[split] = self.position_sums.get(split, 0) + sums
+            self.position_windows[split] = self.position_windows.get(split, 0) + per_char.shape[0]
         if gates is not None:
             self.gates.add(gates.float(), batch.get("content"))
 
@@ -99,6 +118,18 @@ class EvaluationPass:
             window_set: {s: v for s, v in by_split.items() if not torch.isnan(v).all()}
             for window_set, by_split in self.losses.items()
         }
+
+    def position_losses(self, split: str) -> dict[str, float]:
+        """The final set's loss of ``split`` by position bucket (see the module docstring):
+        ``first64`` (positions 0..63) and ``after64`` (positions 64..T-1, when T > 64)."""
+        if split not in self.position_sums:
+            return {}
+        per_position = self.position_sums[split] / self.position_windows[split]  # (T,)
+        edge = POSITION_BUCKET
+        buckets = {f"first{edge}": per_position[:edge]}
+        if per_position.numel() > edge:
+            buckets[f"after{edge}"] = per_position[edge:]
+        return {name: float(values.mean()) for name, values in buckets.items()}
 
     def gate_summary(self) -> dict[str, float]:
         """The ``gate/*`` metrics of the evaluation: the gate readings' summary, then the energy

@@ -156,12 +156,18 @@ def model_telemetry(model: torch.nn.Module) -> dict[str, float]:
 
 
 def final_metrics(
-    model: torch.nn.Module, val: float, train: float, losses: Mapping[str, Tensor], gate_summary: Mapping[str, float]
+    model: torch.nn.Module,
+    val: float,
+    train: float,
+    losses: Mapping[str, Tensor],
+    gate_summary: Mapping[str, float],
+    val_by_position: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
     """The ``final/*`` metrics of the last evaluation, read on the final window set: losses (val,
     train, test when looked at), the generalisation gap, bits per character (loss / ln 2), the
-    number of validation windows they rest on, the parameter count, tau's mean and the gate's
-    readings at the end."""
+    number of validation windows they rest on, the validation loss by position bucket
+    (``final/val_loss_first64``, ``final/val_loss_after64``: ``val_by_position``), the parameter
+    count, tau's mean and the gate's readings at the end."""
     final = {
         "final/val_loss": val,
         "final/train_loss": train,
@@ -172,6 +178,8 @@ def final_metrics(
     }
     if "test" in losses:
         final["final/test_loss"] = float(losses["test"].mean())
+    for bucket, value in (val_by_position or {}).items():
+        final[f"final/val_loss_{bucket}"] = value
     tau = model.gate_parameters().get("tau")
     if tau is not None:
         final["final/tau_mean"] = float(tau.detach().float().mean())
@@ -313,7 +321,8 @@ class CharLMModule(LightningModule):
         self.window_losses = {s: v.numpy().copy() for s, v in kept.items()}
         if self._final_eval:
             val_final, train_final = float(kept["val"].mean()), float(kept["train"].mean())
-            final = final_metrics(self.model, val_final, train_final, kept, gate_summary)
+            by_position = self._evaluation.position_losses("val")
+            final = final_metrics(self.model, val_final, train_final, kept, gate_summary, by_position)
             metrics.update(final)
             self.final_metrics = dict(final)
         self.record_metrics(metrics, prog_bar=("val/loss",))

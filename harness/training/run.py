@@ -102,6 +102,9 @@ class TrainResult:
     pc1_cosine: float | None = None
     #: How many validation windows the final losses rest on (the final evaluation's set).
     val_windows: int | None = None
+    #: The final validation loss over positions 0..63 and over 64..T-1 (None: T <= 64).
+    val_loss_first64: float | None = None
+    val_loss_after64: float | None = None
     #: How the run computed (:meth:`harness.training.device_plan.DevicePlan.describe`).
     device_plan: str = ""
     #: Every evaluation's metrics in order (its curve), ``step`` included: what a study's
@@ -536,6 +539,8 @@ def result_row(result: TrainResult, variant: Any) -> dict[str, Any]:
             "tokens_per_s": result.tokens_per_s,
             "steps": result.steps,
             "val_windows": result.val_windows,
+            "val_loss_first64": result.val_loss_first64,
+            "val_loss_after64": result.val_loss_after64,
             "status": result.status,
         }
     )
@@ -577,6 +582,8 @@ def train_result(
         num_parameters=int(module.model.num_parameters()),
         vocab_size=int(module.vocab_size),
         val_windows=int(final["final/val_windows"]) if "final/val_windows" in final else None,
+        val_loss_first64=final.get("final/val_loss_first64"),
+        val_loss_after64=final.get("final/val_loss_after64"),
         window_losses=dict(module.window_losses) if status != "diverged" else {},
         metrics=metrics,
         mlflow_run_id=run_id,

@@ -73,3 +73,33 @@ def test_the_combined_card_reads_each_claim_as_a_whole_and_says_where_the_papers
         lo, hi, v = row["ci_low"], row["ci_high"], row["paper_value"]
         if lo is not None and not lo <= v <= hi:
             assert f"paper's {v:+.3f}" in row["verdict"] and "exclude" in row["verdict"], row["verdict"]
+
+
+def test_every_published_card_states_the_dropout_its_studies_ran() -> None:
+    """The papers state no dropout; each card says what its evidence trained with, read from
+    the study specs beside the tables (``attention_dropout`` unset is the residual value)."""
+    import yaml
+
+    for folder in FOLDERS:
+        card = (folder / "scorecard" / "scorecard.md").read_text()
+        for table in tables_of(folder):
+            train = yaml.safe_load((table.parent / "spec.yaml").read_text()).get("train", {})
+            residual = float(train.get("dropout", 0.2))
+            attention = float(train.get("attention_dropout", residual))
+            words = f"residual {residual:g}, on attention weights {attention:g}"
+            line = next(x for x in card.splitlines() if x.startswith("Dropout the studies trained with"))
+            assert words in line and table.parent.name.rsplit("-2026", 1)[0] in line, (folder.name, line)
+
+
+def test_dropout_words_group_the_studies_by_what_they_ran() -> None:
+    from harness.scorecard.pooling import dropout_words
+
+    recipes = {
+        "a": {"dropout": 0.2, "attention_dropout": 0.0},
+        "b": {"dropout": 0.2, "attention_dropout": None},
+        "c": {"dropout": 0.2, "attention_dropout": 0.0},
+        "d": None,
+    }
+    assert dropout_words(recipes) == (
+        "residual 0.2, on attention weights 0 (a, c); residual 0.2, on attention weights 0.2 (b); not recorded (d)"
+    )

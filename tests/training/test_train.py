@@ -15,7 +15,9 @@ from lightning.pytorch import Callback
 from mlflow import MlflowClient
 
 from harness.errors import InputError
+from harness.models import get_variant
 from harness.training import train
+from harness.training.run import result_row
 
 
 class RecordMetrics(Callback):
@@ -325,3 +327,33 @@ def test_a_diagnostic_variant_trains_with_a_warning_and_a_tag(tiny_config, sqlit
         tiny_config(variant="ega", max_steps=2, eval_every=2, tracking_uri=sqlite_tracking_uri), progress_bar=False
     )
     assert "harness.diagnostic" not in MlflowClient(sqlite_tracking_uri).get_run(plain.mlflow_run_id).data.tags
+
+
+def test_the_final_evaluation_reports_the_loss_by_position_bucket(tiny_config) -> None:
+    """``final/val_loss_first64`` is the final set's loss over positions 0..63 and
+    ``final/val_loss_after64`` over 64..T-1, recomputed here from the checkpoint's model; with
+    64 and T - 64 positions they average to ``final/val_loss``. At T <= 64 there is no second
+    bucket (and the first is the whole window)."""
+    from harness.datasets import eval_window_starts, load, window_batch
+    from harness.models import build_model
+
+    result = train(tiny_config(context_length=96, max_steps=2, eval_every=2), mlflow_logging=False, progress_bar=False)
+    first, after = result.val_loss_first64, result.val_loss_after64
+    assert first is not None and after is not None
+    assert (64 * first + 32 * after) / 96 == pytest.approx(result.final_val_loss, rel=1e-6)  # float32 window means
+    state = torch.load(result.checkpoint_path, weights_only=True)["state_dict"]
+    corpus = load("tinyshakespeare")
+    model = build_model("ega-mope", size="nano", vocab_size=corpus.vocab_size, block_size=96)
+    model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
+    model.eval()
+    starts = eval_window_starts(len(corpus.val), block_size=96, max_windows=8)
+    x, y = (torch.from_numpy(a) for a in window_batch(corpus.val, starts, block_size=96))
+    with torch.no_grad():
+        per_char = F.cross_entropy(model(x).transpose(1, 2), y, reduction="none").double()  # (N, T)
+    assert first == pytest.approx(float(per_char[:, :64].mean()), rel=1e-5)
+    assert after == pytest.approx(float(per_char[:, 64:].mean()), rel=1e-5)
+    assert result_row(result, get_variant("ega-mope"))["val_loss_after64"] == after
+
+    short = train(tiny_config(context_length=32, max_steps=2, eval_every=2), mlflow_logging=False, progress_bar=False)
+    assert short.val_loss_after64 is None
+    assert short.val_loss_first64 == pytest.approx(short.final_val_loss, rel=1e-6)

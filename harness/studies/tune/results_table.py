@@ -70,6 +70,8 @@ def result_row(study: str, trial: Trial, metrics: dict[str, Any] | None, error: 
         "tokens_per_s": _metric(metrics, "final/tokens_per_s") if final else None,
         "steps": int(steps) if steps is not None else None,
         "val_windows": int(windows) if final and (windows := _metric(metrics, "final/val_windows")) else None,
+        "val_loss_first64": _metric(metrics, "final/val_loss_first64") if final else None,
+        "val_loss_after64": _metric(metrics, "final/val_loss_after64") if final else None,
         "status": status,
     }
 

@@ -68,6 +68,8 @@ FINAL_METRICS = {
     "tokens_per_s": "final/tokens_per_s",
     "num_parameters": "num_parameters",
     "val_windows": "final/val_windows",
+    "val_loss_first64": "final/val_loss_first64",
+    "val_loss_after64": "final/val_loss_after64",
 }
 
 
