@@ -100,6 +100,7 @@ def report(
         sequential=sequential,
         curves=curves,
         interaction_asked=spec is None or spec.factorial() is not None,
+        eval_windows=None if spec is None else spec.periodic_windows(),
     )
     typer.echo(rep.verdict_table)
     for note in rep.notes:

@@ -1,13 +1,26 @@
 """Each core effect over training as metrics of the study's parent run, so that MLflow's own
-charts draw the effect and its band against the step.
+charts draw the effect and its band against the step, ending at the verdict.
 
-From the report's ``effects_over_training`` table (the effects of the 2x2 at every evaluation
-step, paired over seeds, with their 95 % t-intervals: :func:`~harness.analysis.over_training.effects_over_training`
-on the curves the study collects): per effect and step, ``effect/<claim>`` (the estimate),
-``effect/<claim>/lo`` and ``effect/<claim>/hi`` (the interval; none where there is none), logged
-at that step. ``<claim>`` is the scorecard's core id of the effect (``ega-gain``,
-``mope-gain``, ``ega-mope-gain``, ``superadditivity`` for the interaction), followed, in a study
-of several cells, by the cell (``effect/ega-gain/L4H4d128-T128``).
+Per effect and step: ``effect/<claim>`` (the estimate), ``effect/<claim>/lo`` and
+``effect/<claim>/hi`` (its 95 % interval; none where there is none), logged at that step.
+``<claim>`` is the scorecard's core id of the effect (``ega-gain``, ``mope-gain``,
+``ega-mope-gain``, ``superadditivity`` for the interaction), followed, in a study of several
+cells, by the cell (``effect/ega-gain/L4H4d128-T128``).
+
+Which windows each point rests on:
+
+- every step but the last: the report's ``effects_over_training`` table (the effects of the 2x2
+  at that evaluation step, paired over seeds, with their t-intervals:
+  :func:`~harness.analysis.over_training.effects_over_training`), read on the periodic
+  evaluation's windows (``train.eval_windows``, e.g. 64, the same at every step);
+- the last step: the report's ``final_effects`` table
+  (:func:`~harness.report.sections_training.curve_ends`), the final evaluation's contrasts read
+  on its windows (the whole validation split by default), the rows the verdict reads: in a study
+  of one cell, the verdict table's estimate and interval; in several, the cell's row of the
+  effects per cell. The final evaluation reads the model of the last step, so its point stands at
+  that step, in place of the periodic one (MLflow draws one value a step; the periodic point stays
+  in ``effects_over_training.parquet`` and its figure). A curve without a final row ends at its
+  periodic point.
 """
 
 from __future__ import annotations
@@ -46,17 +59,24 @@ def _cell_names(effects: pl.DataFrame) -> dict[tuple, str]:
     return names
 
 
-def effect_metrics(effects: pl.DataFrame) -> dict[int, dict[str, float]]:
-    """Step -> the parent run's metrics at that step (see the module docstring); finite values only."""
+def effect_metrics(effects: pl.DataFrame, ends: pl.DataFrame | None = None) -> dict[int, dict[str, float]]:
+    """Step -> the parent run's metrics at that step (see the module docstring): ``effects``'
+    rows (the periodic curve) at their steps, then each row of ``ends`` (the final evaluation's,
+    at its curve's last step) in place of the periodic point there; finite values only."""
     keys = [c for c in _CELL if c in effects.columns]
     cells = _cell_names(effects)
     out: dict[int, dict[str, float]] = {}
-    for row in effects.iter_rows(named=True):
-        cell = cells[tuple(row[c] for c in keys)]
-        name = f"{PREFIX}/{effect_claim(row['effect'])}" + (f"/{cell}" if cell else "")
-        values = {name: row["estimate"], f"{name}/lo": row["ci_low"], f"{name}/hi": row["ci_high"]}
-        step = out.setdefault(int(row["step"]), {})
-        step.update({k: float(v) for k, v in values.items() if v is not None and math.isfinite(v)})
+    for frame in (effects, ends if ends is not None else effects.head(0)):
+        for row in frame.iter_rows(named=True):
+            cell = cells.get(tuple(row[c] for c in keys))
+            if cell is None:  # a cell without a curve: nothing to end
+                continue
+            name = f"{PREFIX}/{effect_claim(row['effect'])}" + (f"/{cell}" if cell else "")
+            step = out.setdefault(int(row["step"]), {})
+            for key, value in ((name, row["estimate"]), (f"{name}/lo", row["ci_low"]), (f"{name}/hi", row["ci_high"])):
+                step.pop(key, None)  # an end replaces the periodic point, its band included
+                if value is not None and math.isfinite(value):
+                    step[key] = float(value)
     return out
 
 

@@ -14,6 +14,7 @@ import io
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -46,15 +47,37 @@ def axis_label(metric: str | None, *, gain: bool) -> str:
 
 
 @dataclass(frozen=True)
+class EndPoint:
+    """Where a curve ends when its last point is read on other windows than the line's: the
+    verdict's estimate and interval at step ``x`` (drawn as a marker with its interval)."""
+
+    x: float
+    y: float
+    low: float | None
+    high: float | None
+
+
+@dataclass(frozen=True)
 class Curve:
     """One line with its interval: ``x`` (steps or parameter counts), ``y`` the estimate,
-    ``low`` / ``high`` the interval (None where there is none)."""
+    ``low`` / ``high`` the interval (None where there is none); ``end``, the verdict it ends at
+    (None: the line's last point is the end)."""
 
     label: str
     x: Sequence[float]
     y: Sequence[float]
     low: Sequence[float | None]
     high: Sequence[float | None]
+    end: EndPoint | None = None
+
+
+@dataclass(frozen=True)
+class Marks:
+    """What the line's points and the end markers rest on, as legend entries (e.g. ``periodic
+    evaluations: 64 windows each``, ``verdict: final evaluation, 1,742 windows``)."""
+
+    line: str
+    end: str
 
 
 @dataclass(frozen=True)
@@ -97,6 +120,8 @@ DISPLAY_WIDTH_IN = 7.2
 DPI = 100
 #: The smallest text a figure sets, in points at its drawn size (ticks, legends, notes).
 MIN_FONT_PT = 9
+#: How far right of its step a curve's end marker is drawn (points): beside the periodic point.
+END_OFFSET_PT = 7
 #: Each panel's height (inches): panels stand one a row, sharing their axes, so that every
 #: panel is as wide as the figure (one a row on a phone too) and the cells read on one scale.
 PANEL_HEIGHT_IN = 2.5
@@ -128,6 +153,28 @@ def _band(ax, curve: Curve, color: str, marker: str = "") -> None:
     ax.plot(x, y, marker or "-", color=color, lw=1.6, ms=5, label=curve.label)
 
 
+def _end(ax, end: EndPoint, color: str) -> None:
+    """The verdict at the curve's end: a hollow diamond with its interval as an error bar, set
+    :data:`END_OFFSET_PT` right of the step so that it does not hide the periodic point there."""
+    from matplotlib.transforms import offset_copy
+
+    span = None
+    if end.low is not None and end.high is not None:
+        span = [[end.y - end.low], [end.high - end.y]]
+    shifted = offset_copy(ax.transData, fig=ax.figure, x=END_OFFSET_PT, units="points")
+    ax.errorbar(
+        [end.x], [end.y], yerr=span, fmt="D", capsize=4, color=color, mfc="white", ms=6, zorder=3, transform=shifted
+    )
+
+
+def _mark_legend(ax, marks: Marks | None) -> None:
+    """Legend entries (in grey, drawing nothing) saying what the points and the end markers rest on."""
+    if marks is None:
+        return
+    ax.plot([], [], "o-", color="tab:gray", ms=5, lw=1.6, label=marks.line)
+    ax.plot([], [], "D", color="tab:gray", mfc="white", ms=6, label=marks.end)
+
+
 def _reference(ax, reference: Reference | None, zero: bool) -> None:
     if zero:
         ax.axhline(0.0, color="black", lw=0.7, ls=":")
@@ -150,32 +197,43 @@ def _finish(fig, axes, panels: Sequence[Panel], title: str, total: int) -> None:
                 0.01, 0.03, textwrap.fill(panel.note, 90), transform=ax.transAxes, fontsize=MIN_FONT_PT, va="bottom"
             )
         ax.tick_params(labelsize=MIN_FONT_PT)
-        ax.legend(fontsize=MIN_FONT_PT, loc="best", framealpha=0.85)
+        entries = len(ax.get_legend_handles_labels()[1])
+        ax.legend(fontsize=MIN_FONT_PT, loc="best", framealpha=0.85, ncols=2 if entries > 4 else 1)
     more = f" (first {len(panels)} of {total} panels)" if total > len(panels) else ""
     fig.suptitle(textwrap.fill(title + more, 78), fontsize=MIN_FONT_PT + 2, ha="left", x=0.01)
 
 
-def over_training_plot(
-    panels: Sequence[Panel], *, title: str, ylabel: str, reference: Reference | None = None, zero: bool = True
-) -> bytes:
-    """:func:`over_training_figure` as PNG bytes."""
-    return png_bytes(over_training_figure(panels, title=title, ylabel=ylabel, reference=reference, zero=zero))
+def over_training_plot(panels: Sequence[Panel], **options: Any) -> bytes:
+    """:func:`over_training_figure` (with its keyword ``options``) as PNG bytes."""
+    return png_bytes(over_training_figure(panels, **options))
 
 
 def over_training_figure(
-    panels: Sequence[Panel], *, title: str, ylabel: str, reference: Reference | None = None, zero: bool = True
+    panels: Sequence[Panel],
+    *,
+    title: str,
+    ylabel: str,
+    reference: Reference | None = None,
+    zero: bool = True,
+    marks: Marks | None = None,
 ):
     """An effect (or a level) against the training step, one panel a row per cell on one
     y-axis, each curve with its interval as a band, the paper's value (or band) and 0 as lines
-    (a ``matplotlib.figure.Figure``; ``title`` states the finding, ``ylabel`` the unit)."""
+    (a ``matplotlib.figure.Figure``; ``title`` states the finding, ``ylabel`` the unit). A curve
+    with an ``end`` also shows its points and, at the end, the verdict as a hollow diamond with
+    its interval; ``marks`` names in the legend the windows each rests on."""
     from matplotlib.ticker import MaxNLocator
 
     shown = list(panels)[:MAX_PANELS]
     fig, axes = _grid(max(len(shown), 1))
     for ax, panel in zip(axes, shown, strict=False):
         for k, curve in enumerate(panel.curves):
-            _band(ax, curve, _PALETTE[k % len(_PALETTE)])
+            color = _PALETTE[k % len(_PALETTE)]
+            _band(ax, curve, color, "o-" if curve.end is not None else "")
+            if curve.end is not None:
+                _end(ax, curve.end, color)
         _reference(ax, reference, zero)
+        _mark_legend(ax, marks)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
         ax.set_ylabel(ylabel, fontsize=MIN_FONT_PT)
     axes[len(shown) - 1].set_xlabel("training step", fontsize=MIN_FONT_PT)
@@ -245,7 +303,9 @@ __all__ = [
     "MAX_PANELS",
     "MIN_FONT_PT",
     "Curve",
+    "EndPoint",
     "Extrapolation",
+    "Marks",
     "Panel",
     "Reference",
     "over_training_figure",

@@ -65,7 +65,7 @@ from harness.report.sections_effects import (
     trends_section,
 )
 from harness.report.sections_tau import mope_section, tau_section, user_gated_variants
-from harness.report.sections_training import training_section
+from harness.report.sections_training import final_effects, training_section, window_marks
 from harness.report.terminal import render_terminal
 from harness.report.verdict import (
     VERDICTS_KEY,
@@ -124,6 +124,7 @@ def build_report(
     sequential: SequentialSummary | None = None,
     curves: pl.DataFrame | None = None,
     interaction_asked: bool = True,
+    eval_windows: int | None = None,
 ) -> Report:
     """Analyse a results table and write the report to ``out_dir``.
 
@@ -163,13 +164,25 @@ def build_report(
         Whether the study asked for the 2x2 interaction (its spec names a factorial, or runs the
         papers' four variants). False: a table without the factorial's variants is the design,
         not a gap, and the report says nothing about the interaction it does not compute.
+    eval_windows : int, optional
+        How many validation windows each periodic evaluation read (the training's
+        ``eval_windows``), what the curves' points rest on; the figure of effects over training
+        says it (None: not known).
     """
     settings = settings or AnalysisSettings()
     df = require_table(df)
     require_columns(df, ("variant", settings.metric))
     study = ReportLayout.of(df, title)
     outputs, reading = _sections(
-        df, settings, study, window_losses, mope_sigmas, dict(corpus_info or {}), sequential, curves, interaction_asked
+        df,
+        settings,
+        study,
+        window_losses,
+        mope_sigmas,
+        dict(corpus_info or {}),
+        sequential,
+        _Training(curves, eval_windows),
+        interaction_asked,
     )
     parts = joined(outputs)
     verdicts = list(parts.verdicts)
@@ -177,6 +190,15 @@ def build_report(
         verdicts = [reading.apply(v) if v.role == "primary" else v for v in verdicts]
     # A sequential study stopped on its data: its other verdicts are descriptive (_write_report).
     return _write_report(df, settings, study, Path(out_dir), parts, verdicts, stopped_on_data=sequential is not None)
+
+
+@dataclass(frozen=True)
+class _Training:
+    """What the section over training reads: the curves table, and how many validation windows
+    each periodic evaluation read (None: not known)."""
+
+    curves: pl.DataFrame | None
+    eval_windows: int | None
 
 
 def _sections(
@@ -187,7 +209,7 @@ def _sections(
     mope_sigmas: Any,
     corpus_info: dict[str, Mapping[str, float]],
     sequential: SequentialSummary | None,
-    curves: pl.DataFrame | None,
+    training: _Training,
     interaction_asked: bool,
 ) -> tuple[list[SectionOutput], SequentialReading | None]:
     """Every section's output in the report's order, and the sequential design's reading of the
@@ -221,10 +243,33 @@ def _sections(
         seeds_needed_section(contrasts.results, settings),
         tau_section(df, settings, corpus_info),
         mope_section(mope_sigmas, settings, corpus_info),
-        training_section(curves, settings, tau_left_out=user_gated_variants(df)),
+        _training_section(df, settings, training, effects, reading),
         SectionOutput(results=contrasts.results),
     ]
     return outputs, reading
+
+
+def _training_section(
+    df: pl.DataFrame,
+    settings: AnalysisSettings,
+    training: _Training,
+    effects: pl.DataFrame | None,
+    reading: SequentialReading | None,
+) -> SectionOutput:
+    """Effects and tau over training, each effect's curve ending at its final contrast in its cell
+    (``effects``, the cells section's; in a study of one cell the verdict's, the sequential
+    reading's interval included); the legend says the windows the points and the ends rest on."""
+    cells = [c for c in ("dataset", "size", "context_length") if effects is not None and c in effects.columns]
+    one_cell = effects is not None and (not cells or effects.select(cells).unique().height == 1)
+    primary = reading.confidence_interval if reading is not None and one_cell else None
+    windows = df.get_column("val_windows").drop_nulls().to_list() if "val_windows" in df.columns else []
+    return training_section(
+        training.curves,
+        settings,
+        tau_left_out=user_gated_variants(df),
+        final=final_effects(effects, primary),
+        marks=window_marks(training.eval_windows, windows),
+    )
 
 
 def short_verdict(words: str) -> str:
@@ -380,8 +425,9 @@ def _write(path: Path, data: bytes) -> Path:
 
 
 def log_report(report: Report, *, run_id: str, tracking_uri: str, artifact_path: str = "report") -> None:
-    """Log the report's files under ``artifact_path``, its headline metrics and each core
-    effect over training (``effect/<claim>``, ``/lo``, ``/hi`` at every evaluation step:
+    """Log the report's files under ``artifact_path`` (the figure ``effects_over_training.png``
+    among them), its headline metrics and each core effect over training (``effect/<claim>``,
+    ``/lo``, ``/hi`` at every evaluation step, the last one the verdict's:
     :mod:`harness.report.effect_metrics`) to the MLflow run ``run_id`` (the study's parent
     run), and write the run's description
     (:func:`parent_description`: the verdict table, shown first on the run's page) with
@@ -393,9 +439,10 @@ def log_report(report: Report, *, run_id: str, tracking_uri: str, artifact_path:
     for path in report.files:
         client.log_artifact(run_id, path, artifact_path)
     client.log_metrics(run_id, report.headline_metrics, step=0)
-    effects = report.table_paths.get("effects_over_training")
-    if effects is not None:  # each core effect and its band at every evaluation step (MLflow's charts)
-        for step, values in effect_metrics(pl.read_parquet(effects)).items():
+    effects, ends = (report.table_paths.get(name) for name in ("effects_over_training", "final_effects"))
+    if effects is not None:  # each core effect and its band at every evaluation step, ending at the verdict
+        final = pl.read_parquet(ends) if ends is not None else None
+        for step, values in effect_metrics(pl.read_parquet(effects), final).items():
             client.log_metrics(run_id, values, step=step)
     # relative to the UI's root: it works whatever host and port serve the UI
     link = run_page_link(run.info.experiment_id, run_id, f"artifacts/{artifact_path}/{report.html_path.name}")

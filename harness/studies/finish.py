@@ -61,6 +61,7 @@ def analyse(
             sequential=sequential,
             curves=curves,
             interaction_asked=spec.factorial() is not None,
+            eval_windows=spec.periodic_windows(),
         )
     except Exception as exc:  # noqa: BLE001
         say(

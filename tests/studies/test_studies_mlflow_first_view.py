@@ -8,7 +8,9 @@ closed, nothing unfolded):
 - a trial run's charts open on its training curves: every chart group before the last holds
   curves (more than one point), the end-of-run numbers (``final_val_loss`` ...) come last;
 - the parent run holds each core effect and its 95 % band at every evaluation step
-  (``effect/<claim>``, ``/lo``, ``/hi``), for MLflow's own charts.
+  (``effect/<claim>``, ``/lo``, ``/hi``), for MLflow's own charts, ending at the verdict (the last
+  step's point is the verdict table's estimate and interval), and the figure of them
+  (``report/effects_over_training.png``).
 """
 
 from __future__ import annotations
@@ -85,16 +87,27 @@ def test_a_new_study_reads_at_first_sight_in_mlflow(tmp_path: Path, shared_data_
         # The band is logged where the analysis has one: lagged scoring starts as dot and 10 steps
         # move the loss by about 1e-8, so its gain can be 0.0 in every seed (float32 curves) and
         # then has no t-interval; the estimate is logged at every step.
+        # The last step's point is the verdict's (the final evaluation's windows), the band there its interval.
         effects = pl.read_parquet(outcome.report.table_paths["effects_over_training"])  # what was logged from
+        verdicts = {v.effect.replace(" gain", "-gain"): v for v in outcome.report.verdicts}
+        verdicts["superadditivity"] = verdicts["interaction (superadd.)"]
         banded_steps = {}
         for claim in EFFECTS:
-            history = {n: sorted(m.step for m in client.get_metric_history(parent_id, n)) for n in _names(claim)}
-            assert history[f"effect/{claim}"] == steps, claim
+            history = {n: {m.step: m.value for m in client.get_metric_history(parent_id, n)} for n in _names(claim)}
+            assert sorted(history[f"effect/{claim}"]) == steps, claim
+            assert history[f"effect/{claim}"][steps[-1]] == verdicts[claim].estimate, claim
             rows = effects.filter(pl.col("effect").map_elements(effect_claim, return_dtype=pl.String) == claim)
+            rows = rows.filter(pl.col("step") < steps[-1])
             banded = sorted(rows.filter(pl.col("ci_low").is_finite() & pl.col("ci_high").is_finite())["step"])
-            assert history[f"effect/{claim}/lo"] == history[f"effect/{claim}/hi"] == banded, (claim, history)
+            ci = verdicts[claim].confidence_interval
+            banded += [steps[-1]] if ci is not None else []
+            lo, hi = history[f"effect/{claim}/lo"], history[f"effect/{claim}/hi"]
+            assert sorted(lo) == sorted(hi) == banded, (claim, history)
+            assert ci is None or (lo[steps[-1]], hi[steps[-1]]) == (ci.low, ci.high), claim
             banded_steps[claim] = banded
         assert banded_steps["mope-gain"] == steps  # a real effect has its band at every step
+        figures = {f.path for f in client.list_artifacts(parent_id, "report")}
+        assert "report/effects_over_training.png" in figures, figures
         child = client.search_runs(
             [outcome.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'", max_results=1
         )[0]

@@ -190,6 +190,11 @@ class StudySpec(StrictModel):
         """Only the training settings the spec wrote (the rest keep TrainConfig's defaults)."""
         return self.train.model_dump(exclude_unset=True)
 
+    def periodic_windows(self) -> int | None:
+        """How many windows of each split every periodic evaluation reads, what the training curves
+        rest on: ``train.eval_windows`` as written, else TrainConfig's default (None: the whole split)."""
+        return self.train_overrides().get("eval_windows", TrainConfig.model_fields["eval_windows"].default)
+
     def factorial(self) -> Factorial | None:
         """The 2x2 design to analyse: the spec's, else the papers' when all four are run."""
         if self.analysis.factorial is not None:
