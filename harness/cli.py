@@ -20,6 +20,7 @@ from typer.core import TyperGroup
 
 from harness.datasets.data_dir import resolve_data_dir_env
 from harness.errors import InputError
+from harness.mlflow_client import quiet_mlflow
 
 #: Columns of the help and of typer's error panels: the options' help reads in long lines instead
 #: of a narrow column beside the option names (80 columns, rich's width off a terminal).
@@ -79,8 +80,7 @@ importlib.import_module("harness.bench.cli").register(bench_app)
 def main(argv: list[str] | None = None) -> None:
     """Console entry point. Typer handles usage errors itself (exit 2); bad input that
     the harness detects (:class:`InputError`) becomes one message on stderr and exit 2."""
-    # MLflow's progress bar per downloaded artifact is off for every call of the harness
-    # (harness.mlflow_client.QUIET_CALLS): one per trial would bury the verdicts.
+    quiet_mlflow()  # no progress bar per downloaded artifact unless the user's environment asks
     # A relative $HARNESS_DATA_DIR means the folder as seen from here: resolved once, before any
     # process is started or directory changed, and handed on resolved (harness.datasets.data_dir).
     resolve_data_dir_env()

@@ -11,7 +11,8 @@ analysis reading a study back (:mod:`harness.analysis.results`) and ``harness su
   an existing, writable directory) and :func:`ensure_experiment` (a new experiment keeps its
   artifacts beside a SQLite database and opens in MLflow's "model training" view);
 - **the HTTP policy** (:data:`HTTP_POLICY`): how often a failed request is tried again, the pause
-  between tries and how long one request may take, the same for a study and for a single run;
+  between tries and how long one request may take, the same for a study and for a single run,
+  carried by each client (:mod:`harness.mlflow_transport`), never put into the environment;
 - **batches**: params, tags and metrics go out with ``log_batch`` in chunks of the REST API's
   limits (:data:`MAX_PARAMS_PER_BATCH`, :data:`MAX_TAGS_PER_BATCH`, :data:`MAX_METRICS_PER_BATCH`);
 - **values**: a param or tag is text (``None`` -> ``"None"``) without the password of any URI in
@@ -36,11 +37,9 @@ import os
 import random
 import re
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
@@ -213,6 +212,15 @@ ENDED_MLFLOW_STATUSES = ("FINISHED", "FAILED", "KILLED")
 
 # -- the HTTP policy ------------------------------------------------------------------------------
 
+#: MLflow's environment variable for each argument of its ``rest_utils.http_request`` that the
+#: policy sets: MLflow reads the variable when a call leaves the argument out.
+HTTP_POLICY_VARIABLES = {
+    "max_retries": "MLFLOW_HTTP_REQUEST_MAX_RETRIES",
+    "backoff_factor": "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR",
+    "backoff_jitter": "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER",
+    "timeout": "MLFLOW_HTTP_REQUEST_TIMEOUT",
+}
+
 
 @dataclass(frozen=True)
 class HttpPolicy:
@@ -230,63 +238,40 @@ class HttpPolicy:
     """
 
     max_retries: int = 2
-    backoff_factor: int = 0  # MLflow parses an integer
+    backoff_factor: int = 0
     backoff_jitter: float = 0.2
     timeout_s: int = 10
 
-    def environ(self) -> dict[str, str]:
-        """The policy as MLflow's environment variables (see :func:`http_policy`)."""
-        return {
-            "MLFLOW_HTTP_REQUEST_MAX_RETRIES": str(self.max_retries),
-            "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": str(self.backoff_factor),
-            "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": str(self.backoff_jitter),
-            "MLFLOW_HTTP_REQUEST_TIMEOUT": str(self.timeout_s),
+    def request_kwargs(self) -> dict[str, float]:
+        """The policy as arguments of MLflow's ``http_request``, less each one whose variable
+        (:data:`HTTP_POLICY_VARIABLES`) the user set: MLflow reads that one itself, so the
+        user's own setting wins. Read at every request, never written."""
+        values = {
+            "max_retries": self.max_retries,
+            "backoff_factor": self.backoff_factor,
+            "backoff_jitter": self.backoff_jitter,
+            "timeout": self.timeout_s,
         }
+        return {arg: value for arg, value in values.items() if HTTP_POLICY_VARIABLES[arg] not in os.environ}
 
 
-#: The one HTTP policy of the harness.
+#: The one HTTP policy of the harness, carried by each :class:`TrackingClient` of a server
+#: (:mod:`harness.mlflow_transport`).
 HTTP_POLICY = HttpPolicy()
 
-#: What else holds during an MLflow call: MLflow prints "View run ... at: URL" (password
-#: included) for every run it ends on a server, and a progress bar per downloaded artifact.
-QUIET_CALLS = {"MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
-
-# Why the policy is put into the environment for the duration of each call: MLflow 3.17 has no
-# setting per client or per call for it. RestStore._call_endpoint -> rest_utils.call_endpoint ->
-# rest_utils.http_request(max_retries=None, backoff_factor=None, timeout=None, ...) reads
-# MLFLOW_HTTP_REQUEST_MAX_RETRIES / _BACKOFF_FACTOR / _BACKOFF_JITTER / _TIMEOUT from os.environ
-# at every request; the artifact repository of a server (HttpArtifactRepository) calls
-# http_request the same way; and MlflowClient resolves its store through a process-wide registry
-# (tracking._tracking_service.utils._get_store) on every call, so no store of our own can be
-# slipped in for one client. The variables are therefore set around each TrackingClient call
-# and taken out again afterwards: outside a call the environment is the user's, and a variable
-# the user set wins over the policy. Nested and concurrent calls share one setting (a depth
-# count under a lock), so no call ever sees the environment restored under it.
-_policy_lock = threading.Lock()
-_policy_depth = 0
-_policy_set: list[str] = []  # the variables the outermost call set (the user had not)
+#: MLflow's settings the harness makes once, when its command starts (:func:`quiet_mlflow`).
+QUIET_PROCESS = {"MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
 
 
-@contextmanager
-def http_policy() -> Iterator[None]:
-    """Run the enclosed MLflow calls under :data:`HTTP_POLICY` (and :data:`QUIET_CALLS`)."""
-    global _policy_depth
-    with _policy_lock:
-        if _policy_depth == 0:
-            for key, value in {**HTTP_POLICY.environ(), **QUIET_CALLS}.items():
-                if key not in os.environ:
-                    os.environ[key] = value
-                    _policy_set.append(key)
-        _policy_depth += 1
-    try:
-        yield
-    finally:
-        with _policy_lock:
-            _policy_depth -= 1
-            if _policy_depth == 0:
-                for key in _policy_set:
-                    os.environ.pop(key, None)
-                _policy_set.clear()
+def quiet_mlflow() -> None:
+    """No progress bar per downloaded artifact (one per trial would bury a report's verdicts),
+    unless the user's environment asks for one: set once for the process by ``harness``'s entry
+    point, before any MLflow call. Why the environment: MLflow 3.18 reads it in
+    ``file_utils.ArtifactProgressBar.set_pbar`` at each download and takes no argument for it.
+    (MLflow's other print, "View run <name> at: <URL>" with the URL's password, is off per
+    client: :class:`harness.mlflow_transport.PolicyTrackingService`.)"""
+    for key, value in QUIET_PROCESS.items():
+        os.environ.setdefault(key, value)
 
 
 # -- the client -----------------------------------------------------------------------------------
@@ -308,27 +293,29 @@ def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
 
 
 class TrackingClient:
-    """``mlflow.MlflowClient`` under the harness's rules: every call runs under
-    :func:`http_policy`; params, tags and metrics are written in batches of the API's limits
-    with the harness's value rules; a run ends with the MLflow status of its ``status`` tag.
-    Methods take and return MLflow's own entities (``Run``, ``Experiment``, ...)."""
+    """``mlflow.MlflowClient`` under the harness's rules: on a server every request follows
+    :data:`HTTP_POLICY` (this client's own store and artifact transfers,
+    :func:`harness.mlflow_transport.install_http_policy`); params, tags and metrics are written
+    in batches of the API's limits with the harness's value rules; a run ends with the MLflow
+    status of its ``status`` tag. Methods take and return MLflow's own entities (``Run``, ``Experiment``, ...)."""
 
     def __init__(self, tracking_uri: str) -> None:
         from mlflow import MlflowClient  # MLflow loads with the first client: see the module docstring
 
         self.tracking_uri = tracking_uri
         self.remote = urlparse(tracking_uri).scheme in ("http", "https")
-        with http_policy():
-            self._mlflow = MlflowClient(tracking_uri=tracking_uri)
+        self._mlflow = MlflowClient(tracking_uri=tracking_uri)
+        if self.remote:
+            from harness.mlflow_transport import install_http_policy
+
+            install_http_policy(self._mlflow, HTTP_POLICY)
 
     # -- experiments ------------------------------------------------------------------------------
     def get_experiment_by_name(self, name: str) -> Experiment | None:
-        with http_policy():
-            return self._mlflow.get_experiment_by_name(name)
+        return self._mlflow.get_experiment_by_name(name)
 
     def get_experiment(self, experiment_id: str) -> Experiment:
-        with http_policy():
-            return self._mlflow.get_experiment(experiment_id)
+        return self._mlflow.get_experiment(experiment_id)
 
     def create_experiment(
         self, name: str, *, artifact_location: str | None = None, tags: Mapping[str, str] | None = None
@@ -337,8 +324,7 @@ class TrackingClient:
         (see :meth:`_resent`)."""
 
         def create() -> str:
-            with http_policy():
-                return self._mlflow.create_experiment(name, artifact_location=artifact_location, tags=tags)
+            return self._mlflow.create_experiment(name, artifact_location=artifact_location, tags=tags)
 
         def made() -> str | None:
             found = self.get_experiment_by_name(name)
@@ -347,8 +333,7 @@ class TrackingClient:
         return self._resent(create, made)
 
     def search_experiments(self, *, max_results: int = 1000, page_token: str | None = None) -> PagedList[Experiment]:
-        with http_policy():
-            return self._mlflow.search_experiments(max_results=max_results, page_token=page_token)
+        return self._mlflow.search_experiments(max_results=max_results, page_token=page_token)
 
     # -- runs -------------------------------------------------------------------------------------
     def create_run(
@@ -363,8 +348,7 @@ class TrackingClient:
             texts[CREATE_TOKEN_TAG] = token
 
         def create() -> Run:
-            with http_policy():
-                return self._mlflow.create_run(experiment_id, run_name=run_name, tags=texts)
+            return self._mlflow.create_run(experiment_id, run_name=run_name, tags=texts)
 
         def made() -> Run | None:
             found = self.search_runs([experiment_id], f"tags.`{CREATE_TOKEN_TAG}` = '{token}'", max_results=1)
@@ -395,8 +379,7 @@ class TrackingClient:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def get_run(self, run_id: str) -> Run:
-        with http_policy():
-            return self._mlflow.get_run(run_id)
+        return self._mlflow.get_run(run_id)
 
     def find_run(self, run_id: str) -> Run | None:
         """The run ``run_id``, or None when the store does not hold it (or cannot be asked:
@@ -417,30 +400,25 @@ class TrackingClient:
         order_by: list[str] | None = None,
         page_token: str | None = None,
     ) -> PagedList[Run]:
-        with http_policy():
-            return self._mlflow.search_runs(
-                experiment_ids, filter_string, max_results=max_results, order_by=order_by, page_token=page_token
-            )
+        return self._mlflow.search_runs(
+            experiment_ids, filter_string, max_results=max_results, order_by=order_by, page_token=page_token
+        )
 
     def get_metric_history(self, run_id: str, key: str) -> list[Metric]:
-        with http_policy():
-            return self._mlflow.get_metric_history(run_id, key)
+        return self._mlflow.get_metric_history(run_id, key)
 
     def reopen_run(self, run_id: str) -> None:
         """Set an earlier run back to RUNNING (tag ``status=running``): a resumed run continues it."""
-        with http_policy():
-            self._mlflow.update_run(run_id, status="RUNNING")
-            self._mlflow.set_tag(run_id, "status", "running")
+        self._mlflow.update_run(run_id, status="RUNNING")
+        self._mlflow.set_tag(run_id, "status", "running")
 
     def set_tag(self, run_id: str, key: str, value: Any) -> None:
-        with http_policy():
-            self._mlflow.set_tag(run_id, key, text_value(value))
+        self._mlflow.set_tag(run_id, key, text_value(value))
 
     def set_terminated(self, run_id: str, status: str) -> None:
         """End the run with the MLflow status of the harness status ``status``
         (:data:`MLFLOW_RUN_STATUS`; FAILED for any other)."""
-        with http_policy():
-            self._mlflow.set_terminated(run_id, status=MLFLOW_RUN_STATUS.get(status, "FAILED"))
+        self._mlflow.set_terminated(run_id, status=MLFLOW_RUN_STATUS.get(status, "FAILED"))
 
     # -- batches ----------------------------------------------------------------------------------
     def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
@@ -466,30 +444,25 @@ class TrackingClient:
 
     def _log_batch(self, run_id: str, kind: str, items: Sequence[Any], size: int) -> None:
         """The harness's only ``log_batch``: ``items`` of one ``kind`` in chunks of ``size``."""
-        with http_policy():
-            for chunk in _chunks(items, size):
-                self._mlflow.log_batch(run_id, **{kind: list(chunk)})
+        for chunk in _chunks(items, size):
+            self._mlflow.log_batch(run_id, **{kind: list(chunk)})
 
     # -- artifacts and inputs ---------------------------------------------------------------------
     def log_artifact(self, run_id: str, path: str | os.PathLike[str], artifact_path: str | None = None) -> None:
-        with http_policy():
-            self._mlflow.log_artifact(run_id, str(path), artifact_path)
+        self._mlflow.log_artifact(run_id, str(path), artifact_path)
 
     def list_artifacts(self, run_id: str, path: str | None = None) -> list[FileInfo]:
-        with http_policy():
-            return self._mlflow.list_artifacts(run_id, path)
+        return self._mlflow.list_artifacts(run_id, path)
 
     def download_artifacts(self, run_id: str, path: str, dst_path: str | None = None) -> str:
-        with http_policy():
-            return self._mlflow.download_artifacts(run_id, path, dst_path)
+        return self._mlflow.download_artifacts(run_id, path, dst_path)
 
     def log_inputs(self, run_id: str, datasets: Sequence[DatasetInput]) -> None:
         """Record ``datasets`` as the run's inputs (sent again after a transient failure: the
         server keeps one input per dataset and run)."""
 
         def send() -> None:
-            with http_policy():
-                self._mlflow.log_inputs(run_id, datasets=list(datasets))
+            self._mlflow.log_inputs(run_id, datasets=list(datasets))
 
         self._resent(send)
 

@@ -1,6 +1,7 @@
 """One definition per contract, checked on the source: MLflow is written through one module
 (``harness/mlflow_client.py``: the chunked ``log_batch`` calls and the HTTP retry/timeout
-policy live there and nowhere else), and no module imports another module's private names
+policy live there, handed to MLflow's requests by ``harness/mlflow_transport.py`` and nowhere
+else), and no module imports another module's private names
 (what another module needs is public: docs/conventions.md)."""
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ def test_log_batch_is_called_in_the_mlflow_layer_only() -> None:
 
 
 def test_the_http_policy_is_set_in_the_mlflow_layer_only() -> None:
-    # MLflow reads its retry and timeout settings from MLFLOW_HTTP_REQUEST_* variables.
-    assert _files_containing("MLFLOW_HTTP_REQUEST_") == ["harness/mlflow_client.py"]
+    # MLflow's retry and timeout settings: arguments of its http_request, else MLFLOW_HTTP_REQUEST_*
+    # variables. The policy is defined in the client's module and handed to MLflow by its transport.
+    assert _files_containing("MLFLOW_HTTP_REQUEST_") == ["harness/mlflow_client.py", "harness/mlflow_transport.py"]
+    assert _files_containing("request_kwargs()") == ["harness/mlflow_transport.py"]
     assert _files_containing("MlflowClient(") == ["harness/mlflow_client.py"]
 
 

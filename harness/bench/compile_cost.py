@@ -51,7 +51,7 @@ def _probe(args: argparse.Namespace) -> dict[str, Any]:
     import torch.nn.functional as F
 
     from harness.models.numerics import flush_denormals
-    from harness.training.compile import CompiledForward, shared_cache
+    from harness.training.compile import CompiledForward, use_shared_cache
     from harness.training.config import TrainConfig
     from harness.training.module import build_char_model, learning_rate, optimizer_groups
 
@@ -84,16 +84,16 @@ def _probe(args: argparse.Namespace) -> dict[str, Any]:
         optimizer.zero_grad(set_to_none=True)
         state["k"] += 1
 
-    with shared_cache(Path(args.cache)):
-        compiled = CompiledForward(model)
-        first = _timed(lambda: step(compiled))
-        step(model)  # eager warm-up
-        rounds: dict[str, list[tuple[float, float]]] = {"eager": [], "compiled": []}
-        forwards = (("eager", model), ("compiled", compiled))
-        for _ in range(args.rounds):
-            for name, forward in forwards:
-                wall, cpu = _timed(lambda f=forward: [step(f) for _ in range(args.steps)])
-                rounds[name].append((wall / args.steps, cpu / args.steps))
+    use_shared_cache(Path(args.cache))
+    compiled = CompiledForward(model)
+    first = _timed(lambda: step(compiled))
+    step(model)  # eager warm-up
+    rounds: dict[str, list[tuple[float, float]]] = {"eager": [], "compiled": []}
+    forwards = (("eager", model), ("compiled", compiled))
+    for _ in range(args.rounds):
+        for name, forward in forwards:
+            wall, cpu = _timed(lambda f=forward: [step(f) for _ in range(args.steps)])
+            rounds[name].append((wall / args.steps, cpu / args.steps))
     from torch._dynamo.utils import counters
 
     breakdown = {name: step_breakdown(lambda f=forward: step(f), args.steps) for name, forward in forwards}

@@ -183,12 +183,12 @@ def run_check(settings: Settings, output: Path, constants: Path, names: list[str
     """The phases in one shared compile cache, the table, the JSON record and the measured
     constants; True when every phase passed within the budget."""
     from harness.bench.machine import write_result
-    from harness.training.compile import shared_cache
+    from harness.training.compile import use_shared_cache
 
     started = time.perf_counter()
     os.environ["HARNESS_COMPILE_CACHE"] = str(cache)  # the study subprocesses' cache too
-    with shared_cache(cache):
-        phases = run_phases(settings, names)
+    use_shared_cache(cache)  # this process's Inductor cache from now on
+    phases = run_phases(settings, names)
     total = time.perf_counter() - started
     over = (
         settings.enforce_budgets

@@ -100,8 +100,8 @@ def train_command(**options: Any) -> None:
     plan = prepare_run(config, resume, progress=True)
     from harness.training.run import train
 
-    # MLflow's own "View run ... at: <tracking URI>" (password included) is off for every call of
-    # the harness (harness.mlflow_client.QUIET_CALLS); the summary below names the run.
+    # MLflow's own "View run ... at: <tracking URI>" (password included) is off for every client
+    # of the harness (harness.mlflow_transport.PolicyTrackingService); the summary below names the run.
     result = train(config, resume_from=resume, progress_bar=True, plan=plan)
     _print_summary(result)
 

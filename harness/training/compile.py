@@ -44,7 +44,9 @@ variants and two shapes in one process and checks that each stays one compiled g
 
 **Caches.** Every run of a node uses one Inductor cache directory, :func:`cache_dir`:
 ``$HARNESS_COMPILE_CACHE``, else ``<harness cache>/inductor`` (``$HARNESS_CACHE_DIR``, else
-``~/.cache/harness``), with the FX graph and AOTAutograd caches on. The trials of a study on
+``~/.cache/harness``), with the FX graph and AOTAutograd caches on, set for the process before
+its first compile (:func:`use_shared_cache`: torch reads the directory from its environment
+only). The trials of a study on
 a node therefore share their compiled graphs, and only the first run of a variant and shape
 pays the cold compile. A marker per graph (:func:`graph_key`) records that it was built.
 """
@@ -52,13 +54,12 @@ pays the cold compile. A marker per graph (:func:`graph_key`) records that it wa
 from __future__ import annotations
 
 import collections
-import contextlib
 import hashlib
 import json
 import math
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,8 +102,6 @@ CPU_THREAD_FLOPS = 4.8e10
 #: Inductor options of every compile: eager's random ops, so that dropout masks equal eager's.
 INDUCTOR_OPTIONS = {"fallback_random": True}
 
-#: Environment of the caches (set for the process that compiles, before its first compile).
-_CACHE_ENV = {"TORCHINDUCTOR_FX_GRAPH_CACHE": "1", "TORCHINDUCTOR_AUTOGRAD_CACHE": "1"}
 _MARKERS = "harness-graphs"
 
 
@@ -124,28 +123,32 @@ def cache_dir() -> Path:
     return cache_root() / "inductor"
 
 
-@contextlib.contextmanager
-def shared_cache(directory: Path | None = None) -> Iterator[Path]:
-    """Inductor's caches in ``directory`` (default :func:`cache_dir`) while the block runs:
-    ``TORCHINDUCTOR_CACHE_DIR`` and the FX graph / AOTAutograd cache switches, restored after
-    (Inductor's in-process path caches are cleared on both sides)."""
+def use_shared_cache(directory: Path | None = None) -> Path:
+    """Make ``directory`` (default :func:`cache_dir`) Inductor's cache for the rest of this
+    process, with the FX graph and AOTAutograd caches on, and return it.
+
+    The directory is a setting of the process, not of a call: torch 2.13 reads it only from
+    ``$TORCHINDUCTOR_CACHE_DIR`` (``torch/_inductor/runtime/cache_dir_utils.py``, ``cache_dir()``,
+    at each use; it writes the resolved path back there for its compile subprocesses), and no
+    config option or ``torch.compile`` argument sets it. So it is set before the process's first
+    compile and left in place: every run of a process (a Ray worker's trials) uses the node's one
+    cache. Inductor's in-process path caches are cleared when it changes. The two switches are
+    torch's config objects (``torch._inductor.config.fx_graph_cache``,
+    ``torch._functorch.config.enable_autograd_cache``; on by default in torch 2.13, set here so
+    that the shared cache does not rest on a default); torch reads ``$TORCHINDUCTOR_FX_GRAPH_CACHE``
+    and ``$TORCHINDUCTOR_AUTOGRAD_CACHE`` over them, so a user's own setting wins."""
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
     from torch._inductor.utils import clear_caches
 
     directory = Path(directory or cache_dir()).resolve()
     directory.mkdir(parents=True, exist_ok=True)
-    env = {"TORCHINDUCTOR_CACHE_DIR": str(directory), **_CACHE_ENV}
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    clear_caches()
-    try:
-        yield directory
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR") != str(directory):
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(directory)
         clear_caches()
+    inductor_config.fx_graph_cache = True
+    functorch_config.enable_autograd_cache = True
+    return directory
 
 
 def _source_digest() -> str:

@@ -54,7 +54,7 @@ from harness.training.callbacks import (
     TokenThroughput,
     TrainingDiverged,
 )
-from harness.training.compile import CompiledForward, begin_compiled_run, shared_cache
+from harness.training.compile import CompiledForward, begin_compiled_run, use_shared_cache
 from harness.training.config import TrainConfig
 from harness.training.data import CharDataModule
 from harness.training.description import trial_description
@@ -139,19 +139,19 @@ def run_runtime(plan: RunPlan, progress_bar: bool) -> Iterator[None]:
     saved_levels = {name: logging.getLogger(name).level for name in quiet}
     gpu = plan.device.accelerator == "gpu"
     devices = [torch.cuda.current_device()] if gpu else []
-    cache = shared_cache() if plan.compile.compile else contextlib.nullcontext()
     try:
         flush_denormals()  # before any parallel operation, so torch's worker threads inherit it
         if not gpu:
             torch.set_num_threads(plan.device.threads)
         if plan.compile.compile:
+            use_shared_cache()  # the node's cache, for this process from now on
             begin_compiled_run(plan.device.threads)  # a reused worker's earlier runs must not count
         torch.set_float32_matmul_precision(plan.device.matmul_precision)  # "high": TF32 outside autocast
         if gpu:
             torch.backends.cudnn.allow_tf32 = True
         for name in quiet:  # "GPU available: ...", "max_steps reached": noise in a study log
             logging.getLogger(name).setLevel(logging.WARNING)
-        with cache, torch.random.fork_rng(devices=devices), warnings.catch_warnings():
+        with torch.random.fork_rng(devices=devices), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*does not have many workers.*")
             warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning 2.6 on torch 2.13
             yield

@@ -12,6 +12,7 @@ through Inductor in the shared cache, and the 200-step loss curve compiled again
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -177,6 +178,26 @@ def test_step_breakdown_puts_each_op_in_its_category() -> None:
 # -- graphs of the zoo -------------------------------------------------------------------------------
 
 
+def test_the_shared_cache_is_a_setting_of_the_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Torch reads its cache directory from the environment only: ``use_shared_cache`` sets it
+    for the process and leaves it (no restore around a run); the cache switches are torch's
+    config objects, not variables."""
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "before"))  # restored after the test
+    monkeypatch.setattr(inductor_config, "fx_graph_cache", False)
+    monkeypatch.setattr(functorch_config, "enable_autograd_cache", False)
+    before = dict(os.environ)
+    directory = tc.use_shared_cache(tmp_path / "node")
+    changed = {k for k in {*before, *os.environ} if before.get(k) != os.environ.get(k)}
+    assert changed == {"TORCHINDUCTOR_CACHE_DIR"}
+    assert directory == (tmp_path / "node").resolve() and directory.is_dir()
+    assert cache_dir() == str(directory)  # what Inductor compiles into, from now on
+    assert inductor_config.fx_graph_cache and functorch_config.enable_autograd_cache
+
+
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_one_graph_per_family_no_recompile(family: str) -> None:
     config = TrainConfig(**FAMILIES[family], **TINY)
@@ -213,11 +234,11 @@ def test_train_compiles_in_the_shared_cache(
 @pytest.mark.campaign  # ~20-50 s of cold Inductor compile per variant: too long for .ci/run's slow suite
 def test_every_variant_compiles_with_inductor(compile_cache: Path) -> None:
     failures = []
-    with tc.shared_cache(compile_cache):
-        for name in VARIANTS:
-            check = check_graph(TrainConfig(variant=name, **TINY), backend="inductor")
-            if not check.ok:
-                failures.append(f"{name}: {check}")
+    tc.use_shared_cache(compile_cache)
+    for name in VARIANTS:
+        check = check_graph(TrainConfig(variant=name, **TINY), backend="inductor")
+        if not check.ok:
+            failures.append(f"{name}: {check}")
     assert not failures, "\n".join(failures)
 
 
