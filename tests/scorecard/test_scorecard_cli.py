@@ -220,3 +220,21 @@ def test_a_results_parquet_of_two_studies_is_read_as_two(tmp_path: Path, capsys)
     rows = table.filter((pl.col("claim") == "ega-gain-mope-paper") & (pl.col("kind") == "cell"))
     assert sorted(rows.get_column("study").to_list()) == ["other", "sim"]
     assert rows.filter(pl.col("study") == "sim").row(0, named=True)["at_paper_setting"] is True
+
+
+@pytest.mark.parametrize("seeds", [2, 4])
+def test_a_clean_scorecard_run_warns_of_nothing(seeds: int, tmp_path: Path, capsys) -> None:
+    """A published study read at 2 seeds (the smoke study's count: one degree of freedom) and at
+    its 4: no Python warning is raised (numpy's and scipy's included) and nothing reaches stderr."""
+    import warnings
+
+    published = Path(__file__).resolve().parents[2] / "published" / "ladder-cpu-2026-12-02"
+    (tmp_path / "study").mkdir()
+    table = pl.read_parquet(published / "results.parquet").filter(pl.col("seed") < seeds)
+    table.write_parquet(tmp_path / "study" / "results.parquet")
+    (tmp_path / "study" / "spec.yaml").write_text((published / "spec.yaml").read_text())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        code = _run_cli("scorecard", "--from", str(tmp_path / "study"), "--out", str(tmp_path / "card"), "--no-log")
+    assert code == 0
+    assert capsys.readouterr().err == ""
