@@ -55,6 +55,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "tost_pvalue",
         ],
         "trends": ["effect_trend"],
+        "progress": ["matched_progress", "MatchedProgress"],
         "planning": ["seeds_needed", "sd_interval"],
         "multibootstrap": ["multi_bootstrap", "multi_bootstrap_interval"],
         "divergence": ["divergence_table"],
@@ -108,6 +109,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         t_interval,
         tost_pvalue,
     )
+    from harness.analysis.progress import MatchedProgress, matched_progress
     from harness.analysis.planning import sd_interval, seeds_needed
     from harness.analysis.results import (
         CELL_COLUMNS,
