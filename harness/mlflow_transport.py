@@ -25,7 +25,7 @@ import json
 import os
 import posixpath
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import requests
 from mlflow import MlflowClient
@@ -48,8 +48,14 @@ from mlflow.utils.rest_utils import (
 )
 from mlflow.utils.uri import validate_path_is_safe
 
-if TYPE_CHECKING:
-    from harness.mlflow_client import HttpPolicy
+
+class HttpPolicy(Protocol):
+    """What this module needs of a policy (:class:`harness.mlflow_client.HttpPolicy`): the
+    arguments of ``http_request`` it sets (declared here, so that this module does not import
+    the client's, which imports this one)."""
+
+    def request_kwargs(self) -> dict[str, Any]: ...
+
 
 #: How many runs' artifact repositories one client keeps (MLflow's own cache keeps 1024).
 MAX_CACHED_REPOSITORIES = 1024

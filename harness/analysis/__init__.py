@@ -109,8 +109,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         t_interval,
         tost_pvalue,
     )
-    from harness.analysis.progress import MatchedProgress, matched_progress
     from harness.analysis.planning import sd_interval, seeds_needed
+    from harness.analysis.progress import MatchedProgress, matched_progress
     from harness.analysis.results import (
         CELL_COLUMNS,
         RESULT_COLUMNS,
