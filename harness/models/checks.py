@@ -462,7 +462,8 @@ def check_variant(
     inputs of ``seeds``, the finite outputs and gradients of one training step (``seed``), and
     the graphs. A user component that cannot be imported or constructed, or whose model fails
     in its forward pass, raises :class:`~harness.errors.InputError` with the reason."""
-    v, s = get_variant(variant), get_size(size)
+    v = variant if isinstance(variant, Variant) else get_variant(variant)  # a Variant is resolved already
+    s = get_size(size)
     where = str(component_dir) if component_dir is not None else None
 
     def build(dropout: float = 0.0) -> nn.Module:

@@ -313,7 +313,7 @@ def build_model(
     >>> model(torch.zeros(2, 16, dtype=torch.long)).shape
     torch.Size([2, 16, 65])
     """
-    v = get_variant(variant)
+    v = variant if isinstance(variant, Variant) else get_variant(variant)  # a Variant is resolved already
     s = get_size(size)
     unknown = sorted(set(overrides) - set(_OVERRIDES))
     if unknown:

@@ -64,6 +64,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.models.variants import Variant
 from harness.training.config import TrainConfig
 
 # ---- measured constants: benchmarks/compile_cost.py, CPU seconds (= idle wall clock at one thread) on
@@ -166,15 +167,16 @@ def _source_digest() -> str:
 _DIGEST: dict[str, str] = {}
 
 
-def graph_key(config: TrainConfig, *, device: str) -> str:
+def graph_key(config: TrainConfig, *, device: str, variant: Variant | None = None) -> str:
     """What decides the compiled graph of a run: torch, the model code, the variant's
     components, the shape, the batch, dropout and the device. Seeds, learning rates and the
-    schedule do not change it: the runs of a study that differ only there share a graph."""
+    schedule do not change it: the runs of a study that differ only there share a graph.
+    ``variant`` is the config's resolved variant when the caller holds it (a run's plan)."""
     import torch
 
     if "models" not in _DIGEST:
         _DIGEST["models"] = _source_digest()
-    variant = config.variant_spec()  # as harness.training.module.resolve_variant, without Lightning
+    variant = config.variant_spec() if variant is None else variant
     size = config.model_size()
     parts = {
         "torch": torch.__version__,

@@ -213,14 +213,15 @@ class TrainConfig(BaseModel):
             **(dict(base.options) if base else {}),
         )
 
-    def run_params(self) -> dict[str, Any]:
+    def run_params(self, *, variant: Variant | None = None) -> dict[str, Any]:
         """The MLflow params of a run: every setting as the run uses it, so that MLflow can
         compare and plot runs without the harness. The config's fields, with what it leaves
         unset resolved: the variant's slots (``position``, ``gate``, ``scoring``) and options
         (``output_gate``; ``mope_init`` with a MOPE position, ``lags`` with lagged scoring), the
         shape (``n_layer``, ``n_head``, ``d_model``) and the dropout on attention weights
-        (``attention_dropout``: the residual ``dropout`` when unset)."""
-        variant = self.variant_spec()
+        (``attention_dropout``: the residual ``dropout`` when unset). ``variant`` is this config's
+        :meth:`variant_spec` when the caller holds it already (a run's plan), else resolved here."""
+        variant = self.variant_spec() if variant is None else variant
         return {
             **self.model_dump(),
             **self.model_size().config_fields(),  # its "size" entry is config.size: same value, same place

@@ -99,13 +99,15 @@ def resolve_variant(config: TrainConfig) -> Variant:
     return config.variant_spec()
 
 
-def build_char_model(config: TrainConfig, vocab_size: int) -> CharTransformer:
-    """The model of ``config`` (initialised from the global torch RNG: seed it first)."""
+def build_char_model(config: TrainConfig, vocab_size: int, *, variant: Variant | None = None) -> CharTransformer:
+    """The model of ``config`` (initialised from the global torch RNG: seed it first).
+    ``variant`` is the config's resolved variant when the caller holds it (a run's plan
+    resolved it once), else resolved here (:func:`resolve_variant`)."""
     overrides: dict[str, Any] = {}
     if config.tau_init is not None:
         overrides["tau_init"] = config.tau_init
     return build_model(
-        resolve_variant(config),
+        resolve_variant(config) if variant is None else variant,
         size=config.model_size(),
         vocab_size=vocab_size,
         block_size=config.context_length,

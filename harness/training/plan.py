@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from harness import datasets
 from harness.errors import InputError
 from harness.mlflow_client import redact_uri
-from harness.models.variants import DIAGNOSTIC_LABEL
+from harness.models.variants import DIAGNOSTIC_LABEL, Variant
 from harness.training.compile import CompileDecision, compile_decision, graph_key
 from harness.training.config import TrainConfig
 from harness.training.device_plan import DevicePlan, choose_device_plan
@@ -32,11 +32,13 @@ LAST_CHECKPOINT = "last.ckpt"
 
 @dataclass(frozen=True)
 class RunPlan:
-    """Everything a run needs before its first step, checked: the config, its variant, the corpus
-    (loaded), the device plan, the compile decision and, when resuming, the checkpoint opened."""
+    """Everything a run needs before its first step, checked: the config, its variant (resolved
+    here, once: the model, the compile key, the MLflow params and tags and the results row all
+    take this object), the corpus (loaded), the device plan, the compile decision and, when
+    resuming, the checkpoint opened."""
 
     config: TrainConfig
-    variant: Any
+    variant: Variant
     corpus: Any
     device: DevicePlan
     compile: CompileDecision
@@ -129,7 +131,7 @@ def prepare_run(
             f"context length {config.context_length} exceeds size {size.tag!r}'s maximum of "
             f"{size.max_context_length}; use a shorter --context-length or a larger --size"
         )
-    variant = config.variant_spec()  # as harness.training.module.resolve_variant
+    variant = config.variant_spec()  # the run's one resolution: all that follows takes this object
     if variant.diagnostic:
         # Allowed (it measures what a leak would fake), but never silently: a loss it reaches
         # is not a model's loss. A study runs it only with allow_diagnostics: true.
@@ -165,7 +167,9 @@ def prepare_run(
         len(corpus.train), config.train_fraction, block_size=config.context_length, batch_size=config.batch_size
     )
     corpus = datasets.with_train_prefix(corpus, config.train_fraction)
-    key = graph_key(config, device="cuda" if use_gpu else "cpu") if config.compile is not False else None
+    key = None
+    if config.compile is not False:
+        key = graph_key(config, device="cuda" if use_gpu else "cpu", variant=variant)
     decision = compile_decision(config, use_gpu=use_gpu, threads=device.threads, sharing=compile_sharing)
     return RunPlan(
         config=config,

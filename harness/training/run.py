@@ -43,7 +43,7 @@ from lightning.pytorch.callbacks import TQDMProgressBar
 
 from harness.mlflow_client import harness_git_commit
 from harness.models.numerics import flush_denormals
-from harness.models.variants import DIAGNOSTIC_LABEL
+from harness.models.variants import DIAGNOSTIC_LABEL, Variant
 from harness.results_schema import RESULT_COLUMNS, head_taus, shape_columns
 from harness.training.callbacks import (
     BatchLossMonitor,
@@ -169,12 +169,13 @@ def run_name(config: TrainConfig) -> str:
     return f"{config.variant}-{config.dataset}-{config.model_size().tag}-T{config.context_length}-s{config.seed}"
 
 
-def run_params(config: TrainConfig) -> dict[str, Any]:
-    """The MLflow params of a run: every setting as used (:meth:`TrainConfig.run_params`)."""
-    return config.run_params()
+def run_params(config: TrainConfig, variant: Variant | None = None) -> dict[str, Any]:
+    """The MLflow params of a run: every setting as used (:meth:`TrainConfig.run_params`;
+    ``variant``: the config's resolved variant, when the caller holds it)."""
+    return config.run_params(variant=variant)
 
 
-def run_tags(config: TrainConfig, variant: Any) -> dict[str, str]:
+def run_tags(config: TrainConfig, variant: Variant) -> dict[str, str]:
     """The tags every training run carries (``status`` is added by the tracker)."""
     return {
         "variant": config.variant,
@@ -337,7 +338,7 @@ def train(
 
     with run_runtime(plan, progress_bar):
         torch.manual_seed(config.seed)  # initialisation = f(seed)
-        model = build_char_model(config, plan.corpus.vocab_size)
+        model = build_char_model(config, plan.corpus.vocab_size, variant=plan.variant)
         datamodule = run_datamodule(config, plan, start_step=plan.start_step)
         target = prepare_tracking(config.tracking_uri, config.experiment) if mlflow_logging else None
 
@@ -418,7 +419,7 @@ def _open_run(target: TrackingTarget | None, plan: RunPlan) -> TrackedRun | None
         }
         if plan.resume_path is not None:
             tags["harness.resumed_from"] = str(plan.resume_path)
-        run = target.start_run(run_name=run_name(config), params=run_params(config), tags=tags)
+        run = target.start_run(run_name=run_name(config), params=run_params(config, plan.variant), tags=tags)
     return run
 
 
@@ -506,7 +507,7 @@ def _record_artifacts(run: TrackedRun, module: CharLMModule, diverged: TrainingD
         _write_artifacts(run, module, Path(tmp), final=diverged is None)
 
 
-def result_row(result: TrainResult, variant: Any) -> dict[str, Any]:
+def result_row(result: TrainResult, variant: Variant) -> dict[str, Any]:
     """The run as a row of a study's results table (its columns,
     :data:`~harness.results_schema.RESULT_COLUMNS`; ``study`` empty and the run's name as
     ``trial_id``): what :func:`~harness.training.description.trial_description` renders.

@@ -123,7 +123,7 @@ class SeedBatch:
         self.models = []
         for c in configs:
             torch.manual_seed(c.seed)  # initialisation = f(seed), as train's
-            self.models.append(build_char_model(c, plan.corpus.vocab_size))
+            self.models.append(build_char_model(c, plan.corpus.vocab_size, variant=plan.variant))
         self.base = self.models[0]
         params, _ = stack_module_state(self.models)  # (S, ...) leaves, tied weights listed once
         self.params: dict[str, Tensor] = params
